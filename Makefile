@@ -1,0 +1,31 @@
+# `make demo` and `make test` install whatever is missing first (see tools/setup.sh).
+SHELL := /bin/bash
+VENV ?= .venv
+HEPIX_CACHE ?= $(HOME)/.cache/hepix
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.hepix-setup
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test bench clean distclean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml tools/setup.sh tools/build_pyfhel.sh tools/patch_pyfhel_sdist.py
+	tools/setup.sh $(VENV) $(HEPIX_CACHE)
+	@touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/hepix demo
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(VENV)/bin/hepix bench --out bench-out
+
+clean:
+	rm -rf bench-out demo-out .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,156 @@
+"""The HE context a party holds: parameters, keys, and the Pyfhel object behind them.
+
+This is the one module of hepix that builds Pyfhel objects (``keys`` and the
+strategies call through it).  Pyfhel objects do not pickle with their keys,
+so what travels between processes is bytes (:meth:`HEContext.public_bytes`),
+rebuilt into an :class:`HEContext` on the other side.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from Pyfhel import PyCtxt, Pyfhel
+
+from .ciphertexts import CiphertextLayout
+from .errors import HepixError, SecretKeyMissing
+from .params import Params
+
+log = logging.getLogger(__name__)
+
+COMPRESSION = "zstd"   # for keys and context; ciphertexts are stored uncompressed
+
+
+@dataclass(frozen=True)
+class PublicMaterial:
+    """Everything a party without the secret key needs, as bytes (picklable, broadcastable)."""
+
+    params: Params
+    context: bytes
+    public_key: bytes
+    relin_key: bytes | None = None
+    rotate_key: bytes | None = None
+
+    def fingerprint(self) -> str:
+        """sha256 over the parameters and the public key, hex; 16 characters identify a key."""
+        h = hashlib.sha256(b"hepix-key-fingerprint-v1\0")
+        h.update(self.params.canonical_bytes())
+        h.update(hashlib.sha256(self.public_key).digest())
+        return h.hexdigest()
+
+
+def _pyfhel_for(params: Params) -> Pyfhel:
+    params.validate()
+    he = Pyfhel()
+    he.contextGen(
+        scheme=params.scheme, n=params.n, scale=2.0 ** params.scale_bits,
+        qi_sizes=list(params.qi_sizes), sec=params.security_bits,
+    )
+    return he
+
+
+class HEContext:
+    """Parameters + keys + a Pyfhel object.  ``has_secret`` says whether it can decrypt."""
+
+    def __init__(self, he: Pyfhel, params: Params, public: PublicMaterial, has_secret: bool):
+        self._he = he
+        self.params = params
+        self.public = public
+        self.has_secret = has_secret
+
+    # --- construction -----------------------------------------------------------------
+    @classmethod
+    def generate(cls, params: Params) -> tuple["HEContext", bytes]:
+        """Fresh keys for ``params``: returns the context and the secret key bytes."""
+        he = _pyfhel_for(params)
+        he.keyGen()
+        relin = None
+        if params.supports_keyswitching:
+            he.relinKeyGen()
+            relin = he.to_bytes_relin_key(compr_mode=COMPRESSION)
+        public = PublicMaterial(
+            params=params,
+            context=he.to_bytes_context(compr_mode=COMPRESSION),
+            public_key=he.to_bytes_public_key(compr_mode=COMPRESSION),
+            relin_key=relin,
+        )
+        secret = he.to_bytes_secret_key(compr_mode=COMPRESSION)
+        return cls(he, params, public, has_secret=True), secret
+
+    @classmethod
+    def from_public(cls, public: PublicMaterial, secret_key: bytes | None = None) -> "HEContext":
+        he = Pyfhel()
+        he.from_bytes_context(public.context)
+        he.from_bytes_public_key(public.public_key)
+        if public.relin_key is not None:
+            he.from_bytes_relin_key(public.relin_key)
+        if public.rotate_key is not None:
+            he.from_bytes_rotate_key(public.rotate_key)
+        if secret_key is not None:
+            he.from_bytes_secret_key(secret_key)
+        ctx = cls(he, public.params, public, has_secret=secret_key is not None)
+        ctx._check_params()
+        return ctx
+
+    def _check_params(self) -> None:
+        n = self._he.get_poly_modulus_degree()
+        sizes = [int(q).bit_length() for q in self._he.qi]
+        if n != self.params.n or sizes != list(self.params.qi_sizes):
+            raise HepixError(
+                f"the stored context (N={n}, primes of {sizes} bits) does not match the recorded "
+                f"parameters {self.params.describe()}; the key directory is inconsistent"
+            )
+
+    @property
+    def fingerprint(self) -> str:
+        return self.public.fingerprint()
+
+    # --- encryption (fresh, IND-CPA) -----------------------------------------------
+    def encrypt_value(self, value: float) -> bytes:
+        """Public-key encryption of one value in slot 0, serialized uncompressed."""
+        ct = self._he.encryptFrac(np.array([float(value)], dtype=np.float64))
+        return ct.to_bytes(compr_mode="none")
+
+    def encrypt_vector(self, values: np.ndarray) -> bytes:
+        """Public-key encryption of up to N/2 values (one per slot), serialized uncompressed."""
+        ct = self._he.encryptFrac(np.ascontiguousarray(values, dtype=np.float64))
+        return ct.to_bytes(compr_mode="none")
+
+    @cached_property
+    def layout(self) -> CiphertextLayout:
+        """The byte layout of this context's fresh ciphertexts (measured on an encryption of 0)."""
+        sample = self.encrypt_value(0.0)
+        primes = tuple(int(q) for q in self._he.qi[: self.params.data_primes])
+        body = 2 * len(primes) * self.params.n * 8
+        header_len = len(sample) - body
+        if header_len <= 0:
+            raise HepixError(f"unexpected ciphertext serialization: {len(sample)} bytes for {self.params.describe()}")
+        return CiphertextLayout(header=sample[:header_len], primes=primes, n=self.params.n)
+
+    # --- decryption -------------------------------------------------------------------
+    def _require_secret(self, what: str) -> None:
+        if not self.has_secret:
+            raise SecretKeyMissing(
+                f"{what} needs the secret key, but this context was loaded from public material only "
+                f"(key {self.fingerprint[:16]}); load the key directory with its secret key"
+            )
+
+    def load_ciphertext(self, ct: bytes | memoryview) -> PyCtxt:
+        return PyCtxt(pyfhel=self._he, bytestring=bytes(ct))
+
+    def decrypt_slots(self, ct: bytes | memoryview, count: int = 1) -> np.ndarray:
+        """Decrypt one serialized ciphertext and return its first ``count`` slots (float64)."""
+        self._require_secret("decryption")
+        return np.asarray(self._he.decryptFrac(self.load_ciphertext(ct))[:count], dtype=np.float64)
+
+    def decrypt_pixels(self, batch) -> np.ndarray:
+        """Slot 0 of every ciphertext of a pixel-layout batch, as float64."""
+        self._require_secret("decryption")
+        out = np.empty(len(batch), dtype=np.float64)
+        he = self._he
+        for i, ct in enumerate(batch):
+            out[i] = he.decryptFrac(PyCtxt(pyfhel=he, bytestring=bytes(ct)))[0]
+        return out

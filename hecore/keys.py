@@ -1,0 +1,194 @@
+"""Key directories.
+
+Layout of a key directory (created with mode 0700)::
+
+    hepix-keys.json   parameters, fingerprint, file list, creation time
+    context.bin       the Pyfhel/SEAL context (zstd)
+    public.key        public key (zstd)
+    relin.key         relinearisation key, when the parameters allow key switching
+    secret.key        the secret key, mode 0600 -- only on the data owner's side
+
+:func:`load_public` reads only the public files: it never opens ``secret.key``,
+so a processing job can be pointed at a directory that holds one without the
+secret ever entering its memory (the processing job goes further and refuses
+such a directory; see ``hepix process``).  :func:`export_public` writes a
+copy without the secret key, to hand to the cluster.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .context import HEContext, PublicMaterial
+from .errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
+from .params import Params
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "hepix-keys.json"
+CONTEXT = "context.bin"
+PUBLIC = "public.key"
+RELIN = "relin.key"
+ROTATE = "rotate.key"
+SECRET = "secret.key"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What ``hepix-keys.json`` records."""
+
+    params: Params
+    fingerprint: str
+    created: str
+    has_secret: bool
+
+
+def _write_private(path: Path, data: bytes, mode: int) -> None:
+    """Create ``path`` with ``mode`` from the start (no window where it is world-readable)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    os.chmod(path, mode)  # umask may have narrowed it; make it exactly ``mode``
+
+
+def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False) -> KeyInfo:
+    """Generate keys for ``params`` into a new key directory ``out``."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise KeyDirectoryError(
+                f"{out} exists and is not empty; choose a new directory (or pass overwrite=True "
+                "to replace its keys -- ciphertexts made with the old keys can then no longer be decrypted)"
+            )
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(out, 0o700)
+    ctx, secret = HEContext.generate(params)
+    pub = ctx.public
+    _write_private(out / CONTEXT, pub.context, 0o644)
+    _write_private(out / PUBLIC, pub.public_key, 0o644)
+    if pub.relin_key is not None:
+        _write_private(out / RELIN, pub.relin_key, 0o644)
+    _write_private(out / SECRET, secret, 0o600)
+    info = KeyInfo(params=params, fingerprint=ctx.fingerprint,
+                   created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_secret=True)
+    _write_manifest(out, info)
+    log.info("generated keys %s (%s) in %s", info.fingerprint[:16], params.describe(), out)
+    return info
+
+
+def _write_manifest(out: Path, info: KeyInfo) -> None:
+    doc = {"format": FORMAT, "params": info.params.to_json(), "fingerprint": info.fingerprint,
+           "created": info.created}
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, out / MANIFEST)
+
+
+def read_info(keys: str | os.PathLike) -> KeyInfo:
+    """Read ``hepix-keys.json`` (does not read any key)."""
+    keys = Path(keys)
+    path = keys / MANIFEST
+    if not path.is_file():
+        raise KeyDirectoryError(
+            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --out {keys}`"
+        )
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("format") != FORMAT:
+            raise KeyDirectoryError(f"{path}: key directory format {doc.get('format')!r} is not {FORMAT}")
+        params = Params.from_json(doc["params"])
+        fingerprint = str(doc["fingerprint"])
+        created = str(doc.get("created", ""))
+    except (ValueError, KeyError) as e:
+        raise KeyDirectoryError(f"{path} is malformed: {e}") from e
+    return KeyInfo(params, fingerprint, created, has_secret=(keys / SECRET).exists())
+
+
+def _read(keys: Path, name: str, required: bool = True) -> bytes | None:
+    path = keys / name
+    if not path.is_file():
+        if required:
+            raise KeyDirectoryError(f"{keys} has no {name}; the key directory is incomplete")
+        return None
+    return path.read_bytes()
+
+
+def read_public(keys: str | os.PathLike) -> PublicMaterial:
+    """The public material of a key directory, checked against its recorded fingerprint."""
+    keys = Path(keys)
+    info = read_info(keys)
+    material = PublicMaterial(
+        params=info.params,
+        context=_read(keys, CONTEXT),
+        public_key=_read(keys, PUBLIC),
+        relin_key=_read(keys, RELIN, required=False),
+        rotate_key=_read(keys, ROTATE, required=False),
+    )
+    if material.fingerprint() != info.fingerprint:
+        raise KeyDirectoryError(
+            f"{keys}: the public key's fingerprint {material.fingerprint()[:16]} does not match the "
+            f"recorded {info.fingerprint[:16]}; the directory was modified or mixed from two key sets"
+        )
+    return material
+
+
+def load_public(keys: str | os.PathLike) -> HEContext:
+    """A context that can encrypt and evaluate but not decrypt.  Never opens ``secret.key``."""
+    return HEContext.from_public(read_public(keys))
+
+
+def load_secret(keys: str | os.PathLike) -> HEContext:
+    """A context with the secret key.  Refuses a secret key file that others can read."""
+    keys = Path(keys)
+    material = read_public(keys)
+    path = keys / SECRET
+    if not path.is_file():
+        raise SecretKeyMissing(
+            f"{keys} holds no {SECRET} (a public-only key directory); decryption needs the data "
+            "owner's key directory"
+        )
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyDirectoryError(
+            f"{path} has mode {mode:04o}: the secret key is readable by other users; "
+            f"run `chmod 600 {path}` (and check who may have read it)"
+        )
+    return HEContext.from_public(material, secret_key=path.read_bytes())
+
+
+def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:
+    """Copy the public part of ``keys`` into a new directory ``out`` (no secret key)."""
+    keys, out = Path(keys), Path(out)
+    material = read_public(keys)
+    if out.exists() and any(out.iterdir()):
+        raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in (CONTEXT, PUBLIC, RELIN, ROTATE):
+        if (keys / name).is_file():
+            shutil.copyfile(keys / name, out / name)
+    info = read_info(keys)
+    info = KeyInfo(info.params, info.fingerprint, info.created, has_secret=False)
+    _write_manifest(out, info)
+    log.info("exported public keys %s to %s", material.fingerprint()[:16], out)
+    return info
+
+
+def check_fingerprint(expected: str, actual: str, what: str = "ciphertexts") -> None:
+    """Raise :class:`KeyMismatch` unless two fingerprints name the same key."""
+    if expected != actual:
+        raise KeyMismatch(
+            f"{what} were made with key {expected[:16]}, the key directory holds {actual[:16]}; "
+            "use the key directory the ciphertexts were encrypted with"
+        )

@@ -1,0 +1,144 @@
+"""Encryption parameters: presets at 128-bit security and their validation.
+
+The bounds are the HomomorphicEncryption.org security standard's largest
+total coefficient-modulus sizes (bits) for a ternary secret at 128-bit
+classical security, the same table SEAL's ``CoeffModulus::MaxBitCount`` uses.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from .errors import InvalidParameters, WeakParameters
+
+#: HE standard (2018), Table 1, uniform ternary secret, classical 128-bit security:
+#: ring degree N -> largest log2(Q) in bits.
+HE_STANDARD_128 = {1024: 27, 2048: 54, 4096: 109, 8192: 218, 16384: 438, 32768: 881}
+
+STANDARD_NAME = "HomomorphicEncryption.org standard, 128-bit classical, ternary secret"
+
+SCHEMES = ("ckks",)
+
+
+@dataclass(frozen=True)
+class Params:
+    """CKKS parameters: ring degree ``n``, prime sizes ``qi_sizes`` and scale 2^``scale_bits``.
+
+    The last prime of ``qi_sizes`` is SEAL's special (key-switching) prime and
+    is not stored in ciphertexts; the others are the data primes.  With a
+    single prime there is no key switching (no relinearisation, no rotation):
+    enough for pixel additions and plaintext multiplication, nothing more.
+    """
+
+    scheme: str
+    n: int
+    qi_sizes: tuple[int, ...]
+    scale_bits: int
+    security_bits: int = 128
+    name: str = field(default="custom", compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "qi_sizes", tuple(int(q) for q in self.qi_sizes))
+
+    @property
+    def total_bits(self) -> int:
+        return sum(self.qi_sizes)
+
+    @property
+    def slots(self) -> int:
+        return self.n // 2
+
+    @property
+    def data_primes(self) -> int:
+        """Primes a fresh ciphertext carries (all but the special prime)."""
+        return max(1, len(self.qi_sizes) - 1)
+
+    @property
+    def supports_keyswitching(self) -> bool:
+        return len(self.qi_sizes) > 1
+
+    def validate(self) -> "Params":
+        """Raise :class:`InvalidParameters` or :class:`WeakParameters`; return self."""
+        if self.scheme not in SCHEMES:
+            raise InvalidParameters(f"scheme {self.scheme!r} is not supported; use one of {SCHEMES}")
+        if self.n not in HE_STANDARD_128:
+            raise InvalidParameters(
+                f"ring degree n={self.n} is not one of {sorted(HE_STANDARD_128)}"
+            )
+        if not self.qi_sizes or any(not 20 <= q <= 60 for q in self.qi_sizes):
+            raise InvalidParameters(
+                f"prime sizes {list(self.qi_sizes)} must be 1 or more values between 20 and 60 bits"
+            )
+        if self.security_bits != 128:
+            raise InvalidParameters(
+                f"security level {self.security_bits} bits is not supported; hepix only builds 128-bit contexts"
+            )
+        bound = HE_STANDARD_128[self.n]
+        if self.total_bits > bound:
+            raise WeakParameters(
+                f"parameters {self.describe()} give less than 128-bit security: log2(Q) = "
+                f"{self.total_bits} bits exceeds the bound of {bound} bits for N={self.n} "
+                f"({STANDARD_NAME}); use fewer or smaller primes, or N={2 * self.n}"
+            )
+        top = max(self.qi_sizes[: self.data_primes])
+        if self.scale_bits >= top:
+            raise InvalidParameters(
+                f"scale 2^{self.scale_bits} does not fit under the first data prime of {top} bits"
+            )
+        return self
+
+    def describe(self) -> str:
+        return f"{self.scheme.upper()} N={self.n} qi={list(self.qi_sizes)} scale=2^{self.scale_bits}"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["qi_sizes"] = list(self.qi_sizes)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Params":
+        try:
+            return cls(
+                scheme=d["scheme"], n=int(d["n"]), qi_sizes=tuple(d["qi_sizes"]),
+                scale_bits=int(d["scale_bits"]), security_bits=int(d.get("security_bits", 128)),
+                name=d.get("name", "custom"),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidParameters(f"malformed parameter record {d!r}: {e}") from e
+
+    def canonical_bytes(self) -> bytes:
+        """Bytes that identify the parameters (the name is a label and is left out)."""
+        d = self.to_json()
+        d.pop("name")
+        return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.canonical_bytes()).hexdigest()
+
+
+#: The presets.  Every one is checked against the bound at import time.
+PRESETS: dict[str, Params] = {
+    p.name: p.validate()
+    for p in (
+        # iCHEETAH §4.2: N = 2^12, Q = 2^109.  Data primes 40 and 30 bits, special prime 39;
+        # scale 2^30 leaves one rescale for a plaintext multiplication (mean filter).
+        Params("ckks", 4096, (40, 30, 39), 30, name="paper-4096"),
+        # Seed 001 (TenSEAL study): N = 8192, [60, 40, 40, 60], scale 2^40.
+        Params("ckks", 8192, (60, 40, 40, 60), 40, name="tenseal-8192"),
+        # The smallest ring that serves add-only pixel work: N = 2048, one 54-bit prime
+        # (exactly the 128-bit bound).  No key switching, so no rotations/relinearisation.
+        Params("ckks", 2048, (54,), 30, name="addonly-2048"),
+    )
+}
+
+DEFAULT_PRESET = "paper-4096"
+
+
+def preset(name: str) -> Params:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise InvalidParameters(
+            f"unknown preset {name!r}; choose one of: {', '.join(sorted(PRESETS))}"
+        ) from None

@@ -1,0 +1,161 @@
+"""Cut images into fixed-size tiles and put them back together.
+
+Tiles are the unit of parallel work: each one is encrypted, processed and
+decrypted on its own. Every tile has the same shape (``tile_h`` x ``tile_w``
+[x C]) so all ciphertexts have the same layout; tiles that pass the right or
+bottom border are padded with the nearest edge pixel (``np.pad`` mode
+``"edge"``), and ``Tile.h``/``Tile.w`` say how much of the tile is real image.
+``untile`` keeps only those valid regions, so ``untile(*tile_image(p, th, tw))``
+returns ``p`` exactly.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+__all__ = ["TileGrid", "Tile", "tile_image", "untile", "parse_tile_spec"]
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """How an image of ``height`` x ``width`` x ``channels`` is cut into tiles."""
+
+    height: int
+    width: int
+    tile_h: int
+    tile_w: int
+    channels: int
+
+    @property
+    def rows(self) -> int:
+        return _ceil_div(self.height, self.tile_h)
+
+    @property
+    def cols(self) -> int:
+        return _ceil_div(self.width, self.tile_w)
+
+    @property
+    def padded_height(self) -> int:
+        return self.rows * self.tile_h
+
+    @property
+    def padded_width(self) -> int:
+        return self.cols * self.tile_w
+
+    @property
+    def count(self) -> int:
+        return self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One tile: grid index (ty, tx), top-left pixel (y, x), valid extent (h, w).
+
+    ``pixels`` is always the full tile_h x tile_w [x C] block; only its top-left
+    ``h`` x ``w`` part lies inside the image.
+    """
+
+    ty: int
+    tx: int
+    y: int
+    x: int
+    h: int
+    w: int
+    pixels: np.ndarray
+
+
+def _check_tile_size(tile_h: int, tile_w: int) -> None:
+    for name, value in (("tile_h", tile_h), ("tile_w", tile_w)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def tile_image(pixels: np.ndarray, tile_h: int, tile_w: int) -> tuple[TileGrid, list[Tile]]:
+    """Cut ``pixels`` ((H, W) or (H, W, 3)) into tiles, in row-major order."""
+    _check_tile_size(tile_h, tile_w)
+    if pixels.ndim == 2:
+        channels = 1
+    elif pixels.ndim == 3 and pixels.shape[2] == 3:
+        channels = 3
+    else:
+        raise ValueError(f"pixels must have shape (H, W) or (H, W, 3), got {pixels.shape}")
+    height, width = pixels.shape[:2]
+    if height == 0 or width == 0:
+        raise ValueError(f"cannot tile an empty image of shape {pixels.shape}")
+    grid = TileGrid(height, width, int(tile_h), int(tile_w), channels)
+    pad = [(0, grid.padded_height - height), (0, grid.padded_width - width)]
+    if channels == 3:
+        pad.append((0, 0))
+    padded = np.pad(pixels, pad, mode="edge")
+    tiles = []
+    for ty in range(grid.rows):
+        for tx in range(grid.cols):
+            y, x = ty * grid.tile_h, tx * grid.tile_w
+            block = np.ascontiguousarray(padded[y:y + grid.tile_h, x:x + grid.tile_w])
+            tiles.append(Tile(ty, tx, y, x, min(grid.tile_h, height - y), min(grid.tile_w, width - x), block))
+    return grid, tiles
+
+
+def _list_positions(positions: Iterable[tuple[int, int]], limit: int = 10) -> str:
+    items = sorted(positions)
+    shown = ", ".join(f"({ty}, {tx})" for ty, tx in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def untile(grid: TileGrid, tiles: Iterable[Tile]) -> np.ndarray:
+    """Reassemble the image from ``tiles`` (any order, any dtype): the inverse of ``tile_image``.
+
+    Raises ValueError naming the (ty, tx) positions that are missing,
+    duplicated or outside the grid, or a tile whose shape is wrong.
+    """
+    tiles = list(tiles)
+    seen: dict[tuple[int, int], int] = {}
+    for tile in tiles:
+        seen[(tile.ty, tile.tx)] = seen.get((tile.ty, tile.tx), 0) + 1
+    expected = {(ty, tx) for ty in range(grid.rows) for tx in range(grid.cols)}
+    problems = []
+    if missing := expected - seen.keys():
+        problems.append(f"missing tiles {_list_positions(missing)}")
+    if duplicated := [pos for pos, n in seen.items() if n > 1]:
+        problems.append(f"duplicated tiles {_list_positions(duplicated)}")
+    if outside := seen.keys() - expected:
+        problems.append(f"tiles outside the {grid.rows}x{grid.cols} grid {_list_positions(outside)}")
+    if problems:
+        raise ValueError("cannot untile: " + "; ".join(problems))
+
+    block = (grid.tile_h, grid.tile_w) + ((grid.channels,) if grid.channels == 3 else ())
+    shape = (grid.height, grid.width) + block[2:]
+    dtype = np.result_type(*(t.pixels.dtype for t in tiles))
+    out = np.empty(shape, dtype=dtype)
+    for tile in tiles:
+        if tile.pixels.shape != block:
+            raise ValueError(f"tile ({tile.ty}, {tile.tx}) has shape {tile.pixels.shape}, expected {block}")
+        y, x = tile.ty * grid.tile_h, tile.tx * grid.tile_w
+        h, w = min(grid.tile_h, grid.height - y), min(grid.tile_w, grid.width - x)
+        out[y:y + h, x:x + w] = tile.pixels[:h, :w]
+    return out
+
+
+_SPEC = re.compile(r"^\s*([0-9]+)\s*(?:[xX]\s*([0-9]+)\s*)?$")
+
+
+def parse_tile_spec(spec: str) -> tuple[int, int]:
+    """Parse ``"HxW"`` (e.g. ``"16x8"`` -> (16, 8)) or ``"N"`` (-> (N, N)).
+
+    The order is height x width, matching ``tile_image(pixels, tile_h, tile_w)``.
+    """
+    match = _SPEC.match(spec) if isinstance(spec, str) else None
+    if match is None:
+        raise ValueError(f"bad tile spec {spec!r}: expected 'HxW' such as '16x16', or 'N' for NxN")
+    tile_h = int(match.group(1))
+    tile_w = int(match.group(2)) if match.group(2) is not None else tile_h
+    if tile_h < 1 or tile_w < 1:
+        raise ValueError(f"bad tile spec {spec!r}: tile sizes must be >= 1")
+    return tile_h, tile_w

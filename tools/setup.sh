@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Idempotent setup: Debian packages (only if missing), a virtualenv, the
+# cached Pyfhel wheel, then the project in editable mode with its test extras.
+#
+#   tools/setup.sh VENV CACHE_DIR
+set -euo pipefail
+
+venv=${1:-.venv}
+cache=${2:-${HEPIX_CACHE:-$HOME/.cache/hepix}}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+# --- Debian packages ---------------------------------------------------------
+# GSL, zlib and zstd headers for the offline Pyfhel build; a JRE for Spark.
+need=()
+for pkg in libmsgsl-dev zlib1g-dev libzstd-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+if (( ${#need[@]} )); then
+  echo "setup: installing Debian packages: ${need[*]}" >&2
+  sudo_=""; [[ $(id -u) -eq 0 ]] || sudo_="sudo"
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${need[@]}"
+fi
+
+# --- virtualenv ----------------------------------------------------------------
+py_sys=${PYTHON:-python3}
+if [[ ! -x "$venv/bin/python" ]]; then
+  "$py_sys" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+    || { echo "setup: hepix needs Python >= 3.11; $py_sys is $("$py_sys" --version)" >&2; exit 1; }
+  echo "setup: creating $venv" >&2
+  "$py_sys" -m venv "$venv"
+fi
+py="$venv/bin/python"
+"$py" -m pip install --quiet --upgrade "pip>=24" >&2
+
+# --- Pyfhel (built offline once, cached outside the tree) ---------------------
+if ! "$py" -c 'import Pyfhel' >/dev/null 2>&1; then
+  wheel=$("$here/build_pyfhel.sh" "$py" "$cache")
+  echo "setup: installing $wheel" >&2
+  "$py" -m pip install --quiet "$wheel" >&2
+fi
+
+# --- the project -----------------------------------------------------------------
+echo "setup: installing hepix (editable) and its dependencies" >&2
+"$py" -m pip install --quiet -e "$root[test]" >&2
+"$py" -c 'import Pyfhel, pyspark, numba, hecore' >&2
+echo "setup: done ($("$py" -c 'import Pyfhel,pyspark; print("Pyfhel", Pyfhel.__version__, "/ pyspark", pyspark.__version__)'))" >&2
