@@ -97,12 +97,31 @@ class HEContext:
 
     def _check_params(self) -> None:
         n = self._he.get_poly_modulus_degree()
-        sizes = [int(q).bit_length() for q in self._he.qi]
+        sizes = [int(b) for b in self._he.qi_sizes]
         if n != self.params.n or sizes != list(self.params.qi_sizes):
             raise HepixError(
                 f"the stored context (N={n}, primes of {sizes} bits) does not match the recorded "
                 f"parameters {self.params.describe()}; the key directory is inconsistent"
             )
+
+    @cached_property
+    def primes(self) -> tuple[int, ...]:
+        """All primes of the coefficient modulus, the special prime last.
+
+        A context restored from bytes does not expose them in Pyfhel 3.5
+        (``qi`` comes back empty), but SEAL chooses them deterministically from
+        (N, bit sizes): regenerate them, and check that the regenerated
+        context serializes to exactly the stored one.
+        """
+        if len(self._he.qi):
+            return tuple(int(q) for q in self._he.qi)
+        ref = _pyfhel_for(self.params)
+        if ref.to_bytes_context(compr_mode="none") != self._he.to_bytes_context(compr_mode="none"):
+            raise HepixError(
+                f"the stored context is not the one {self.params.describe()} generates; "
+                "the key directory is inconsistent"
+            )
+        return tuple(int(q) for q in ref.qi)
 
     @property
     def fingerprint(self) -> str:
@@ -123,7 +142,7 @@ class HEContext:
     def layout(self) -> CiphertextLayout:
         """The byte layout of this context's fresh ciphertexts (measured on an encryption of 0)."""
         sample = self.encrypt_value(0.0)
-        primes = tuple(int(q) for q in self._he.qi[: self.params.data_primes])
+        primes = self.primes[: self.params.data_primes]
         body = 2 * len(primes) * self.params.n * 8
         header_len = len(sample) - body
         if header_len <= 0:

@@ -295,7 +295,8 @@ def test_16bit_rgb_png_refused_by_default():
 def test_bilevel_refused_then_mapped_to_0_255(tmp_path):
     bits = Image.fromarray(GREY > 127)
     path = save(tmp_path, "bits.png", bits)
-    assert Image.open(path).mode == "1"
+    with Image.open(path) as check:
+        assert check.mode == "1"
     with pytest.raises(UnsupportedImageMode, match="--convert bilevel"):
         load_image(path)
     img = load_image(path, policy=ImagePolicy(conversions={"bilevel"}))

@@ -9,7 +9,9 @@ from ..strategies import PixelStrategy
 from .cache import encrypt_rows
 from .pool import RandomnessPool
 
-DEFAULT_TOP_K = 32
+# The paper's Fig. 3 shows scanning and full caching on one curve: the scan caches every
+# value it finds.  A smaller top_k trades cache-building time for fresh encryptions.
+DEFAULT_TOP_K = 256
 DEFAULT_POOL_SIZE = 64
 
 

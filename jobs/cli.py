@@ -1,0 +1,61 @@
+"""The `hepix` command: one subcommand per job.
+
+Each job module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+Errors hepix raises on purpose (``hecore.errors.HepixError``) become a
+one-line message and exit status 2; anything else is a bug and keeps its
+traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from hecore.errors import HepixError
+
+#: subcommand -> (module, one-line help)
+JOBS = {
+    "keygen": ("jobs.keygen", "generate a key directory (secret key in its own 0600 file)"),
+    "export-public": ("jobs.keygen", "copy a key directory without its secret key, for the cluster"),
+    "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
+    "demo": ("jobs.demo", "encrypt and decrypt sample images with every strategy and print a summary"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hepix",
+        description="Homomorphic encryption of image corpora: encrypt, process without decrypting, "
+                    "query the results as Parquet.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_) in JOBS.items():
+        mod = importlib.import_module(module)
+        p = sub.add_parser(name, help=help_, description=help_)
+        adder = getattr(mod, f"add_{name.replace('-', '_')}_arguments", None) or mod.add_arguments
+        adder(p)
+        p.set_defaults(_run=getattr(mod, f"run_{name.replace('-', '_')}", None) or mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args._run(args) or 0)
+    except HepixError as e:
+        print(f"hepix {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hepix {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
