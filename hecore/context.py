@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -45,10 +46,15 @@ class PublicMaterial:
 def _pyfhel_for(params: Params) -> Pyfhel:
     params.validate()
     he = Pyfhel()
-    he.contextGen(
-        scheme=params.scheme, n=params.n, scale=2.0 ** params.scale_bits,
-        qi_sizes=list(params.qi_sizes), sec=params.security_bits,
-    )
+    with warnings.catch_warnings():
+        # A single-prime (add-only) preset cannot rescale; Pyfhel warns about it on every
+        # context.  That is the documented nature of the preset, not news to the user.
+        if len(params.qi_sizes) == 1:
+            warnings.filterwarnings("ignore", message=".*do not support rescaling.*")
+        he.contextGen(
+            scheme=params.scheme, n=params.n, scale=2.0 ** params.scale_bits,
+            qi_sizes=list(params.qi_sizes), sec=params.security_bits,
+        )
     return he
 
 

@@ -16,6 +16,7 @@ copy without the secret key, to hand to the cluster.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -37,6 +38,7 @@ PUBLIC = "public.key"
 RELIN = "relin.key"
 ROTATE = "rotate.key"
 SECRET = "secret.key"
+PUBLIC_FILES = (CONTEXT, PUBLIC, RELIN, ROTATE)
 FORMAT = 1
 
 
@@ -83,14 +85,20 @@ def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False) -
     _write_private(out / SECRET, secret, 0o600)
     info = KeyInfo(params=params, fingerprint=ctx.fingerprint,
                    created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_secret=True)
-    _write_manifest(out, info)
+    _write_manifest(out, info, _public_checksums(out))
     log.info("generated keys %s (%s) in %s", info.fingerprint[:16], params.describe(), out)
     return info
 
 
-def _write_manifest(out: Path, info: KeyInfo) -> None:
+def _public_checksums(keys: Path) -> dict[str, str]:
+    """sha256 of every public file, so that files mixed in from another key set are caught."""
+    return {name: hashlib.sha256((keys / name).read_bytes()).hexdigest()
+            for name in PUBLIC_FILES if (keys / name).is_file()}
+
+
+def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str]) -> None:
     doc = {"format": FORMAT, "params": info.params.to_json(), "fingerprint": info.fingerprint,
-           "created": info.created}
+           "created": info.created, "sha256": checksums}
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp, out / MANIFEST)
@@ -136,6 +144,17 @@ def read_public(keys: str | os.PathLike) -> PublicMaterial:
         relin_key=_read(keys, RELIN, required=False),
         rotate_key=_read(keys, ROTATE, required=False),
     )
+    recorded = json.loads((keys / MANIFEST).read_text()).get("sha256", {})
+    for name in PUBLIC_FILES:
+        data = {CONTEXT: material.context, PUBLIC: material.public_key,
+                RELIN: material.relin_key, ROTATE: material.rotate_key}[name]
+        if (data is None) != (name not in recorded) or (
+                data is not None and hashlib.sha256(data).hexdigest() != recorded[name]):
+            raise KeyDirectoryError(
+                f"{keys}/{name} is not the file key set {info.fingerprint[:16]} was created with (its sha256 "
+                f"differs from the one in {MANIFEST}, or it is missing or extra): the fingerprint no longer "
+                "vouches for it; the directory was modified or mixed from two key sets"
+            )
     if material.fingerprint() != info.fingerprint:
         raise KeyDirectoryError(
             f"{keys}: the public key's fingerprint {material.fingerprint()[:16]} does not match the "
@@ -175,12 +194,12 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:
     if out.exists() and any(out.iterdir()):
         raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
-    for name in (CONTEXT, PUBLIC, RELIN, ROTATE):
+    for name in PUBLIC_FILES:
         if (keys / name).is_file():
             shutil.copyfile(keys / name, out / name)
     info = read_info(keys)
     info = KeyInfo(info.params, info.fingerprint, info.created, has_secret=False)
-    _write_manifest(out, info)
+    _write_manifest(out, info, _public_checksums(out))
     log.info("exported public keys %s to %s", material.fingerprint()[:16], out)
     return info
 

@@ -1,4 +1,4 @@
-"""Every table hepix writes, defined once.
+"""Every table hepix writes, defined once, with the Parquet settings that suit it.
 
 The pyarrow schemas here are the single source of truth; :func:`spark_schema`
 derives the Spark ``StructType`` from them (imported lazily, so that code
@@ -11,7 +11,7 @@ import pyarrow as pa
 #: One row per measured configuration of the pixel-layout benchmark (``hepix bench pixel``).
 BENCH_PIXEL = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
-    pa.field("started", pa.timestamp("s", tz="UTC"), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
     pa.field("machine", pa.string()),
     pa.field("cores", pa.int32()),
     pa.field("hepix_version", pa.string()),
@@ -44,7 +44,127 @@ BENCH_PIXEL = pa.schema([
     pa.field("exact_fraction", pa.float64()),
 ])
 
-TABLES = {"bench_pixel": BENCH_PIXEL}
+#: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
+#: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
+#: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
+#: region; packed layout: the chunk of slots).  ``post_scale`` is the public factor the key
+#: holder applies after decryption (deferred plaintext scaling, see hecore.ops).
+CIPHERTEXTS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("image_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("content_sha256", pa.string(), nullable=False),
+    pa.field("layout", pa.string(), nullable=False),
+    pa.field("scheme", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("strategy", pa.string(), nullable=False),
+    pa.field("security", pa.string(), nullable=False),
+    pa.field("key_fingerprint", pa.string(), nullable=False),
+    pa.field("image_height", pa.int32(), nullable=False),
+    pa.field("image_width", pa.int32(), nullable=False),
+    pa.field("image_channels", pa.int32(), nullable=False),
+    pa.field("tile_h", pa.int32(), nullable=False),
+    pa.field("tile_w", pa.int32(), nullable=False),
+    pa.field("tile_y", pa.int32(), nullable=False),
+    pa.field("tile_x", pa.int32(), nullable=False),
+    pa.field("y", pa.int32(), nullable=False),
+    pa.field("x", pa.int32(), nullable=False),
+    pa.field("h", pa.int32(), nullable=False),
+    pa.field("w", pa.int32(), nullable=False),
+    pa.field("channel", pa.int32(), nullable=False),
+    pa.field("index", pa.int32(), nullable=False),
+    pa.field("ops", pa.list_(pa.string()), nullable=False),
+    pa.field("post_scale", pa.float64(), nullable=False),
+    pa.field("level", pa.int32(), nullable=False),
+    pa.field("scale_bits", pa.int32(), nullable=False),
+    pa.field("encrypt_seconds", pa.float64(), nullable=False),
+    pa.field("process_seconds", pa.float64(), nullable=False),
+    pa.field("ct", pa.binary(), nullable=False),
+])
+
+#: Inputs that could not be used, and why.  The job goes on without them.
+REJECTS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("stage", pa.string(), nullable=False),      # read | decode | encrypt | process | decrypt
+    pa.field("reason", pa.string(), nullable=False),     # short tag, e.g. truncated, not-an-image
+    pa.field("detail", pa.string(), nullable=False),     # the full message
+    pa.field("bytes", pa.int64()),
+])
+
+#: Quality of decrypted images against the originals (or the plaintext-processed originals).
+METRICS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("image_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("content_sha256", pa.string(), nullable=False),
+    pa.field("channel", pa.int32(), nullable=False),       # -1: all channels together
+    pa.field("ops", pa.string(), nullable=False),          # e.g. "brightness:50|meanfilter:3"
+    pa.field("reference", pa.string(), nullable=False),    # original | plaintext-processed | none
+    pa.field("layout", pa.string(), nullable=False),
+    pa.field("strategy", pa.string(), nullable=False),
+    pa.field("security", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("width", pa.int32(), nullable=False),
+    pa.field("height", pa.int32(), nullable=False),
+    pa.field("channels", pa.int32(), nullable=False),
+    pa.field("mse", pa.float64()),
+    pa.field("psnr", pa.float64()),
+    pa.field("ssim", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("ciphertext_bytes", pa.int64(), nullable=False),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("process_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+])
+
+#: Internal: the decode stage's output, one row per tile of raw pixels or one per reject.
+TILES = pa.schema([
+    pa.field("image_id", pa.string()),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("content_sha256", pa.string()),
+    pa.field("image_height", pa.int32()),
+    pa.field("image_width", pa.int32()),
+    pa.field("image_channels", pa.int32()),
+    pa.field("conversions", pa.list_(pa.string())),
+    pa.field("tile_h", pa.int32()),
+    pa.field("tile_w", pa.int32()),
+    pa.field("tile_y", pa.int32()),
+    pa.field("tile_x", pa.int32()),
+    pa.field("y", pa.int32()),
+    pa.field("x", pa.int32()),
+    pa.field("h", pa.int32()),
+    pa.field("w", pa.int32()),
+    pa.field("pixels", pa.binary()),              # tile_h x tile_w x channels uint8, edge-padded
+    pa.field("reject_stage", pa.string()),
+    pa.field("reject_reason", pa.string()),
+    pa.field("reject_detail", pa.string()),
+    pa.field("bytes", pa.int64()),
+])
+
+TABLES = {
+    "ciphertexts": CIPHERTEXTS,
+    "rejects": REJECTS,
+    "metrics": METRICS,
+    "bench_pixel": BENCH_PIXEL,
+}
+
+#: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are
+#: random-looking 100-400 KB values that no codec shrinks (measured: ~0%), so they are
+#: written uncompressed, and the row-group size check runs every few rows instead of the
+#: default 100 (row groups would otherwise overshoot by 100 x 400 KB).
+PARQUET_OPTIONS = {
+    "ciphertexts": {"compression": "none", "parquet.block.size": str(128 * 2**20),
+                    "parquet.block.size.row.check.min": "4", "parquet.block.size.row.check.max": "64",
+                    "parquet.page.size": str(8 * 2**20)},
+    "rejects": {"compression": "zstd"},
+    "metrics": {"compression": "zstd"},
+}
+
+#: Spark reader setting for tables with blob columns: 256 rows x 400 KB per batch, not 4096.
+BLOB_READER_BATCH_ROWS = 256
 
 
 def spark_schema(schema: pa.Schema):

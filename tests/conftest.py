@@ -28,3 +28,35 @@ def shared_dataset(relpath: str) -> Path:
 def usc_sipi() -> Path:
     """The USC-SIPI image folder (``../shared/datasets/usc-sipi``); skips when absent."""
     return shared_dataset("usc-sipi")
+
+
+# --- HE contexts ----------------------------------------------------------------------
+# Session-scoped: each fixture generates keys once and returns what
+# ``HEContext.generate`` returns, ``(ctx, secret_key_bytes)``.  Tests must not
+# mutate these contexts (monkeypatch attributes only through ``monkeypatch``).
+
+@pytest.fixture(scope="session")
+def he_paper4096():
+    """A context with fresh keys at preset ``paper-4096`` (N=4096, Q=2^109)."""
+    from hecore.context import HEContext
+    from hecore.params import preset
+
+    return HEContext.generate(preset("paper-4096"))
+
+
+@pytest.fixture(scope="session")
+def he_addonly2048():
+    """A context with fresh keys at preset ``addonly-2048`` (cheap: N=2048, one prime)."""
+    from hecore.context import HEContext
+    from hecore.params import preset
+
+    return HEContext.generate(preset("addonly-2048"))
+
+
+@pytest.fixture(scope="session")
+def he_addonly2048_other():
+    """A second, independent key at ``addonly-2048`` (same parameters, other key)."""
+    from hecore.context import HEContext
+    from hecore.params import preset
+
+    return HEContext.generate(preset("addonly-2048"))

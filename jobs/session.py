@@ -1,0 +1,100 @@
+"""Building the Spark session a job runs in.
+
+Launched by ``hepix …`` (plain Python), the job starts its own session:
+``--master`` (default ``local[*]``), then hepix's defaults, then the user's
+``--conf FILE`` (spark-defaults format).  Launched by ``spark-submit``, the
+session already has the submit's settings; hepix then only fills in
+defaults the submit left unset.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from schemas.tables import BLOB_READER_BATCH_ROWS
+
+log = logging.getLogger(__name__)
+
+#: hepix's defaults; any of them can be overridden with --conf FILE or spark-submit --conf.
+DEFAULTS = {
+    # Arrow batches into the Python workers: tiles and 100-400 KB ciphertext rows, keep them small.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "64",
+    "spark.sql.parquet.columnarReaderBatchSize": str(BLOB_READER_BATCH_ROWS),
+    # One Python worker per core that lives for the whole job: cache tables are rebuilt per worker.
+    "spark.python.worker.reuse": "true",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.files.maxPartitionBytes": str(64 * 2**20),
+}
+
+#: Extra defaults when hepix starts Spark itself in local mode (tests, demo, one machine).
+LOCAL_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",   # hepix prints its own progress
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.memory": "4g",
+    "spark.sql.shuffle.partitions": "8",
+}
+
+
+def read_conf_file(path: str | os.PathLike) -> dict[str, str]:
+    """``key value`` or ``key=value`` lines, ``#`` comments (the spark-defaults.conf format)."""
+    conf = {}
+    p = Path(path)
+    if not p.is_file():
+        raise SystemExit(f"hepix: --conf {path}: no such file")
+    for n, raw in enumerate(p.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "=" in line and (" " not in line or line.index("=") < line.index(" ")):
+            key, _, value = line.partition("=")
+        else:
+            key, _, value = line.partition(" ")
+        key, value = key.strip(), value.strip()
+        if not key.startswith("spark.") or not value:
+            raise SystemExit(f"hepix: --conf {path}:{n}: expected 'spark.key value', got {raw!r}")
+        conf[key] = value
+    return conf
+
+
+def under_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(app: str, master: str | None = None, conf_file: str | None = None,
+                  extra: dict[str, str] | None = None):
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    user = read_conf_file(conf_file) if conf_file else {}
+    builder = SparkSession.builder.appName(f"hepix-{app}")
+    if under_spark_submit():
+        existing = SparkConf()
+        settings = {k: v for k, v in DEFAULTS.items() if not existing.contains(k)}
+        settings.update(user)
+        if master:
+            log.warning("--master %s ignored: spark-submit chose the master", master)
+    else:
+        master = master or user.pop("spark.master", None) or "local[*]"
+        builder = builder.master(master)
+        settings = dict(DEFAULTS)
+        if master.startswith("local"):
+            settings.update(LOCAL_DEFAULTS)
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        settings.update(user)
+    settings.update(extra or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("HEPIX_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def spark_info(spark) -> dict:
+    sc = spark.sparkContext
+    return {"master": sc.master, "app_id": sc.applicationId, "version": spark.version,
+            "default_parallelism": sc.defaultParallelism}

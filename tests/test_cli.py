@@ -1,0 +1,64 @@
+"""The `hepix` command line: keygen, export-public, bench, demo."""
+from __future__ import annotations
+
+import stat
+
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.cli import main
+from schemas.tables import BENCH_PIXEL
+
+
+def test_keygen_writes_a_key_directory_with_a_private_secret_key(tmp_path, capsys):
+    assert main(["keygen", "--out", str(tmp_path / "k"), "--preset", "addonly-2048"]) == 0
+    assert stat.S_IMODE((tmp_path / "k" / "secret.key").stat().st_mode) == 0o600
+    out = capsys.readouterr().out
+    assert "export-public" in out
+
+
+def test_keygen_into_a_non_empty_directory_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "something").write_text("x")
+    assert main(["keygen", "--out", str(tmp_path / "k")]) == 2
+    err = capsys.readouterr().err
+    assert "not empty" in err and str(tmp_path / "k") in err
+
+
+def test_export_public_leaves_the_secret_key_behind(tmp_path):
+    main(["keygen", "--out", str(tmp_path / "k"), "--preset", "addonly-2048"])
+    assert main(["export-public", "--keys", str(tmp_path / "k"), "--out", str(tmp_path / "pub")]) == 0
+    assert not (tmp_path / "pub" / "secret.key").exists()
+    assert (tmp_path / "pub" / "public.key").exists()
+
+
+def test_bench_writes_one_row_per_strategy_with_speedups_against_fresh(tmp_path, capsys):
+    rc = main(["bench", "--sizes", "8", "--preset", "addonly-2048", "--tile", "8", "--out", str(tmp_path)])
+    assert rc == 0
+    files = list((tmp_path / "bench_pixel").glob("*.parquet"))
+    assert len(files) == 1
+    t = pq.read_table(files[0])
+    assert t.schema.equals(BENCH_PIXEL, check_metadata=False)
+    rows = t.to_pylist()
+    assert sorted(r["strategy"] for r in rows) == sorted(["fresh", "radix", "radix-rand", "scan", "full"])
+    fresh = next(r for r in rows if r["strategy"] == "fresh")
+    assert fresh["speedup_vs_fresh"] == pytest.approx(1.0)
+    assert fresh["security"] == "ind-cpa"
+    assert all(r["security"] == "leaks" for r in rows if r["strategy"] != "fresh")
+    assert all(r["mse"] == 0 for r in rows)
+    assert all(r["memcpy_mb_per_second"] > 0 for r in rows)
+    assert "memcpy" in capsys.readouterr().out
+
+
+def test_bench_rejects_an_unknown_strategy(tmp_path):
+    with pytest.raises(SystemExit, match="unknown strategy 'fastest'"):
+        main(["bench", "--sizes", "8", "--strategies", "fastest", "--out", str(tmp_path)])
+
+
+@pytest.mark.slow
+def test_demo_runs_every_strategy_and_reports_exact_decryption(capsys):
+    assert main(["demo", "--preset", "addonly-2048", "--size", "16"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fresh", "radix", "radix-rand", "scan", "full"):
+        assert name in out
+    assert "exact after rounding: yes" in out
