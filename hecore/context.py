@@ -155,6 +155,11 @@ class HEContext:
             raise HepixError(f"unexpected ciphertext serialization: {len(sample)} bytes for {self.params.describe()}")
         return CiphertextLayout(header=sample[:header_len], primes=primes, n=self.params.n)
 
+    def secret_key_bytes(self) -> bytes:
+        """The secret key, serialized: only for shipping to the data owner's own decrypt workers."""
+        self._require_secret("exporting the secret key")
+        return self._he.to_bytes_secret_key(compr_mode=COMPRESSION)
+
     # --- decryption -------------------------------------------------------------------
     def _require_secret(self, what: str) -> None:
         if not self.has_secret:

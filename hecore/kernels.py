@@ -129,3 +129,52 @@ def warm_up() -> None:
     gather_add(out, dst, header, table, idx, table, idx, q, 1, scratch)
     linear_combination(out, dst, header, table, np.ones((2, 2), dtype=np.int16), q, 1, scratch)
     copy_rows(out, dst, header, table, idx)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def add_constant_c0(out, data_in, n_cts, header, consts, n, q, mask, scratch):
+    """out[m] = header + (component 0 of data_in[m] + consts mod q) + component 1 of data_in[m].
+
+    ``data_in`` holds ``n_cts`` serialized ciphertexts back to back at the
+    stride ``header + 16 x P x n`` (P = ``len(q)``); ``consts[p] < q[p]`` is
+    added to every one of the ``n`` words of prime ``p`` of component 0 (in
+    NTT form that adds the constant polynomial ``consts``).  Ciphertexts whose
+    ``mask`` entry is 0 are copied unchanged.  Component 1 is copied straight
+    from input to output; only component 0 goes through the aligned
+    ``scratch`` row (``P x n`` uint64).
+    """
+    hdr = header.shape[0]
+    nprimes = q.shape[0]
+    half = nprimes * n * 8          # bytes of one component
+    stride = hdr + 2 * half
+    iptr = data_in.ctypes.data
+    optr = out.ctypes.data
+    sptr = scratch.ctypes.data
+    hptr = header.ctypes.data
+    for m in range(n_cts):
+        base = m * stride
+        if mask[m] == 0:
+            _memcpy(optr + base, iptr + base, stride)
+            continue
+        _memcpy(sptr, iptr + base + hdr, half)
+        for p in range(nprimes):
+            qp = q[p]
+            c = consts[p]
+            o = p * n
+            for j in range(n):
+                s = scratch[o + j] + c
+                scratch[o + j] = min(s, s - qp)
+        _memcpy(optr + base, hptr, hdr)
+        _memcpy(optr + base + hdr, sptr, half)
+        _memcpy(optr + base + hdr + half, iptr + base + hdr + half, half)
+
+
+def warm_up_ops() -> None:
+    """Compile :func:`add_constant_c0` (or load it from numba's cache) with the types ``hecore.ops`` passes."""
+    q = np.array([97], dtype=np.uint64)
+    header = np.zeros(3, dtype=np.uint8)
+    data = np.zeros(2 * (3 + 16), dtype=np.uint8)
+    out = np.empty_like(data)
+    mask = np.ones(2, dtype=np.uint8)
+    scratch = np.empty(1, dtype=np.uint64)
+    add_constant_c0(out, data, 2, header, np.ones(1, dtype=np.uint64), 1, q, mask, scratch)

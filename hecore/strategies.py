@@ -55,14 +55,23 @@ class PixelStrategy(ABC):
         self._buffer = np.empty(0, dtype=np.uint8)
 
     # --- the cache ------------------------------------------------------------------
-    def prepare(self, sample: np.ndarray | None = None) -> "PixelStrategy":
-        """Build the strategy's cache (``sample``: pixel values a scan may look at)."""
+    #: True when :meth:`prepare` needs to see the data (a scan): give it ``sample`` or ``counts``.
+    needs_scan: ClassVar[bool] = False
+
+    def prepare(self, sample: np.ndarray | None = None, *, counts: np.ndarray | None = None) -> "PixelStrategy":
+        """Build the strategy's cache.
+
+        ``sample`` (pixel values) or ``counts`` (a 256-bin histogram, e.g. of a
+        whole corpus) is what a scanning strategy looks at; others ignore both.
+        """
         t = time.perf_counter()
-        self._build(sample)
+        if counts is None and sample is not None:
+            counts = np.bincount(np.asarray(sample, dtype=np.uint8).reshape(-1), minlength=256)
+        self._build(counts)
         self.setup_seconds = time.perf_counter() - t
         return self
 
-    def _build(self, sample: np.ndarray | None) -> None:
+    def _build(self, counts: np.ndarray | None) -> None:
         """Default: nothing to cache."""
 
     def options(self) -> dict:

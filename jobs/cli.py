@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from hecore.errors import HepixError
@@ -18,6 +19,9 @@ from hecore.errors import HepixError
 JOBS = {
     "keygen": ("jobs.keygen", "generate a key directory (secret key in its own 0600 file)"),
     "export-public": ("jobs.keygen", "copy a key directory without its secret key, for the cluster"),
+    "encrypt": ("jobs.encrypt", "encrypt images (a directory, glob or URI) into a ciphertext table"),
+    "process": ("jobs.process", "apply ops (brightness, watermark, mean filter) to ciphertexts, public keys only"),
+    "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
     "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
     "demo": ("jobs.demo", "encrypt and decrypt sample images with every strategy and print a summary"),
 }
@@ -57,5 +61,19 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The console script: run, flush, and leave without interpreter teardown.
+
+    Pyfhel 3.5 (SEAL's global memory pool) sometimes frees memory twice while
+    the interpreter tears down, which turns a finished, successful run into
+    SIGABRT (exit 134).  Everything a job writes is closed before ``main``
+    returns, so skipping the teardown loses nothing.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

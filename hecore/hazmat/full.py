@@ -35,7 +35,7 @@ class FullCaching(PixelStrategy):
     def options(self):
         return {"pool_size": self.pool_size}
 
-    def _build(self, sample):
+    def _build(self, counts):
         self.table = encrypt_rows(self.ctx, range(256))
         self.pool = RandomnessPool.build(self.ctx, self.pool_size)
 

@@ -56,7 +56,7 @@ class RadixCaching(PixelStrategy):
     def options(self):
         return {"radix": self.radix}
 
-    def _build(self, sample):
+    def _build(self, counts):
         self.table = encrypt_rows(self.ctx, [0] + self.powers)
 
     def _state_arrays(self):

@@ -26,6 +26,7 @@ class ScanningCaching(PixelStrategy):
 
     name = "scan"
     security = SECURITY_LEAKS
+    needs_scan = True
 
     def __init__(self, ctx, top_k: int = DEFAULT_TOP_K, pool_size: int = DEFAULT_POOL_SIZE):
         super().__init__(ctx)
@@ -44,10 +45,12 @@ class ScanningCaching(PixelStrategy):
     def options(self):
         return {"top_k": self.top_k, "pool_size": self.pool_size}
 
-    def _build(self, sample):
-        if sample is None:
-            raise ValueError("scanning-based caching needs a sample of pixel values to scan")
-        counts = np.bincount(np.asarray(sample, dtype=np.uint8).reshape(-1), minlength=256)
+    def _build(self, counts):
+        if counts is None:
+            raise ValueError("scanning-based caching needs a sample of pixel values (or their histogram) to scan")
+        counts = np.asarray(counts, dtype=np.int64)
+        if counts.shape != (256,):
+            raise ValueError(f"a pixel-value histogram has 256 bins, got shape {counts.shape}")
         present = np.flatnonzero(counts)
         # Most frequent first; ties broken by value so a scan is reproducible.
         order = present[np.lexsort((present, -counts[present]))]

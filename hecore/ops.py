@@ -1,0 +1,591 @@
+"""Image operations on encrypted pixels (iCHEETAH §4.4): brightness, watermark, mean filter.
+
+Every operation exists twice: ``apply_plain`` is the plaintext reference on a
+float image, and the functions at the bottom of this module do the same on
+the ciphertexts of the pixel layout (one CKKS ciphertext per pixel value per
+channel, :mod:`hecore.pixel`), working on the serialized bytes directly.
+
+How the encrypted side works
+----------------------------
+Fresh SEAL CKKS ciphertexts are stored in NTT form, as ``2 x P x N`` words
+(component 0 then component 1, each prime ``q_i`` after the other, see
+:mod:`hecore.ciphertexts`).  A ciphertext decrypts to ``m(X) ~ Delta * encode(values)``
+with ``Delta = 2^scale_bits``.  Two facts are all the operations need:
+
+* the sum of two ciphertexts (word by word, mod ``q_i``) decrypts to the sum
+  of their values;
+* adding an integer ``c`` to every NTT word of component 0 (mod each ``q_i``)
+  adds the constant polynomial ``c``, whose NTT is ``c`` at every point, so
+  every slot of the decrypted value gains ``c / Delta``.
+
+Both keep the header (scale, level, parms_id) unchanged, so the results are
+ordinary ciphertexts that Pyfhel loads and decrypts.  No multiplication, no
+rescaling, no relinearisation and no rotation is used: every operation here
+has multiplicative depth 0 and works even on the single-prime ``addonly-2048``
+preset.
+
+Deferred plaintext scaling
+--------------------------
+A mean filter is a sum followed by a division by ``k^2``.  The division would
+need a plaintext multiplication by ``1/k^2`` and a rescale (one level, and an
+approximation: ``1/9`` is not representable at the scale).  Instead the
+encrypted pipeline carries a public ``post_scale`` (a float, 1.0 to start
+with): the true value of a ciphertext is ``decrypt(ct) x post_scale``.
+
+* The mean filter only adds the ``k x k`` window (each input ciphertext with
+  its multiplicity) and multiplies ``post_scale`` by ``1/k^2``.
+* Adding a constant ``V`` to the true value adds ``V / post_scale`` to the raw
+  (decrypted) value: :func:`constant_word` does that division.
+* The key holder applies ``post_scale`` after decryption
+  (:meth:`Finish.apply`).
+
+Why: the result is exact for every ``k`` (the raw values of integer pixels
+stay integers, so after decryption they can be rounded to integers *before*
+the division, which removes the CKKS error entirely, ties such as ``k = 2``
+included); it costs no depth and no rescale; and ``post_scale`` depends only
+on the public list of operations, so dividing by it reveals nothing the
+server did not already know.  The raw values grow by ``k^2`` per filter,
+which the modulus has ample room for (``addonly-2048``: |raw values| below
+2^23 for ``Delta = 2^30`` and a 54-bit prime: q / 2 / Delta).
+
+The clipping rule
+-----------------
+Encrypted values cannot be clipped to 0..255 between operations (that would
+need a comparison).  So :func:`reference` applies the operations in float
+with *no* clipping between them, and both sides round and clip exactly once,
+at the end (:func:`hecore.quality.round_to_uint8`).  A pixel of 250 brightened
+by +50 is 300 until the very end, where it becomes 255.
+
+Borders and even windows
+------------------------
+The mean filter replicates the edge: window coordinates are clamped into the
+image (``np.pad`` mode ``"edge"``), so a corner pixel of a 3x3 filter counts
+itself four times.  The window of an odd ``k`` is centred (offsets
+``-(k//2) .. k//2``); for an even ``k`` it cannot be, and it is defined as
+offsets ``-(k//2) .. k//2 - 1`` (one more row/column above/left than
+below/right).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import ClassVar, Mapping, Sequence, Union
+
+import numpy as np
+
+from .ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextLayout
+from .kernels import add_constant_c0, linear_combination
+
+__all__ = [
+    "Brightness", "Watermark", "MeanFilter", "Op", "parse_op", "parse_ops", "reference",
+    "Finish", "finish_for", "constant_word", "add_constant", "apply_pointwise",
+    "window_offsets", "window_multiplicities", "mean_filter_tile", "halo_tiles",
+    "MissingNeighbour", "MAX_MEAN_K",
+]
+
+#: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
+#: :func:`~hecore.kernels.linear_combination` takes int16 multiplicities.
+MAX_MEAN_K = 181
+
+#: Largest |constant| (in units of 1/Delta) :func:`constant_word` accepts.
+_CONSTANT_BOUND = 2**62
+
+#: Bytes the coefficient table of one :func:`mean_filter_tile` block may take.
+TABLE_BUDGET_BYTES = 64 << 20
+
+#: :meth:`Finish.apply` snaps raw values to their grid only when its step is at least this.
+_MIN_SNAP_STEP = Fraction(1, 256)
+
+
+def _fmt(x: float) -> str:
+    """A number as the shortest text that parses back to it (``50``, ``-30``, ``0.5``)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 2**53 else repr(x)
+
+
+def _check_finite(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _as_image(img: np.ndarray) -> np.ndarray:
+    arr = np.asarray(img, dtype=np.float64)
+    if arr.ndim not in (2, 3) or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"image must have shape (H, W) or (H, W, C), got {arr.shape}")
+    return arr
+
+
+# --- the operations --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Brightness:
+    """Add ``b`` to every pixel value of every channel (iCHEETAH §4.4.2, brightness +50; seed 001 uses +60).
+
+    Encrypted: a constant added to every ciphertext, see :func:`apply_pointwise`.
+    """
+
+    b: float
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    post_scale_factor: ClassVar[float] = 1.0
+    halo: ClassVar[int] = 0
+    pointwise: ClassVar[bool] = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "b", _check_finite("brightness offset", self.b))
+
+    @property
+    def spec(self) -> str:
+        return f"brightness:{_fmt(self.b)}"
+
+    @property
+    def value(self) -> float:
+        """The constant added to the true value of an affected pixel."""
+        return self.b
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        return _as_image(img) + self.b
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Add ``v`` to the pixel at column ``x``, row ``y``, in every channel (iCHEETAH §4.4.4).
+
+    Encrypted: a constant added to that pixel's ciphertexts only; every other
+    ciphertext is copied byte for byte, see :func:`apply_pointwise`.
+    """
+
+    x: int
+    y: int
+    v: float
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    post_scale_factor: ClassVar[float] = 1.0
+    halo: ClassVar[int] = 0
+    pointwise: ClassVar[bool] = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "x", _check_int("watermark column x", self.x, 0))
+        object.__setattr__(self, "y", _check_int("watermark row y", self.y, 0))
+        object.__setattr__(self, "v", _check_finite("watermark value v", self.v))
+
+    @property
+    def spec(self) -> str:
+        return f"watermark:{self.x},{self.y},{_fmt(self.v)}"
+
+    @property
+    def value(self) -> float:
+        return self.v
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        arr = _as_image(img)
+        if self.y >= arr.shape[0] or self.x >= arr.shape[1]:
+            raise ValueError(
+                f"watermark pixel (x={self.x}, y={self.y}) lies outside the "
+                f"{arr.shape[1]}x{arr.shape[0]} (WxH) image"
+            )
+        out = arr.copy()
+        out[self.y, self.x] += self.v
+        return out
+
+
+@dataclass(frozen=True)
+class MeanFilter:
+    """The ``k x k`` mean filter with edge replication (iCHEETAH §4.4.1, 3x3 there).
+
+    Any ``k >= 1``: offsets ``-(k//2) .. k//2`` for odd ``k``, ``-(k//2) .. k//2 - 1``
+    for even ``k``; coordinates outside the image are clamped to its edge.
+    Encrypted: the sum of the window's ciphertexts (:func:`mean_filter_tile`),
+    with the division by ``k^2`` deferred to the key holder (``post_scale_factor``).
+    """
+
+    k: int
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    pointwise: ClassVar[bool] = False
+
+    def __post_init__(self):
+        k = _check_int("mean filter side k", self.k, 1)
+        if k > MAX_MEAN_K:
+            raise ValueError(f"mean filter side k={k} is larger than the supported {MAX_MEAN_K}")
+        object.__setattr__(self, "k", k)
+
+    @property
+    def spec(self) -> str:
+        return f"meanfilter:{self.k}"
+
+    @property
+    def post_scale_factor(self) -> float:
+        return 1.0 / (self.k * self.k)
+
+    @property
+    def halo(self) -> int:
+        """How far (pixels) a window reaches beyond its centre, on the longer side."""
+        return self.k // 2
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        arr = _as_image(img)
+        lo, hi = window_offsets(self.k)
+        pad = [(-lo, hi), (-lo, hi)] + ([(0, 0)] if arr.ndim == 3 else [])
+        padded = np.pad(arr, pad, mode="edge")
+        h, w = arr.shape[:2]
+        total = np.zeros_like(arr)
+        for dy in range(self.k):
+            for dx in range(self.k):
+                total += padded[dy:dy + h, dx:dx + w]
+        return total / (self.k * self.k)
+
+
+Op = Union[Brightness, Watermark, MeanFilter]
+
+_FORMS = "'brightness:B', 'watermark:X,Y,V' or 'meanfilter:K'"
+_NUM = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*"
+_INT = r"\s*(\d+)\s*"
+_PATTERNS = {
+    "brightness": (re.compile(f"^{_NUM}$"), "'brightness:B' with B a number, e.g. brightness:50"),
+    "watermark": (re.compile(f"^{_INT},{_INT},{_NUM}$"),
+                  "'watermark:X,Y,V' with X (column) and Y (row) integers >= 0 and V a number, "
+                  "e.g. watermark:10,20,5"),
+    "meanfilter": (re.compile(f"^{_INT}$"), f"'meanfilter:K' with K an integer in 1..{MAX_MEAN_K}, e.g. meanfilter:3"),
+}
+
+
+def parse_op(spec: str) -> Op:
+    """The operation of a command-line spec: ``brightness:B``, ``watermark:X,Y,V``, ``meanfilter:K``."""
+    if not isinstance(spec, str):
+        raise ValueError(f"operation spec must be a string like {_FORMS}, got {spec!r}")
+    name, sep, args = spec.strip().partition(":")
+    name = name.strip().lower()
+    if name not in _PATTERNS:
+        raise ValueError(f"unknown operation {spec!r}: expected {_FORMS}")
+    pattern, form = _PATTERNS[name]
+    m = pattern.match(args) if sep else None
+    if m is None:
+        raise ValueError(f"bad operation spec {spec!r}: expected {form}")
+    try:
+        if name == "brightness":
+            return Brightness(float(m.group(1)))
+        if name == "watermark":
+            return Watermark(int(m.group(1)), int(m.group(2)), float(m.group(3)))
+        return MeanFilter(int(m.group(1)))
+    except ValueError as e:
+        raise ValueError(f"bad operation spec {spec!r}: {e}; expected {form}") from None
+
+
+def parse_ops(specs: Sequence[str]) -> list[Op]:
+    """:func:`parse_op` on each spec, in order."""
+    if isinstance(specs, str):
+        raise ValueError(f"parse_ops takes a list of specs, got the single string {specs!r}")
+    return [parse_op(s) for s in specs]
+
+
+def reference(img_uint8: np.ndarray, ops: Sequence[Op]) -> np.ndarray:
+    """The plaintext result of ``ops`` applied in order, in float64, with no clipping between them.
+
+    The encrypted path cannot clip, so neither does the reference: round and
+    clip once at the end, with :func:`hecore.quality.round_to_uint8`, on both sides.
+    """
+    img = _as_image(img_uint8)
+    for op in ops:
+        img = op.apply_plain(img)
+    return img
+
+
+# --- what the key holder does after decryption ------------------------------------------
+
+@dataclass(frozen=True)
+class Finish:
+    """How raw decrypted values of an op chain become true values (the deferred scaling).
+
+    ``post_scale`` is the product of the ops' ``post_scale_factor`` (exact).
+    When the pipeline starts from integer pixels, every raw value lies on the
+    grid ``offset + step x Z`` (constants shift it, the mean filter scales the
+    offset by ``k^2``, a watermark refines the step); :meth:`apply` then snaps
+    the raw values to that grid before scaling, which removes the CKKS error
+    completely and makes rounding ties (``k = 2``) come out as in the
+    reference.  The snap needs the CKKS error below ``step / 2``; it is used
+    only when ``step >= 1/256`` (e.g. not for a brightness of 0.1, whose
+    binary fraction has no useful grid).
+    """
+
+    post_scale: Fraction
+    offset: Fraction
+    step: Fraction
+
+    @property
+    def post_scale_float(self) -> float:
+        return float(self.post_scale)
+
+    @property
+    def snaps(self) -> bool:
+        return self.step >= _MIN_SNAP_STEP
+
+    def apply(self, raw: np.ndarray) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.float64)
+        ps = self.post_scale
+        if not self.snaps:
+            return raw * ps.numerator / ps.denominator
+        n = np.rint((raw - float(self.offset)) / float(self.step))
+        a, g = self.offset * ps, self.step * ps      # value = a + g n = (A + G n) / den
+        den = math.lcm(a.denominator, g.denominator)
+        big_a, big_g = a.numerator * (den // a.denominator), g.numerator * (den // g.denominator)
+        n_max = float(np.max(np.abs(n))) if n.size else 0.0
+        if den < 2**53 and abs(big_a) + abs(big_g) * n_max < 2**53:
+            # Every term is an integer below 2^53, so the only rounding is the final
+            # (correctly rounded) division: x.5 comes out as exactly x.5.
+            return (float(big_a) + float(big_g) * n) / float(den)
+        return float(a) + float(g) * n
+
+
+def finish_for(ops: Sequence[Op]) -> Finish:
+    """The :class:`Finish` of a chain of ops applied to integer pixels."""
+    ps, offset, step = Fraction(1), Fraction(0), Fraction(1)
+    for op in ops:
+        if isinstance(op, MeanFilter):
+            offset *= op.k * op.k
+            ps /= op.k * op.k
+        elif isinstance(op, Brightness):
+            offset += Fraction(op.b) / ps
+        elif isinstance(op, Watermark):
+            w = Fraction(op.v) / ps
+            if w:
+                den = math.lcm(step.denominator, w.denominator)
+                step = Fraction(math.gcd(step.numerator * (den // step.denominator),
+                                         w.numerator * (den // w.denominator)), den)
+        else:
+            raise TypeError(f"not an operation: {op!r}")
+    return Finish(ps, offset % step, step)
+
+
+# --- encrypted side: constants --------------------------------------------------------------
+
+def constant_word(layout: CiphertextLayout, value: float, post_scale: float, scale_bits: int) -> np.ndarray:
+    """``round(value / post_scale x 2^scale_bits)`` mod each data prime (uint64, one per prime).
+
+    Added to every component-0 word of a ciphertext at scale ``2^scale_bits``,
+    it adds ``value`` to the true value (``raw x post_scale``) of every slot.
+    """
+    value = _check_finite("value", value)
+    post_scale = _check_finite("post_scale", post_scale)
+    if post_scale == 0:
+        raise ValueError("post_scale must not be 0")
+    scaled = value / post_scale * 2.0 ** int(scale_bits)
+    if not math.isfinite(scaled) or abs(scaled) >= _CONSTANT_BOUND:
+        raise ValueError(
+            f"constant {value} / post_scale {post_scale} at scale 2^{scale_bits} is {scaled:.3g} "
+            f"in ciphertext units, not below 2^62"
+        )
+    c = round(scaled)
+    return np.array([c % q for q in layout.primes], dtype=np.uint64)
+
+
+def _check_batch(batch: CiphertextBatch, layout: CiphertextLayout) -> np.ndarray:
+    """The batch's ciphertexts as a contiguous (count, stride) uint8 view, after checking them."""
+    count = len(batch)
+    offsets = np.asarray(batch.offsets, dtype=np.int64)
+    sizes = np.diff(offsets)
+    bad = np.flatnonzero(sizes != layout.stride)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"ciphertext {i} of the batch has {int(sizes[i])} bytes; this layout's ciphertexts "
+            f"have {layout.stride} (other parameters or not a fresh-layout ciphertext)"
+        )
+    start = int(offsets[0]) if count else 0
+    data = np.ascontiguousarray(batch.data[start: start + count * layout.stride])
+    rows = data.reshape(count, layout.stride)
+    header = np.frombuffer(layout.header, dtype=np.uint8)
+    bad = np.flatnonzero(np.any(rows[:, : layout.header_len] != header, axis=1))
+    if bad.size:
+        raise ValueError(
+            f"ciphertext {int(bad[0])} of the batch has a header that differs from this layout's "
+            f"(other parameters, scale or level)"
+        )
+    return data
+
+
+def add_constant(batch: CiphertextBatch, layout: CiphertextLayout, value: float, post_scale: float,
+                 scale_bits: int, *, mask: np.ndarray | None = None) -> CiphertextBatch:
+    """A new batch: every ciphertext (or those where ``mask`` is True) with ``value`` added to its true value.
+
+    The input must be ciphertexts of ``layout`` (size and header are checked);
+    the output keeps the input's strategy and security labels.
+    """
+    count = len(batch)
+    data = _check_batch(batch, layout)
+    if mask is None:
+        mask8 = np.ones(count, dtype=np.uint8)
+    else:
+        mask = np.asarray(mask)
+        if mask.shape != (count,):
+            raise ValueError(f"mask has shape {mask.shape}; expected ({count},) for a batch of {count}")
+        mask8 = mask.astype(bool).astype(np.uint8)
+    consts = constant_word(layout, value, post_scale, scale_bits)
+    out = np.empty(count * layout.stride, dtype=np.uint8)
+    scratch = np.empty(len(layout.primes) * layout.n, dtype=np.uint64)
+    if count:
+        add_constant_c0(out, data, count, layout.header_array(), consts, layout.n,
+                        layout.q_array(), mask8, scratch)
+    return CiphertextBatch.uniform(out, count, layout.stride, batch.strategy, batch.security)
+
+
+def apply_pointwise(batch: CiphertextBatch, layout: CiphertextLayout, op: Op, positions: np.ndarray,
+                    post_scale: float, scale_bits: int) -> CiphertextBatch:
+    """Apply a :class:`Brightness` (every ciphertext) or :class:`Watermark` (the ciphertexts at its pixel).
+
+    ``positions`` is an ``(len(batch), 2)`` integer array of each ciphertext's
+    absolute pixel ``(py, px)``; ``post_scale`` the pipeline's current one.
+    A batch without the watermark pixel comes back as an unchanged copy.
+    """
+    positions = np.asarray(positions)
+    if positions.shape != (len(batch), 2):
+        raise ValueError(f"positions has shape {positions.shape}; expected ({len(batch)}, 2)")
+    if isinstance(op, Brightness):
+        return add_constant(batch, layout, op.b, post_scale, scale_bits)
+    if isinstance(op, Watermark):
+        mask = (positions[:, 0] == op.y) & (positions[:, 1] == op.x)
+        return add_constant(batch, layout, op.v, post_scale, scale_bits, mask=mask)
+    raise ValueError(f"{op!r} is not a pointwise operation (brightness or watermark)")
+
+
+# --- encrypted side: the mean filter -----------------------------------------------------------
+
+class MissingNeighbour(KeyError, ValueError):
+    """A ciphertext a window needs is not among the ones given."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def window_offsets(k: int) -> tuple[int, int]:
+    """First and last offset of a ``k``-wide window: ``-(k//2)`` and ``-(k//2) + k - 1``."""
+    lo = -(k // 2)
+    return lo, lo + k - 1
+
+
+def window_multiplicities(k: int, size: int, pos: int) -> tuple[np.ndarray, np.ndarray]:
+    """Along one axis of ``size`` pixels: the clamped coordinates the window at ``pos`` covers, and how often.
+
+    Returns ``(coords, counts)`` (int64, ``coords`` ascending, ``counts`` summing to ``k``).
+    The 2-D multiplicities are the outer product of the row and the column ones.
+    """
+    lo, hi = window_offsets(k)
+    coords = np.clip(np.arange(pos + lo, pos + hi + 1), 0, size - 1)
+    uniq, counts = np.unique(coords, return_counts=True)
+    return uniq.astype(np.int64), counts.astype(np.int64)
+
+
+def _needed_range(k: int, size: int, first: int, last: int) -> tuple[int, int]:
+    """The clamped input coordinates [a, b] that outputs first..last need along one axis."""
+    lo, hi = window_offsets(k)
+    return max(0, first + lo), min(size - 1, last + hi)
+
+
+def mean_filter_tile(layout: CiphertextLayout, tile_cts: Mapping[tuple[int, int], object],
+                     height: int, width: int, k: int, out_y: int, out_x: int, out_h: int, out_w: int,
+                     *, strategy: str = "fresh", security: str = SECURITY_IND_CPA) -> CiphertextBatch:
+    """The raw ``k x k`` window sums of the output region, one ciphertext per pixel, row-major.
+
+    ``tile_cts`` maps absolute pixel coordinates ``(py, px)`` of one channel
+    of a ``height x width`` image to serialized ciphertexts of ``layout``; it
+    must hold every pixel the clamped windows of the region
+    ``[out_y, out_y + out_h) x [out_x, out_x + out_w)`` touch (the tile plus
+    its halo, see :func:`halo_tiles`), and may hold more.  Output pixel
+    ``(y, x)`` is ``sum multiplicity x ct`` over its window; its true value is
+    that times ``post_scale / k^2`` (deferred scaling, see the module doc).
+    ``strategy`` and ``security`` label the result: pass the inputs' labels
+    (if any input leaks, so does the result).
+    """
+    height = _check_int("height", height, 1)
+    width = _check_int("width", width, 1)
+    k = MeanFilter(k).k
+    out_h = _check_int("out_h", out_h, 0)
+    out_w = _check_int("out_w", out_w, 0)
+    out_y = _check_int("out_y", out_y, 0)
+    out_x = _check_int("out_x", out_x, 0)
+    if out_y + out_h > height or out_x + out_w > width:
+        raise ValueError(
+            f"output region rows {out_y}..{out_y + out_h - 1}, columns {out_x}..{out_x + out_w - 1} "
+            f"passes the {height}x{width} image"
+        )
+    stride = layout.stride
+    count = out_h * out_w
+    out = np.empty(count * stride, dtype=np.uint8)
+    result = CiphertextBatch.uniform(out, count, stride, strategy, security)
+    if count == 0:
+        return result
+
+    header = layout.header_array()
+    q = layout.q_array()
+    scratch = np.empty(layout.words, dtype=np.uint64)
+    c0, c1 = _needed_range(k, width, out_x, out_x + out_w - 1)
+    ncols = c1 - c0 + 1
+    col_mult = [window_multiplicities(k, width, x) for x in range(out_x, out_x + out_w)]
+    # Output rows are done in blocks so that the table of input coefficients stays bounded.
+    per_row = ncols * layout.words * 8
+    block = max(1, min(out_h, TABLE_BUDGET_BYTES // per_row - (k - 1)))
+    for y0 in range(out_y, out_y + out_h, block):
+        y1 = min(out_y + out_h, y0 + block)          # outputs y0 .. y1 - 1
+        r0, r1 = _needed_range(k, height, y0, y1 - 1)
+        nrows = r1 - r0 + 1
+        table = np.empty((nrows * ncols, layout.words), dtype=np.uint64)
+        for r in range(r0, r1 + 1):
+            for c in range(c0, c1 + 1):
+                table[(r - r0) * ncols + (c - c0)] = _coefficients_at(layout, tile_cts, r, c)
+        coefs = np.zeros(((y1 - y0) * out_w, nrows * ncols), dtype=np.int16)
+        for y in range(y0, y1):
+            rows, rcount = window_multiplicities(k, height, y)
+            for j, (cols, ccount) in enumerate(col_mult):
+                idx = ((rows - r0)[:, None] * ncols + (cols - c0)[None, :]).ravel()
+                coefs[(y - y0) * out_w + j, idx] = np.outer(rcount, ccount).ravel()
+        dst = np.arange((y0 - out_y) * out_w, (y1 - out_y) * out_w, dtype=np.int64)
+        linear_combination(out, dst, header, table, coefs, q, layout.n, scratch)
+    return result
+
+
+def _coefficients_at(layout: CiphertextLayout, tile_cts, py: int, px: int) -> np.ndarray:
+    try:
+        ct = tile_cts[(py, px)]
+    except KeyError:
+        raise MissingNeighbour(
+            f"the ciphertext of pixel (py={py}, px={px}) is missing: the mean filter's window needs it "
+            f"(collect each tile's halo with halo_tiles)"
+        ) from None
+    try:
+        return layout.coefficients(ct)
+    except ValueError as e:
+        raise ValueError(f"ciphertext of pixel (py={py}, px={px}): {e}") from None
+
+
+def halo_tiles(py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int, r: int) -> list[tuple[int, int]]:
+    """The tiles ``(ty, tx)`` that need pixel ``(py, px)`` for windows reaching ``r`` pixels out.
+
+    A tile needs the pixels of its own region extended by ``r`` on every side
+    (clipped to the image, which clamped windows never leave); so pixel
+    ``(py, px)`` goes to the tiles holding the pixels ``py - r .. py + r`` x
+    ``px - r .. px + r``: its own tile, plus neighbours when it lies within ``r``
+    of a tile edge.  ``rows`` x ``cols`` is the tile grid; sorted row-major.
+    """
+    for name, v, m in (("py", py, 0), ("px", px, 0), ("tile_h", tile_h, 1), ("tile_w", tile_w, 1),
+                       ("rows", rows, 1), ("cols", cols, 1), ("r", r, 0)):
+        _check_int(name, v, m)
+    if py >= rows * tile_h or px >= cols * tile_w:
+        raise ValueError(f"pixel (py={py}, px={px}) lies outside the {rows}x{cols} grid of {tile_h}x{tile_w} tiles")
+    ty0, ty1 = max(0, (py - r) // tile_h), min(rows - 1, (py + r) // tile_h)
+    tx0, tx1 = max(0, (px - r) // tile_w), min(cols - 1, (px + r) // tile_w)
+    return [(ty, tx) for ty in range(ty0, ty1 + 1) for tx in range(tx0, tx1 + 1)]

@@ -1,0 +1,203 @@
+"""`hepix encrypt`: images -> ciphertexts/, rejects/ and _manifest.json.
+
+Thin: parse -> session -> decode tiles on the executors -> (scan) -> broadcast
+the strategy's cache once -> encrypt tiles with hecore -> write -> commit.
+Encryption needs only the public key; the secret key file is never opened.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+
+import numpy as np
+
+from hecore.errors import HepixError
+from hecore.images import CONVERSIONS
+from hecore.keys import read_public
+from hecore.strategies import security_of, strategy_class, strategy_names
+from hecore.tiling import parse_tile_spec
+from schemas.manifest import Counts, RunManifest
+from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, REJECTS, TILES, spark_schema
+
+from . import runinfo
+from .common import ListAccumulator, add_spark_arguments, worker_report
+from .progress import Progress
+from .session import build_session, spark_info
+from .storage import Output, Storage
+from .tasks import (DecodeOptions, EncryptMeta, EncryptPayload, decode_partition, encrypt_partition,
+                    histogram_partition)
+
+log = logging.getLogger(__name__)
+
+LAYOUTS = ("pixel", "packed")
+DEFAULT_TILE = "16x16"
+DEFAULT_MAX_PIXELS = 2**26
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--keys", required=True, help="key directory (only its public part is read)")
+    p.add_argument("--input", required=True, help="directory, glob or URI (file://, hdfs://) of images")
+    p.add_argument("--out", required=True, help="output directory: ciphertexts/, rejects/, _manifest.json")
+    p.add_argument("--layout", choices=LAYOUTS, default="pixel",
+                   help="pixel: one ciphertext per pixel (iCHEETAH); packed: see below (default pixel)")
+    p.add_argument("--strategy", default="fresh", choices=strategy_names(),
+                   help="pixel-layout strategy (default fresh; others leak and need --allow-leaky)")
+    p.add_argument("--allow-leaky", action="store_true",
+                   help="permit the paper's caching strategies, which are not IND-CPA secure")
+    p.add_argument("--pool-size", type=int, help="randomness pool size for scan/full (default 64)")
+    p.add_argument("--top-k", type=int, help="values cached by scan (default: all values found)")
+    p.add_argument("--radix", type=int, help="base of radix/radix-rand (default 2)")
+    p.add_argument("--tile", default=DEFAULT_TILE, help=f"tile size HxW (default {DEFAULT_TILE})")
+    p.add_argument("--resize", type=int, metavar="S",
+                   help="centre-crop to a square and resize to SxS first (the paper's preprocessing)")
+    p.add_argument("--convert", action="append", default=[], choices=sorted(CONVERSIONS),
+                   help="accept and convert images of this kind (repeatable); otherwise they are rejected")
+    p.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
+                   help="refuse images with more pixels (decompression bombs; default %(default)s)")
+    p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --input")
+    p.add_argument("--partitions", type=int, help="encryption tasks (default: 4 per core, at most one per tile)")
+    add_spark_arguments(p)
+
+
+def strategy_options(args) -> dict:
+    opts = {}
+    if args.pool_size is not None:
+        opts["pool_size"] = args.pool_size
+    if args.top_k is not None:
+        opts["top_k"] = args.top_k
+    if args.radix is not None:
+        opts["radix"] = args.radix
+    return opts
+
+
+def read_images(spark, source: str, recursive: bool):
+    from pyspark.errors import AnalysisException
+
+    reader = spark.read.format("binaryFile")
+    if recursive:
+        reader = reader.option("recursiveFileLookup", "true")
+    try:
+        return reader.load(source)
+    except AnalysisException as e:
+        raise HepixError(f"cannot read images from {source}: {str(e).splitlines()[0]}") from None
+
+
+def run(args) -> int:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    if args.layout == "packed":
+        raise HepixError("the packed layout is not implemented yet; use --layout pixel")
+    tile_h, tile_w = parse_tile_spec(args.tile)
+    # Refuse a leaking strategy before anything starts, with the message that says what leaks.
+    cls = strategy_class(args.strategy, allow_leaky=args.allow_leaky)
+    options = strategy_options(args)
+    material = read_public(args.keys)            # never opens secret.key
+    params = material.params
+    fingerprint = material.fingerprint()
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    timings: dict[str, float] = {}
+
+    spark = build_session("encrypt", args.master, args.conf)
+    sc = spark.sparkContext
+    storage = Storage(spark)
+    out = Output(storage, args.out, run_id)
+    print(f"hepix encrypt {run_id}: {args.input} -> {args.out}; {args.layout} layout, strategy "
+          f"{args.strategy} ({security_of(args.strategy)}), {params.name}, key {fingerprint[:16]}")
+    try:
+        with Progress(spark, "encrypt", enabled=not args.quiet) as progress:
+            t0 = time.perf_counter()
+            progress.stage("decoding images")
+            files = read_images(spark, args.input, args.recursive)
+            opts = DecodeOptions(tile_h, tile_w, args.resize, tuple(args.convert), args.max_pixels)
+            decoded = files.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
+            decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
+            ok = decoded.where(F.col("reject_reason").isNull())
+            bad = decoded.where(F.col("reject_reason").isNotNull())
+            stats = decoded.agg(
+                F.countDistinct("source").alias("images_in"),
+                F.countDistinct(F.when(F.col("reject_reason").isNull(), F.col("image_id"))).alias("images_ok"),
+                F.sum(F.when(F.col("reject_reason").isNull(), 1).otherwise(0)).alias("tiles"),
+                F.sum(F.when(F.col("reject_reason").isNull(), F.col("h") * F.col("w") * F.col("image_channels"))
+                      .otherwise(0)).alias("pixels"),
+                F.sum(F.when(F.col("reject_reason").isNotNull(), 1).otherwise(0)).alias("rejected"),
+            ).collect()[0]
+            timings["decode_seconds"] = time.perf_counter() - t0
+
+            from hecore.context import HEContext
+            ctx = HEContext.from_public(material)
+            strategy = cls(ctx, **options)
+            t0 = time.perf_counter()
+            if strategy.needs_scan:
+                progress.stage("scanning pixel values")
+                hist = (ok.mapInArrow(histogram_partition, "value int, count long")
+                        .groupBy("value").agg(F.sum("count").alias("count")).collect())
+                counts = np.zeros(256, dtype=np.int64)
+                for r in hist:
+                    counts[r["value"]] = r["count"]
+                strategy.prepare(counts=counts)
+            else:
+                strategy.prepare()
+            state = strategy.state() if strategy.name != "fresh" else None
+            timings["cache_build_seconds"] = time.perf_counter() - t0
+
+            payload = EncryptPayload(public=material, strategy=strategy.name, strategy_state=state,
+                                     allow_leaky=args.allow_leaky)
+            bc = sc.broadcast(payload)
+            token = f"{run_id}/{bc._jbroadcast.id()}"
+            rebuilds = sc.accumulator([], ListAccumulator())
+            tasks = sc.accumulator([], ListAccumulator())
+            meta = EncryptMeta(run_id=run_id, layout=args.layout, preset=params.name, key_fingerprint=fingerprint)
+            n_tiles = int(stats["tiles"] or 0)
+            parts = args.partitions or max(1, min(n_tiles, sc.defaultParallelism * 4))
+
+            t0 = time.perf_counter()
+            progress.stage(f"encrypting {n_tiles} tiles ({int(stats['pixels'] or 0)} pixel values)")
+            cts = ok.repartition(parts).mapInArrow(
+                functools.partial(encrypt_partition, token=token, broadcast=bc, meta=meta,
+                                  rebuilds=rebuilds, tasks=tasks),
+                spark_schema(CIPHERTEXTS))
+            (cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite")
+             .parquet(out.table("ciphertexts")))
+            timings["encrypt_seconds"] = time.perf_counter() - t0
+
+            progress.stage("writing rejects")
+            rejects = bad.select(
+                F.lit(run_id).alias("run_id"), "source", F.col("reject_stage").alias("stage"),
+                F.col("reject_reason").alias("reason"), F.col("reject_detail").alias("detail"), "bytes")
+            spark.createDataFrame(rejects.rdd, spark_schema(REJECTS)).write.options(
+                **PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(out.table("rejects"))
+            n_cts = spark.read.parquet(out.table("ciphertexts")).count()
+            decoded.unpersist()
+
+        counts = Counts(images_in=int(stats["images_in"]), images_encrypted=int(stats["images_ok"]),
+                        images_rejected=int(stats["rejected"]), tiles=n_tiles, ciphertexts=n_cts,
+                        ciphertext_bytes=n_cts * ctx.layout.stride, rejects=int(stats["rejected"]))
+        if counts.images_in != counts.images_encrypted + counts.images_rejected:
+            raise HepixError(f"internal error: {counts.images_in} images in, {counts.images_encrypted} "
+                             f"encrypted + {counts.images_rejected} rejected; nothing was committed")
+        manifest = RunManifest(
+            job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
+            finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=args.layout,
+            strategy=strategy.name, security=strategy.security, preset=params.name, params=params.to_json(),
+            key_fingerprint=fingerprint, options={"tile": [tile_h, tile_w], "resize": args.resize,
+                                                  "conversions": list(args.convert), **strategy.options()},
+            counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
+            versions=runinfo.versions(), spark=spark_info(spark))
+        out.commit(manifest, ["ciphertexts", "rejects"])
+    except BaseException:
+        out.abort()
+        raise
+    finally:
+        spark.stop()
+
+    secs = timings["encrypt_seconds"]
+    mb = counts.ciphertext_bytes / 1e6
+    print(f"encrypted {counts.images_encrypted} of {counts.images_in} images ({counts.images_rejected} rejected) "
+          f"into {counts.ciphertexts} ciphertexts, {mb:,.1f} MB, in {secs:.1f} s "
+          f"({counts.ciphertexts / secs:,.0f} ciphertexts/s, {mb / secs:,.1f} MB/s); "
+          f"cache rebuilds {manifest.workers['cache_rebuilds']} for {manifest.workers['tasks']} tasks")
+    if counts.images_rejected:
+        print(f"rejected images are listed in {args.out}/rejects/ with the reason")
+    return 0

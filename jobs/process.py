@@ -1,0 +1,114 @@
+"""`hepix process`: operations on ciphertexts, with public keys only.
+
+Runs where the data owner's secret must never be: it refuses a key directory
+that holds a secret key, and checks the input's key fingerprint before any
+work.  Pointwise ops (brightness, watermark) are one pass over the rows; the
+mean filter sends each ciphertext to its tile and to the neighbour tiles
+whose halo needs it, then sums each output window per tile.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+import pyarrow as pa
+
+from hecore.errors import HepixError
+from hecore.keys import read_public
+from hecore.ops import MeanFilter, parse_ops
+from schemas.manifest import Counts, RunManifest
+from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
+
+from . import runinfo
+from .common import ListAccumulator, add_spark_arguments, table_function, worker_report
+from .inputs import complete_run, refuse_secret_key_directory, same_key
+from .progress import Progress
+from .session import build_session, spark_info
+from .storage import Output, Storage, join
+from .tasks import HALO_COLUMNS, mean_filter_group, pointwise_partition, scatter_partition
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--keys", required=True, help="PUBLIC key directory (one with secret.key is refused)")
+    p.add_argument("--input", required=True, help="output directory of `hepix encrypt` (or of process)")
+    p.add_argument("--out", required=True, help="output directory for the processed ciphertexts")
+    p.add_argument("--op", action="append", required=True, metavar="SPEC",
+                   help="brightness:B, watermark:X,Y,V or meanfilter:K; repeat to chain, applied in order")
+    add_spark_arguments(p)
+
+
+def run(args) -> int:
+    from pyspark.sql import functions as F
+
+    refuse_secret_key_directory(args.keys)
+    try:
+        ops = parse_ops(args.op)
+    except ValueError as e:
+        raise HepixError(str(e)) from None
+    material = read_public(args.keys)
+    fingerprint = material.fingerprint()
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+
+    spark = build_session("process", args.master, args.conf)
+    sc = spark.sparkContext
+    storage = Storage(spark)
+    out = Output(storage, args.out, run_id)
+    try:
+        parent = complete_run(storage, args.input, ("encrypt", "process"))
+        same_key(parent, fingerprint, args.input)             # before any work
+        if parent.layout != "pixel":
+            raise HepixError(f"{args.input} has the {parent.layout} layout; process supports the pixel layout")
+        print(f"hepix process {run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
+              f"key {fingerprint[:16]} (public only)")
+        bc = sc.broadcast(material)
+        token = f"{run_id}/{bc._jbroadcast.id()}"
+        rebuilds = sc.accumulator([], ListAccumulator())
+        tasks = sc.accumulator([], ListAccumulator())
+        timings = {}
+        with Progress(spark, "process", enabled=not args.quiet) as progress:
+            df = spark.read.parquet(join(args.input, "ciphertexts"))
+            schema = spark_schema(CIPHERTEXTS)
+            for op in ops:
+                if isinstance(op, MeanFilter):
+                    halo_schema = spark_schema(pa.schema(list(CIPHERTEXTS) + [
+                        pa.field(name, type_, nullable=False) for name, type_ in HALO_COLUMNS]))
+                    scattered = df.mapInArrow(functools.partial(scatter_partition, halo=op.halo), halo_schema)
+                    df = (scattered.groupBy("image_id", "channel", "target_ty", "target_tx")
+                          .applyInArrow(table_function(mean_filter_group, token=token, broadcast=bc, k=op.k,
+                                                      spec=op.spec, run_id=run_id, rebuilds=rebuilds),
+                                        schema))
+                else:
+                    df = df.mapInArrow(functools.partial(pointwise_partition, token=token, broadcast=bc,
+                                                         spec=op.spec, run_id=run_id, rebuilds=rebuilds,
+                                                         tasks=tasks), schema)
+            t0 = time.perf_counter()
+            progress.stage("processing")
+            df.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(out.table("ciphertexts"))
+            timings["process_seconds"] = time.perf_counter() - t0
+            written = spark.read.parquet(out.table("ciphertexts"))
+            stats = written.agg(F.count("*").alias("n"), F.countDistinct("image_id").alias("images")).collect()[0]
+        counts = Counts(images_in=parent.counts.images_encrypted, images_encrypted=int(stats["images"]),
+                        ciphertexts=int(stats["n"]),
+                        ciphertext_bytes=int(stats["n"]) * (parent.counts.ciphertext_bytes //
+                                                             max(1, parent.counts.ciphertexts)))
+        if counts.ciphertexts != parent.counts.ciphertexts:
+            raise HepixError(f"internal error: {parent.counts.ciphertexts} ciphertexts in, {counts.ciphertexts} "
+                             "out; nothing was committed")
+        manifest = RunManifest(
+            job="process", run_id=run_id, status="complete", created=started.isoformat(),
+            finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
+            strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
+            key_fingerprint=fingerprint, ops=list(parent.ops) + [o.spec for o in ops], options=parent.options,
+            counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
+            versions=runinfo.versions(), spark=spark_info(spark),
+            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
+        out.commit(manifest, ["ciphertexts"])
+    except BaseException:
+        out.abort()
+        raise
+    finally:
+        spark.stop()
+    secs = timings["process_seconds"]
+    print(f"processed {counts.ciphertexts} ciphertexts of {counts.images_encrypted} images in {secs:.1f} s "
+          f"({counts.ciphertexts / secs:,.0f} ciphertexts/s); ops now: {' | '.join(manifest.ops)}")
+    return 0

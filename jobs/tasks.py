@@ -1,0 +1,486 @@
+"""What runs inside Spark's Python workers: Arrow batches in, Arrow batches out.
+
+These functions are the glue between Spark's ``mapInArrow``/``applyInArrow``
+and ``hecore``: they shape rows after ``schemas.tables`` and call hecore for
+everything cryptographic.  Expensive worker state (the HE context, a
+strategy's cache table and randomness pool) is built from broadcast bytes
+once per Python worker and kept in a module-level cache keyed by the
+broadcast's token -- not once per task.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from schemas.tables import CIPHERTEXTS, TILES
+
+#: token -> state built from a broadcast, for the life of this Python worker.
+_WORKER_CACHE: dict[str, object] = {}
+
+
+def worker_state(token: str, broadcast, build: Callable[[object], object], rebuilds=None):
+    """The state for ``token``, built from ``broadcast.value`` the first time this worker needs it."""
+    state = _WORKER_CACHE.get(token)
+    if state is None:
+        state = build(broadcast.value)
+        _WORKER_CACHE[token] = state
+        if rebuilds is not None:
+            rebuilds.add([(os.getpid(), token)])
+    return state
+
+
+def image_id_for(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+# --- decode: binaryFile rows -> tiles of raw pixels, or rejects ------------------------------
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    tile_h: int
+    tile_w: int
+    resize: int | None
+    conversions: tuple[str, ...]
+    max_pixels: int
+
+
+def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
+    from hecore.errors import ImageError
+    from hecore.images import ImagePolicy, LoadedImage, load_image, preprocess
+    from hecore.tiling import tile_image
+
+    policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
+    for batch in batches:
+        rows: list[dict] = []
+        paths = batch.column("path").to_pylist()
+        contents = batch.column("content")
+        for i, source in enumerate(paths):
+            content = contents[i].as_buffer()
+            size = content.size if content is not None else 0
+            try:
+                img: LoadedImage = load_image(memoryview(content) if content is not None else b"",
+                                              source=source, policy=policy)
+                if opts.resize:
+                    img = preprocess(img, opts.resize)
+            except ImageError as e:
+                rows.append({"source": source, "reject_stage": "decode", "reject_reason": e.reason,
+                             "reject_detail": str(e), "bytes": size})
+                continue
+            digest = hashlib.sha256(content).hexdigest()
+            grid, tiles = tile_image(img.pixels, opts.tile_h, opts.tile_w)
+            common = {"image_id": image_id_for(source), "source": source, "content_sha256": digest,
+                      "image_height": img.height, "image_width": img.width,
+                      "image_channels": img.channels, "conversions": list(img.conversions),
+                      "tile_h": grid.tile_h, "tile_w": grid.tile_w, "bytes": size}
+            for t in tiles:
+                rows.append({**common, "tile_y": t.ty, "tile_x": t.tx, "y": t.y, "x": t.x, "h": t.h,
+                             "w": t.w, "pixels": np.ascontiguousarray(t.pixels).tobytes()})
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=TILES)
+
+
+# --- encrypt: tiles -> ciphertext rows -----------------------------------------------------
+
+@dataclass(frozen=True)
+class EncryptPayload:
+    """What the driver broadcasts to the encrypt tasks: public material and the strategy cache."""
+
+    public: object              # hecore.context.PublicMaterial
+    strategy: str
+    strategy_state: bytes | None
+    allow_leaky: bool
+
+
+def build_encryptor(payload: EncryptPayload):
+    from hecore.context import HEContext
+    from hecore.kernels import warm_up
+    from hecore.strategies import make_strategy, strategy_from_state
+
+    warm_up()
+    ctx = HEContext.from_public(payload.public)
+    if payload.strategy_state is not None:
+        strategy = strategy_from_state(ctx, payload.strategy_state, allow_leaky=payload.allow_leaky)
+    else:
+        strategy = make_strategy(payload.strategy, ctx, allow_leaky=payload.allow_leaky).prepare()
+    return ctx, strategy
+
+
+@dataclass(frozen=True)
+class EncryptMeta:
+    run_id: str
+    layout: str
+    preset: str
+    key_fingerprint: str
+
+
+def _const(value, n: int, type_: pa.DataType) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type=type_), n)
+
+
+def ciphertext_rows(meta: EncryptMeta, tile: dict, channel: int, batch, strategy_name: str,
+                    security: str, scheme: str, level: int, scale_bits: int, ops: list[str],
+                    post_scale: float, encrypt_seconds: np.ndarray, process_seconds: np.ndarray,
+                    run_id: str | None = None) -> pa.RecordBatch:
+    """One record batch of ciphertext rows (schema ``CIPHERTEXTS``) for one tile and channel."""
+    n = len(batch)
+    f = CIPHERTEXTS
+    cols = {
+        "run_id": _const(run_id or meta.run_id, n, pa.string()),
+        "image_id": _const(tile["image_id"], n, pa.string()),
+        "source": _const(tile["source"], n, pa.string()),
+        "content_sha256": _const(tile["content_sha256"], n, pa.string()),
+        "layout": _const(meta.layout, n, pa.string()),
+        "scheme": _const(scheme, n, pa.string()),
+        "preset": _const(meta.preset, n, pa.string()),
+        "strategy": _const(strategy_name, n, pa.string()),
+        "security": _const(security, n, pa.string()),
+        "key_fingerprint": _const(meta.key_fingerprint, n, pa.string()),
+    }
+    for name in ("image_height", "image_width", "image_channels", "tile_h", "tile_w", "tile_y", "tile_x",
+                 "y", "x", "h", "w"):
+        cols[name] = _const(int(tile[name]), n, pa.int32())
+    cols["channel"] = _const(channel, n, pa.int32())
+    cols["index"] = pa.array(np.arange(n, dtype=np.int32))
+    cols["ops"] = pa.array([ops] * n, type=pa.list_(pa.string()))
+    cols["post_scale"] = _const(float(post_scale), n, pa.float64())
+    cols["level"] = _const(level, n, pa.int32())
+    cols["scale_bits"] = _const(scale_bits, n, pa.int32())
+    cols["encrypt_seconds"] = pa.array(encrypt_seconds, type=pa.float64())
+    cols["process_seconds"] = pa.array(process_seconds, type=pa.float64())
+    cols["ct"] = batch.to_arrow()
+    if cols["ct"].type != pa.binary():
+        cols["ct"] = cols["ct"].cast(pa.binary())
+    return pa.RecordBatch.from_arrays([cols[name] for name in f.names], schema=f)
+
+
+def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, meta: EncryptMeta,
+                      rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
+    """Encrypt every tile of the partition, one record batch per tile and channel."""
+    ctx, strategy = worker_state(token, broadcast, build_encryptor, rebuilds)
+    if tasks is not None:
+        tasks.add([os.getpid()])
+    params = ctx.params
+    for rb in batches:
+        for tile in rb.to_pylist():
+            shape = (tile["tile_h"], tile["tile_w"], tile["image_channels"])
+            pixels = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(shape)
+            for c in range(tile["image_channels"]):
+                values = pixels[: tile["h"], : tile["w"], c]
+                t = time.perf_counter()
+                batch = strategy.encrypt(values)
+                per_ct = (time.perf_counter() - t) / max(1, len(batch))
+                n = len(batch)
+                yield ciphertext_rows(
+                    meta, tile, c, batch, strategy.name, strategy.security, params.scheme,
+                    level=params.data_primes, scale_bits=params.scale_bits, ops=[], post_scale=1.0,
+                    encrypt_seconds=np.full(n, per_ct), process_seconds=np.zeros(n))
+
+
+def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Pixel-value counts (0..255) over the valid region of every tile: the corpus scan."""
+    counts = np.zeros(256, dtype=np.int64)
+    for rb in batches:
+        for tile in rb.to_pylist():
+            shape = (tile["tile_h"], tile["tile_w"], tile["image_channels"])
+            pixels = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(shape)
+            counts += np.bincount(pixels[: tile["h"], : tile["w"]].reshape(-1), minlength=256)
+    yield pa.RecordBatch.from_pydict({"value": np.arange(256, dtype=np.int32), "count": counts})
+
+
+# --- shared by process and decrypt --------------------------------------------------------
+
+def replace_columns(rb: pa.RecordBatch, **columns) -> pa.RecordBatch:
+    arrays = [columns.get(name, rb.column(i)) for i, name in enumerate(rb.schema.names)]
+    return pa.RecordBatch.from_arrays(arrays, schema=rb.schema)
+
+
+def pixel_positions(rb) -> np.ndarray:
+    """(py, px) of every pixel-layout ciphertext row: its tile's origin + its index, row-major."""
+    index = rb.column("index").to_numpy()
+    w = rb.column("w").to_numpy()
+    py = rb.column("y").to_numpy() + index // w
+    px = rb.column("x").to_numpy() + index % w
+    return np.stack([py, px], axis=1)
+
+
+def _single(rb, name: str):
+    values = pc_unique(rb.column(name))
+    if len(values) != 1:
+        raise ValueError(f"a batch mixes {len(values)} values of {name}: {values[:4]}")
+    return values[0]
+
+
+def pc_unique(col) -> list:
+    import pyarrow.compute as pc
+    return pc.unique(col).to_pylist()
+
+
+def build_layout(public):
+    """A worker's view of the public context: the ciphertext layout the byte-level ops need."""
+    from hecore.context import HEContext
+    from hecore.kernels import warm_up
+
+    warm_up()
+    return HEContext.from_public(public).layout
+
+
+# --- process: pointwise ops (brightness, watermark) ------------------------------------------
+
+def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, spec: str,
+                        run_id: str, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
+    from hecore.ciphertexts import CiphertextBatch
+    from hecore.ops import apply_pointwise, parse_op
+
+    layout = worker_state(token, broadcast, build_layout, rebuilds)
+    if tasks is not None:
+        tasks.add([os.getpid()])
+    op = parse_op(spec)
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        post_scale = float(_single(rb, "post_scale"))
+        scale_bits = int(_single(rb, "scale_bits"))
+        t = time.perf_counter()
+        batch = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
+        out = apply_pointwise(batch, layout, op, pixel_positions(rb), post_scale, scale_bits)
+        dt = (time.perf_counter() - t) / rb.num_rows
+        yield replace_columns(
+            rb, ct=out.to_arrow(), run_id=_const(run_id, rb.num_rows, pa.string()),
+            ops=pa.array([o + [spec] for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
+            process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
+
+
+# --- process: the mean filter (tile + halo) --------------------------------------------------
+
+HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]
+
+
+def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterator[pa.RecordBatch]:
+    """Send each pixel ciphertext to its own tile and to the neighbour tiles whose halo needs it."""
+    from hecore.ops import halo_tiles
+
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        pos = pixel_positions(rb)
+        th, tw = rb.column("tile_h").to_numpy(), rb.column("tile_w").to_numpy()
+        hh, ww = rb.column("image_height").to_numpy(), rb.column("image_width").to_numpy()
+        take, tys, txs = [], [], []
+        for i in range(rb.num_rows):
+            rows, cols = -(-int(hh[i]) // int(th[i])), -(-int(ww[i]) // int(tw[i]))
+            for ty, tx in halo_tiles(int(pos[i, 0]), int(pos[i, 1]), int(th[i]), int(tw[i]), rows, cols, halo):
+                take.append(i)
+                tys.append(ty)
+                txs.append(tx)
+        out = rb.take(pa.array(take, type=pa.int64()))
+        arrays = out.columns + [pa.array(tys, type=pa.int32()), pa.array(txs, type=pa.int32())]
+        schema = out.schema
+        for name, type_ in HALO_COLUMNS:
+            schema = schema.append(pa.field(name, type_, nullable=False))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: str, run_id: str,
+                      rebuilds=None) -> pa.Table:
+    """One output tile of the k x k mean filter from the tile's ciphertexts and its halo."""
+    from hecore.ciphertexts import SECURITY_LEAKS, CiphertextBatch
+    from hecore.ops import mean_filter_tile
+
+    layout = worker_state(token, broadcast, build_layout, rebuilds)
+    rb = table.combine_chunks().to_batches()[0] if table.num_rows else None
+    if rb is None:
+        return pa.Table.from_batches([], schema=CIPHERTEXTS)
+    first = rb.slice(0, 1).to_pylist()[0]
+    ty, tx = first["target_ty"], first["target_tx"]
+    th, tw = first["tile_h"], first["tile_w"]
+    height, width = first["image_height"], first["image_width"]
+    out_y, out_x = ty * th, tx * tw
+    out_h, out_w = min(th, height - out_y), min(tw, width - out_x)
+    pos = pixel_positions(rb)
+    cts = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
+    tile_cts = {(int(py), int(px)): cts[i] for i, (py, px) in enumerate(pos)}
+    securities = set(pc_unique(rb.column("security")))
+    strategies = pc_unique(rb.column("strategy"))
+    security = SECURITY_LEAKS if SECURITY_LEAKS in securities else securities.pop()
+    t = time.perf_counter()
+    batch = mean_filter_tile(layout, tile_cts, height, width, k, out_y, out_x, out_h, out_w,
+                             strategy=strategies[0], security=security)
+    dt = (time.perf_counter() - t) / max(1, len(batch))
+    # The output pixel (y, x) keeps the encryption time and history of the input at (y, x).
+    own = {(int(py), int(px)): i for i, (py, px) in enumerate(pos)}
+    order = [own[(out_y + j // out_w, out_x + j % out_w)] for j in range(out_h * out_w)]
+    src = rb.take(pa.array(order, type=pa.int64()))
+    tile = {**first, "tile_y": ty, "tile_x": tx, "y": out_y, "x": out_x, "h": out_h, "w": out_w}
+    meta = EncryptMeta(run_id=run_id, layout=first["layout"], preset=first["preset"],
+                       key_fingerprint=first["key_fingerprint"])
+    out = ciphertext_rows(
+        meta, tile, first["channel"], batch, strategies[0], security, first["scheme"],
+        level=first["level"], scale_bits=first["scale_bits"], ops=list(first["ops"]) + [spec],
+        post_scale=first["post_scale"] / (k * k),
+        encrypt_seconds=src.column("encrypt_seconds").to_numpy(),
+        process_seconds=src.column("process_seconds").to_numpy() + dt)
+    return pa.Table.from_batches([out])
+
+
+# --- decrypt -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SecretPayload:
+    """Public material and the secret key, for the data owner's decrypt job only."""
+
+    public: object
+    secret_key: bytes = field(repr=False)   # never in a log line or an error message
+
+
+DECRYPTED = pa.schema([
+    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
+    ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
+    ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
+    ("ops", pa.list_(pa.string())), ("channel", pa.int32()), ("py", pa.int32()), ("px", pa.int32()),
+    ("raw", pa.float64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
+    ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
+])
+
+
+def build_decryptor(payload: SecretPayload):
+    from hecore.context import HEContext
+    return HEContext.from_public(payload.public, secret_key=payload.secret_key)
+
+
+def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast,
+                      rebuilds=None) -> Iterator[pa.RecordBatch]:
+    from hecore.ciphertexts import CiphertextBatch
+
+    ctx = worker_state(token, broadcast, build_decryptor, rebuilds)
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        t = time.perf_counter()
+        raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
+        dt = (time.perf_counter() - t) / rb.num_rows
+        pos = pixel_positions(rb)
+        import pyarrow.compute as pc
+        cols = {name: rb.column(name) for name in DECRYPTED.names if name in rb.schema.names}
+        cols.update(py=pa.array(pos[:, 0], type=pa.int32()), px=pa.array(pos[:, 1], type=pa.int32()),
+                    raw=pa.array(raw), ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
+                    decrypt_seconds=_const(dt, rb.num_rows, pa.float64()))
+        yield pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
+
+
+IMAGES = pa.schema([
+    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
+    ("height", pa.int32()), ("width", pa.int32()), ("channels", pa.int32()),
+    ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
+    ("ops", pa.list_(pa.string())), ("values", pa.binary()),      # float64 H x W x C true values
+    ("unsnapped", pa.binary()),     # float64 raw x post_scale, before snapping to the exact grid
+    ("ciphertexts", pa.int64()), ("ciphertext_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
+    ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
+])
+
+
+def assemble_group(table: pa.Table) -> pa.Table:
+    """All decrypted values of one image -> one row with the image's true values (float64)."""
+    from hecore.ops import finish_for, parse_ops
+
+    first = table.slice(0, 1).to_pylist()[0]
+    h, w, c = first["image_height"], first["image_width"], first["image_channels"]
+    raw = np.full((h, w, c), np.nan)
+    raw[table.column("py").to_numpy(), table.column("px").to_numpy(),
+        table.column("channel").to_numpy()] = table.column("raw").to_numpy()
+    if np.isnan(raw).any():
+        missing = int(np.isnan(raw).sum())
+        raise ValueError(f"{first['source']}: {missing} of {raw.size} pixel values have no ciphertext")
+    finish = finish_for(parse_ops(first["ops"]))
+    values = finish.apply(raw)
+    unsnapped = raw * finish.post_scale_float
+    row = {k: first[k] for k in ("image_id", "source", "content_sha256", "layout", "strategy", "security",
+                                 "preset", "ops")}
+    row.update(height=h, width=w, channels=c, values=values.astype(np.float64).tobytes(),
+               unsnapped=unsnapped.astype(np.float64).tobytes(),
+               ciphertexts=table.num_rows,
+               ciphertext_bytes=int(np.sum(table.column("ct_bytes").to_numpy())),
+               encrypt_seconds=float(np.sum(table.column("encrypt_seconds").to_numpy())),
+               process_seconds=float(np.sum(table.column("process_seconds").to_numpy())),
+               decrypt_seconds=float(np.sum(table.column("decrypt_seconds").to_numpy())))
+    return pa.Table.from_pylist([row], schema=IMAGES)
+
+
+ORIGINALS = pa.schema([("content_sha256", pa.string()), ("original", pa.binary()),
+                       ("orig_height", pa.int32()), ("orig_width", pa.int32()), ("orig_channels", pa.int32())])
+
+
+def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
+    """Reference images, preprocessed exactly as ``encrypt`` did, keyed by the file's sha256."""
+    from hecore.errors import ImageError
+    from hecore.images import ImagePolicy, load_image, preprocess
+
+    policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
+    for batch in batches:
+        rows = []
+        contents = batch.column("content")
+        for i, source in enumerate(batch.column("path").to_pylist()):
+            content = contents[i].as_buffer()
+            if content is None:
+                continue
+            try:
+                img = load_image(memoryview(content), source=source, policy=policy)
+                if opts.resize:
+                    img = preprocess(img, opts.resize)
+            except ImageError:
+                continue        # not one of the encrypted images; encrypt already reported it
+            rows.append({"content_sha256": hashlib.sha256(content).hexdigest(),
+                         "original": np.ascontiguousarray(img.pixels).tobytes(),
+                         "orig_height": img.height, "orig_width": img.width, "orig_channels": img.channels})
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=ORIGINALS)
+
+
+def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None
+                      ) -> Iterator[pa.RecordBatch]:
+    """Quality of each decrypted image against its (plaintext-processed) original."""
+    from hecore.images import array_to_image_bytes
+    from hecore.ops import parse_ops, reference
+    from hecore.quality import compare, round_to_uint8
+    from schemas.tables import METRICS
+
+    for rb in batches:
+        rows = []
+        for r in rb.to_pylist():
+            shape = (r["height"], r["width"], r["channels"])
+            values = np.frombuffer(r["values"], dtype=np.float64).reshape(shape)
+            unsnapped = np.frombuffer(r["unsnapped"], dtype=np.float64).reshape(shape)
+            if r["channels"] == 1:
+                values, unsnapped = values[:, :, 0], unsnapped[:, :, 0]
+            ops = parse_ops(r["ops"])
+            base = {"run_id": run_id, "image_id": r["image_id"], "source": r["source"],
+                    "content_sha256": r["content_sha256"], "channel": -1, "ops": "|".join(r["ops"]),
+                    "layout": r["layout"], "strategy": r["strategy"], "security": r["security"],
+                    "preset": r["preset"], "width": r["width"], "height": r["height"],
+                    "channels": r["channels"], "ciphertexts": r["ciphertexts"],
+                    "ciphertext_bytes": r["ciphertext_bytes"], "encrypt_seconds": r["encrypt_seconds"],
+                    "process_seconds": r["process_seconds"], "decrypt_seconds": r["decrypt_seconds"]}
+            if r.get("original") is not None:
+                orig = np.frombuffer(r["original"], dtype=np.uint8).reshape(
+                    (r["orig_height"], r["orig_width"], r["orig_channels"]))
+                if r["orig_channels"] == 1:
+                    orig = orig[:, :, 0]
+                expected = reference(orig, ops)
+                q = compare(round_to_uint8(expected), values)
+                base.update(reference="plaintext-processed" if ops else "original", mse=q.mse,
+                            psnr=q.psnr, ssim=q.ssim, exact_fraction=q.exact_fraction,
+                            max_abs_err=float(np.max(np.abs(unsnapped - expected))))
+            else:
+                base.update(reference="none")
+            rows.append(base)
+            if png_dir:
+                name = f"{r['image_id']}-{r['source'].rsplit('/', 1)[-1].rsplit('.', 1)[0]}.png"
+                with open(os.path.join(png_dir, name), "wb") as f:
+                    f.write(array_to_image_bytes(round_to_uint8(values), "PNG"))
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=METRICS)
