@@ -35,7 +35,11 @@ def _int_list(s: str) -> list[int]:
 
 
 def add_arguments(p):
+    p.add_argument("--suite", choices=("pixel", "spark"), default="pixel",
+                   help="pixel: every strategy against fresh in one process (default); spark: the encrypt "
+                        "job against hecore alone, and local[1] against local[2]")
     p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
+    p.add_argument("--images", type=int, default=6, help="spark suite: number of sample images (default 6)")
     p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
                    help="square image sizes, comma-separated (default %(default)s)")
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
@@ -55,6 +59,8 @@ def sample_image(path: str | None):
 
 
 def run(args) -> int:
+    if args.suite == "spark":
+        return run_spark(args)
     sizes = _int_list(args.sizes)
     strategies = [s for s in args.strategies.split(",") if s]
     for s in strategies:
@@ -105,4 +111,20 @@ def run(args) -> int:
             print(f"  full @ {r['size']}px: {1e6 / r['pixels_per_second']:.1f} us per ciphertext, "
                   f"{r['ciphertext_mb_per_second'] / memcpy:.0%} of memcpy bandwidth, x{r['speedup_vs_fresh']:.1f} over fresh")
     print(f"\nwrote {out / (run_id + '.parquet')}")
+    return 0
+
+
+def run_spark(args) -> int:
+    from .bench_spark import report, run_spark_bench, write_rows
+
+    sizes = _int_list(args.sizes)
+    size = sizes[-1] if args.sizes != ",".join(map(str, DEFAULT_SIZES)) else 32
+    tile = min(args.tile, size)
+    run_id = runinfo.new_run_id()
+    print(f"hepix bench {run_id}: Spark overhead and scaling, {args.images} images at {size}x{size}, "
+          f"{args.preset}, strategy fresh")
+    rows = run_spark_bench(Path(args.out), images=args.images, resize=size, tile=tile, preset_name=args.preset)
+    path = write_rows(rows, Path(args.out) / "bench_spark", run_id, args.preset, args.images, size, tile)
+    print(report(rows, args.preset, args.images, size))
+    print(f"\nwrote {path}")
     return 0

@@ -23,7 +23,7 @@ JOBS = {
     "process": ("jobs.process", "apply ops (brightness, watermark, mean filter) to ciphertexts, public keys only"),
     "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
     "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
-    "demo": ("jobs.demo", "encrypt and decrypt sample images with every strategy and print a summary"),
+    "demo": ("jobs.demo", "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
 }
 
 

@@ -56,6 +56,7 @@ def run(args) -> int:
         bc = sc.broadcast(SecretPayload(public=ctx.public, secret_key=ctx.secret_key_bytes()))
         token = f"{run_id}/{bc._jbroadcast.id()}"
         rebuilds = sc.accumulator([], ListAccumulator())
+        tasks = sc.accumulator([], ListAccumulator())
         png_dir = None
         if args.png:
             if "://" in args.out and not args.out.startswith("file://"):
@@ -68,7 +69,7 @@ def run(args) -> int:
             progress.stage("decrypting")
             cts = spark.read.parquet(join(args.input, "ciphertexts"))
             values = cts.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc,
-                                                      rebuilds=rebuilds), spark_schema(DECRYPTED))
+                                                      rebuilds=rebuilds, tasks=tasks), spark_schema(DECRYPTED))
             images = values.groupBy("image_id").applyInArrow(table_function(assemble_group), spark_schema(IMAGES))
             if args.images:
                 opts = parent.options
@@ -93,7 +94,7 @@ def run(args) -> int:
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
             strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
             key_fingerprint=fingerprint, ops=parent.ops, options={**parent.options, "images": args.images},
-            counts=counts, timings=timings, workers=worker_report(rebuilds, sc.accumulator([], ListAccumulator())),
+            counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
             versions=runinfo.versions(), spark=spark_info(spark),
             parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
         out.commit(manifest, ["metrics"] + (["images"] if png_dir else []))

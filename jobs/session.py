@@ -85,6 +85,10 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
             settings.update(LOCAL_DEFAULTS)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        log4j = Path(__file__).with_name("resources") / "log4j2.properties"
+        settings["spark.driver.extraJavaOptions"] = (
+            f"-Dlog4j2.configurationFile={log4j.as_uri()} -Dlog4j.configurationFile={log4j.as_uri()}")
         settings.update(user)
     settings.update(extra or {})
     for k, v in settings.items():

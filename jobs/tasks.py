@@ -354,10 +354,12 @@ def build_decryptor(payload: SecretPayload):
 
 
 def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast,
-                      rebuilds=None) -> Iterator[pa.RecordBatch]:
+                      rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
     from hecore.ciphertexts import CiphertextBatch
 
     ctx = worker_state(token, broadcast, build_decryptor, rebuilds)
+    if tasks is not None:
+        tasks.add([os.getpid()])
     for rb in batches:
         if rb.num_rows == 0:
             continue

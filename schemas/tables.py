@@ -44,6 +44,28 @@ BENCH_PIXEL = pa.schema([
     pa.field("exact_fraction", pa.float64()),
 ])
 
+#: One row per configuration of the Spark overhead/scaling benchmark (``hepix bench --suite spark``).
+BENCH_SPARK = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores_available", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("images", pa.int32(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),
+    pa.field("tile", pa.int32(), nullable=False),
+    pa.field("config", pa.string(), nullable=False),       # hecore, one process | spark local[N]
+    pa.field("cores", pa.int32(), nullable=False),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),     # decode + cache build + encrypt + write
+    pa.field("wall_seconds", pa.float64()),                # including the Spark session start-up
+    pa.field("ciphertexts_per_second", pa.float64(), nullable=False),
+    pa.field("vs_hecore_alone", pa.float64(), nullable=False),
+    pa.field("speedup_vs_local1", pa.float64()),
+    pa.field("workers", pa.string()),                      # JSON: cache rebuilds, python workers, tasks
+])
+
 #: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
@@ -149,6 +171,7 @@ TABLES = {
     "rejects": REJECTS,
     "metrics": METRICS,
     "bench_pixel": BENCH_PIXEL,
+    "bench_spark": BENCH_SPARK,
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are

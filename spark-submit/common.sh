@@ -1,0 +1,158 @@
+# Shared by local.sh, standalone.sh, yarn.sh and k8s.sh: sourced, never run.
+#
+# The caller sets `hepix_script` (its own name, for messages) before sourcing.
+# Nothing here reads credentials: the only key material a job sees is the key
+# directory the user passes with --keys.
+#
+# Environment understood by every submit script:
+#   HEPIX_VENV         the project's virtualenv (default: .venv beside spark-submit/)
+#   HEPIX_DIST         where package.sh put its archives (default: dist/ beside spark-submit/)
+#   HEPIX_PROPERTIES   Spark properties file (default: conf/spark-hepix.conf)
+#   HEPIX_DRIVER_MEMORY  driver memory (default 4g)
+#   HEPIX_SPARK_OPTS   extra spark-submit options, split on whitespace
+#                      (e.g. "--conf spark.executor.memory=8g --num-executors 4")
+#   HEPIX_DRY_RUN=1    print the spark-submit command instead of running it
+
+hepix_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+hepix_root=$(cd "$hepix_here/.." && pwd)
+hepix_venv=${HEPIX_VENV:-$hepix_root/.venv}
+hepix_dist=${HEPIX_DIST:-$hepix_root/dist}
+hepix_props=${HEPIX_PROPERTIES:-$hepix_root/conf/spark-hepix.conf}
+hepix_main=$hepix_here/hepix_main.py
+hepix_driver_memory=${HEPIX_DRIVER_MEMORY:-4g}
+# The packed virtualenv, unpacked by Spark as ./env in every container (--archives ...#env).
+hepix_env_python=./env/bin/python
+
+hepix_die() {
+  echo "$hepix_script: $*" >&2
+  exit 1
+}
+
+# hepix_usage SETTINGS_LINE...: the usage text, one extra line per argument.
+hepix_usage() {
+  echo "usage: spark-submit/$hepix_script COMMAND [ARGS...]"
+  echo "  runs 'hepix COMMAND ARGS...' through spark-submit; COMMAND is encrypt, process, decrypt, ..."
+  echo "  e.g. spark-submit/$hepix_script encrypt --keys PUBLIC_KEYS --input IMAGES --out CIPHERTEXTS"
+  local line
+  for line in "$@"; do
+    echo "  $line"
+  done
+  echo "  HEPIX_SPARK_OPTS: extra spark-submit options; HEPIX_DRY_RUN=1: print the command only"
+}
+
+# hepix_check_args USAGE_LINES... -- "$@": usage and exit 2 without a command,
+# usage and exit 0 for -h/--help as the first argument.
+hepix_check_args() {
+  local lines=()
+  while (( $# )) && [[ $1 != -- ]]; do
+    lines+=("$1")
+    shift
+  done
+  shift   # the --
+  if (( $# == 0 )); then
+    hepix_usage "${lines[@]}" >&2
+    exit 2
+  fi
+  if [[ $1 == -h || $1 == --help ]]; then
+    hepix_usage "${lines[@]}"
+    exit 0
+  fi
+  if [[ $1 == -* ]]; then
+    hepix_usage "${lines[@]}" >&2
+    hepix_die "the first argument must be a hepix command, not the option '$1' (spark-submit options go in HEPIX_SPARK_OPTS)"
+  fi
+}
+
+# The trust boundary.  `decrypt` broadcasts the secret key to every executor and
+# `keygen` writes one: both belong on the data owner's machine (local.sh), not
+# on a shared cluster.  HEPIX_TRUSTED_CLUSTER=1 says this cluster may hold the
+# secret key.
+hepix_refuse_secret_jobs() {
+  case $1 in
+    decrypt|keygen|export-public)
+      [[ ${HEPIX_TRUSTED_CLUSTER:-0} == 1 ]] && return 0
+      hepix_die "'$1' handles the secret key; run it on the data owner's machine with spark-submit/local.sh" \
+        "(or set HEPIX_TRUSTED_CLUSTER=1 if this cluster may hold the secret key)"
+      ;;
+  esac
+}
+
+hepix_venv_python() {
+  [[ -x $hepix_venv/bin/python ]] \
+    || hepix_die "no virtualenv at $hepix_venv: run 'make setup' first (or set HEPIX_VENV)"
+  echo "$hepix_venv/bin/python"
+}
+
+# The spark-submit of the venv's pyspark installation.
+hepix_venv_spark_submit() {
+  local py pyspark_dir
+  py=$(hepix_venv_python)
+  pyspark_dir=$("$py" -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))') \
+    || hepix_die "$py cannot import pyspark: run 'make setup' first"
+  [[ -x $pyspark_dir/bin/spark-submit ]] || hepix_die "no spark-submit in $pyspark_dir/bin"
+  echo "$pyspark_dir/bin/spark-submit"
+}
+
+# For a cluster: $SPARK_SUBMIT, else the cluster's $SPARK_HOME/bin/spark-submit,
+# else the venv's (pyspark's pip package submits to YARN and Kubernetes too).
+hepix_cluster_spark_submit() {
+  if [[ -n ${SPARK_SUBMIT:-} ]]; then
+    echo "$SPARK_SUBMIT"
+  elif [[ -n ${SPARK_HOME:-} && -x $SPARK_HOME/bin/spark-submit ]]; then
+    echo "$SPARK_HOME/bin/spark-submit"
+  else
+    hepix_venv_spark_submit
+  fi
+}
+
+# The archives package.sh builds; a cluster run needs both.
+hepix_need_dist() {
+  local f
+  for f in hepix-env.tar.gz hepix-src.zip; do
+    [[ -f $hepix_dist/$f ]] || hepix_die "$hepix_dist/$f is missing: run spark-submit/package.sh first"
+  done
+}
+
+# hepix_conf_args FILE: the properties of FILE (spark-defaults format) as
+# "--conf key=value" words in the array `hepix_confs`.  The cluster scripts use
+# this instead of --properties-file, which would stop spark-submit from loading
+# the cluster's own spark-defaults.conf.
+hepix_conf_args() {
+  local file=$1 raw line key value
+  hepix_confs=()
+  [[ -f $file ]] || hepix_die "no properties file $file"
+  while IFS= read -r raw || [[ -n $raw ]]; do
+    line=${raw%%#*}
+    line=$(echo "$line" | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')
+    [[ -z $line ]] && continue
+    if [[ $line =~ ^([^[:space:]=]+)[[:space:]]*[=[:space:]][[:space:]]*(.+)$ ]]; then
+      key=${BASH_REMATCH[1]}
+      value=${BASH_REMATCH[2]}
+    else
+      hepix_die "$file: expected 'spark.key value', got '$raw'"
+    fi
+    hepix_confs+=(--conf "$key=$value")
+  done <"$file"
+}
+
+# HEPIX_SPARK_OPTS as words in the array `hepix_extra`.
+hepix_extra_opts() {
+  hepix_extra=()
+  if [[ -n ${HEPIX_SPARK_OPTS:-} ]]; then
+    read -r -a hepix_extra <<<"$HEPIX_SPARK_OPTS"
+  fi
+}
+
+# hepix_run COMMAND...: run it, or print it (shell-quoted) under HEPIX_DRY_RUN=1.
+hepix_run() {
+  if [[ ${HEPIX_DRY_RUN:-0} == 1 ]]; then
+    local env_var
+    for env_var in PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP; do
+      [[ -n ${!env_var:-} ]] && printf '%s=%q ' "$env_var" "${!env_var}"
+    done
+    printf '%q ' "$@"
+    echo
+    exit 0
+  fi
+  exec "$@"
+}

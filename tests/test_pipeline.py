@@ -1,0 +1,589 @@
+"""End-to-end tests of the Spark jobs: keygen -> encrypt -> process -> decrypt.
+
+The jobs run in-process through ``jobs.cli.main`` (each builds and stops its own
+``local[2]`` SparkSession).  Expensive runs are shared through module-scoped
+fixtures: one key pair (plus an independent one for the mismatch tests), one
+input folder, and one run per strategy / op chain, made lazily and cached by
+:class:`Pipeline`.  Images are tiny (16x16 grey and RGB, preset addonly-2048),
+so the time goes into Spark's per-job overhead, not into encryption.
+
+Input images are copied from ``../shared/datasets/usc-sipi`` into temporary
+directories (the tests skip when that folder is absent), plus one generated
+bright PNG whose values lie in 200..255, so that brightening it clips.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from PIL import Image
+
+from conftest import shared_dataset
+from jobs.cli import main
+from schemas.manifest import RunManifest
+from schemas.tables import CIPHERTEXTS, METRICS, REJECTS
+
+pytestmark = pytest.mark.spark
+
+SPARK = ["--master", "local[2]", "--quiet"]
+PRESET = "addonly-2048"
+SIZE = 16
+TILE = "8x8"                 # 4 tiles per 16x16 image: the mean filter has to cross tile borders
+LEAKY = ["radix", "radix-rand", "scan", "full"]
+STRATEGIES = ["fresh", *LEAKY]
+
+#: input file name -> (USC-SIPI file it is copied from, or None when generated; channels)
+GOOD_IMAGES = {"grey.tiff": ("5.1.12.tiff", 1), "colour.tiff": ("4.1.05.tiff", 3), "bright.png": (None, 1)}
+#: ciphertexts per image: one per pixel value per channel of the 16x16 image
+EXPECTED_CTS = {name: SIZE * SIZE * ch for name, (_, ch) in GOOD_IMAGES.items()}
+
+OP_CHAINS = [
+    ("brightness:50",),
+    ("watermark:3,4,5",),
+    ("meanfilter:3",),
+    ("brightness:50", "watermark:3,4,5", "meanfilter:3"),
+]
+OP_IDS = ["brightness", "watermark", "meanfilter", "chained"]
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def hepix(*argv) -> int:
+    """Run ``hepix ARGV`` in this process; return its exit status."""
+    return main([str(a) for a in argv])
+
+
+def hepix_ok(*argv) -> None:
+    rc = hepix(*argv)
+    if rc != 0:
+        raise AssertionError(f"`hepix {' '.join(map(str, argv))}` exited {rc} (stderr above)")
+
+
+def manifest(directory: Path) -> RunManifest:
+    return RunManifest.from_json((Path(directory) / "_manifest.json").read_text())
+
+
+def read_table(directory: Path, columns: list[str] | None = None) -> pa.Table:
+    return ds.dataset(str(directory), format="parquet").to_table(columns=columns)
+
+
+def basename(source: str) -> str:
+    return source.rsplit("/", 1)[-1]
+
+
+def fingerprint_of(keys: Path) -> str:
+    return json.loads((keys / "hepix-keys.json").read_text())["fingerprint"]
+
+
+def preprocessed(path: Path) -> np.ndarray:
+    """The pixels encrypt works on: hecore's loader, centre crop and resize to SIZE."""
+    from hecore.images import load_image, preprocess
+
+    return preprocess(load_image(path), SIZE).pixels
+
+
+def numpy_reference(pixels: np.ndarray, ops: tuple[str, ...]) -> np.ndarray:
+    """The ops on plaintext, written independently of hecore.ops: float, no clipping between
+    ops, round to nearest and clip to 0..255 once at the end; the mean filter replicates edges."""
+    a = pixels.astype(np.float64)
+    for spec in ops:
+        name, _, arg = spec.partition(":")
+        if name == "brightness":
+            a = a + float(arg)
+        elif name == "watermark":
+            x, y, v = arg.split(",")
+            a = a.copy()
+            a[int(y), int(x)] += float(v)
+        elif name == "meanfilter":
+            k = int(arg)
+            assert k % 2 == 1, "this reference only handles odd windows"
+            r = k // 2
+            pad = [(r, r), (r, r)] + [(0, 0)] * (a.ndim - 2)
+            p = np.pad(a, pad, mode="edge")
+            h, w = a.shape[:2]
+            a = sum(p[dy:dy + h, dx:dx + w] for dy in range(k) for dx in range(k)) / (k * k)
+        else:
+            raise ValueError(spec)
+    return np.clip(np.rint(a), 0, 255).astype(np.uint8)
+
+
+def png_images(decrypted: Path) -> dict[str, Path]:
+    """``OUT/images/<image_id>-<stem>.png`` by input file stem."""
+    return {p.name.split("-", 1)[1].removesuffix(".png"): p for p in sorted((decrypted / "images").glob("*.png"))}
+
+
+def stem(name: str) -> str:
+    return name.rsplit(".", 1)[0]
+
+
+# --- shared fixtures --------------------------------------------------------------------------------
+
+class Keys:
+    def __init__(self, secret: Path, public: Path):
+        self.secret, self.public = secret, public
+        self.fingerprint = fingerprint_of(secret)
+
+
+def _make_keys(root: Path) -> Keys:
+    hepix_ok("keygen", "--out", root / "keys", "--preset", PRESET)
+    hepix_ok("export-public", "--keys", root / "keys", "--out", root / "public")
+    return Keys(root / "keys", root / "public")
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory) -> Keys:
+    return _make_keys(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="module")
+def other_keys(tmp_path_factory) -> Keys:
+    """An independent keygen with the same preset."""
+    return _make_keys(tmp_path_factory.mktemp("other-keys"))
+
+
+@pytest.fixture(scope="module")
+def usc_sipi_dir() -> Path:
+    return shared_dataset("usc-sipi")
+
+
+def _bright_png(path: Path) -> None:
+    """A 16x16 grey PNG with every value in 200..255 (brightness +50 must clip)."""
+    values = 200 + (np.arange(SIZE * SIZE).reshape(SIZE, SIZE) * 7) % 56
+    Image.fromarray(values.astype(np.uint8), mode="L").save(path, format="PNG")
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory, usc_sipi_dir) -> Path:
+    """grey.tiff (256x256 L), colour.tiff (256x256 RGB), bright.png (16x16 L, 200..255)."""
+    d = tmp_path_factory.mktemp("images")
+    for name, (src, _) in GOOD_IMAGES.items():
+        if src is None:
+            _bright_png(d / name)
+        else:
+            shutil.copyfile(usc_sipi_dir / src, d / name)
+    return d
+
+
+class Pipeline:
+    """Runs of the jobs on the shared input, made on first use and cached for the module."""
+
+    def __init__(self, root: Path, keys: Keys, images: Path):
+        self.root, self.keys, self.images = root, keys, images
+        self._encrypted: dict[str, Path] = {}
+        self._processed: dict[tuple[str, ...], Path] = {}
+        self._decrypted: dict[Path, Path] = {}
+
+    def encrypt(self, strategy: str) -> Path:
+        if strategy not in self._encrypted:
+            out = self.root / f"enc-{strategy}"
+            leaky = [] if strategy == "fresh" else ["--allow-leaky"]
+            hepix_ok("encrypt", "--keys", self.keys.public, "--input", self.images, "--out", out,
+                     "--resize", SIZE, "--tile", TILE, "--strategy", strategy, *leaky, *SPARK)
+            self._encrypted[strategy] = out
+        return self._encrypted[strategy]
+
+    def process(self, ops: tuple[str, ...]) -> Path:
+        if ops not in self._processed:
+            out = self.root / f"proc-{len(self._processed)}"
+            op_args = [a for op in ops for a in ("--op", op)]
+            hepix_ok("process", "--keys", self.keys.public, "--input", self.encrypt("fresh"), "--out", out,
+                     *op_args, *SPARK)
+            self._processed[ops] = out
+        return self._processed[ops]
+
+    def decrypt(self, src: Path) -> Path:
+        if src not in self._decrypted:
+            out = src.with_name(src.name + "-dec")
+            hepix_ok("decrypt", "--keys", self.keys.secret, "--input", src, "--out", out,
+                     "--images", self.images, "--png", *SPARK)
+            self._decrypted[src] = out
+        return self._decrypted[src]
+
+
+@pytest.fixture(scope="module")
+def pipe(tmp_path_factory, keys, images) -> Pipeline:
+    return Pipeline(tmp_path_factory.mktemp("runs"), keys, images)
+
+
+# --- 1. every strategy round-trips exactly --------------------------------------------------------
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_decrypts_every_image_exactly(pipe, strategy):
+    rows = read_table(pipe.decrypt(pipe.encrypt(strategy)) / "metrics").to_pylist()
+    assert sorted(basename(r["source"]) for r in rows) == sorted(GOOD_IMAGES)
+    for r in rows:
+        assert r["reference"] == "original", r
+        assert r["strategy"] == strategy
+        assert r["mse"] == 0, r
+        assert r["exact_fraction"] == 1.0, r
+        assert r["ciphertexts"] == EXPECTED_CTS[basename(r["source"])]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_encrypt_manifest_counts_add_up(pipe, strategy):
+    m = manifest(pipe.encrypt(strategy))
+    assert (m.job, m.status, m.strategy, m.preset) == ("encrypt", "complete", strategy, PRESET)
+    c = m.counts
+    assert c.images_in == c.images_encrypted + c.images_rejected
+    assert (c.images_in, c.images_encrypted, c.images_rejected) == (3, 3, 0)
+    assert c.ciphertexts == sum(EXPECTED_CTS.values())
+    assert read_table(pipe.encrypt(strategy) / "ciphertexts", ["index"]).num_rows == c.ciphertexts
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_security_label_in_ciphertext_rows_and_manifest(pipe, strategy):
+    expected = "ind-cpa" if strategy == "fresh" else "leaks"
+    out = pipe.encrypt(strategy)
+    t = read_table(out / "ciphertexts", ["security", "strategy"])
+    assert set(t.column("security").to_pylist()) == {expected}
+    assert set(t.column("strategy").to_pylist()) == {strategy}
+    assert manifest(out).security == expected
+    metrics = read_table(pipe.decrypt(out) / "metrics", ["security"])
+    assert set(metrics.column("security").to_pylist()) == {expected}
+
+
+# --- 2. leaky strategies need --allow-leaky -----------------------------------------------------------
+
+@pytest.mark.parametrize("strategy", LEAKY)
+def test_leaky_strategy_without_allow_leaky_is_refused_before_any_output(keys, images, tmp_path, capsys,
+                                                                          strategy):
+    out = tmp_path / "enc"
+    rc = hepix("encrypt", "--keys", keys.public, "--input", images, "--out", out, "--resize", SIZE,
+               "--tile", TILE, "--strategy", strategy, *SPARK)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "LeakyStrategyRefused" in err and "not IND-CPA secure" in err
+    assert repr(strategy) in err
+    assert "--allow-leaky" in err
+    from hecore.strategies import LEAKS
+    assert LEAKS[strategy] in err                      # says *what* leaks
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+# --- 3. encrypted ops equal plaintext ops, clipping once at the end -----------------------------------
+
+def test_bright_input_makes_clipping_matter(images):
+    """Precondition of the op tests: brightening the bright image pushes values past 255."""
+    px = preprocessed(images / "bright.png")
+    assert px.min() >= 200
+    assert (px.astype(int) + 50 > 255).mean() > 0.5
+
+
+@pytest.mark.parametrize("ops", OP_CHAINS, ids=OP_IDS)
+def test_processed_ciphertexts_decrypt_to_the_plaintext_processed_images(pipe, ops):
+    rows = read_table(pipe.decrypt(pipe.process(ops)) / "metrics").to_pylist()
+    assert sorted(basename(r["source"]) for r in rows) == sorted(GOOD_IMAGES)
+    for r in rows:
+        assert r["ops"] == "|".join(ops)
+        assert r["reference"] == "plaintext-processed", r
+        assert r["mse"] == 0, r
+        assert r["exact_fraction"] == 1.0, r
+
+
+@pytest.mark.parametrize("ops", OP_CHAINS, ids=OP_IDS)
+def test_processed_images_match_an_independent_numpy_reference(pipe, images, ops):
+    pngs = png_images(pipe.decrypt(pipe.process(ops)))
+    assert sorted(pngs) == sorted(stem(n) for n in GOOD_IMAGES)
+    for name in GOOD_IMAGES:
+        got = np.array(Image.open(pngs[stem(name)]))
+        want = numpy_reference(preprocessed(images / name), ops)
+        assert got.shape == want.shape
+        diff = np.argwhere(got != want)
+        assert diff.size == 0, f"{name}: {len(diff)} pixels differ, first at {diff[:3].tolist()}"
+
+
+@pytest.mark.parametrize("ops", OP_CHAINS, ids=OP_IDS)
+def test_process_manifest_records_ops_and_keeps_every_ciphertext(pipe, keys, ops):
+    src, out = pipe.encrypt("fresh"), pipe.process(ops)
+    m, parent = manifest(out), manifest(src)
+    assert (m.job, m.status) == ("process", "complete")
+    assert m.ops == list(ops)
+    assert m.parent["run_id"] == parent.run_id
+    assert m.counts.ciphertexts == parent.counts.ciphertexts
+    t = read_table(out / "ciphertexts", ["ops", "image_id", "channel", "tile_y", "tile_x", "index"])
+    assert t.num_rows == parent.counts.ciphertexts
+    assert {tuple(o) for o in t.column("ops").to_pylist()} == {ops}
+
+
+# --- 4. bad inputs become rejects ------------------------------------------------------------------
+
+BAD_FILES = {"truncated.tiff": "truncated", "notes.txt": "not-an-image", "empty.tiff": "empty-file"}
+
+
+@pytest.fixture(scope="module")
+def bad_input_run(tmp_path_factory, keys, images):
+    d = tmp_path_factory.mktemp("bad-input")
+    src = d / "in"
+    src.mkdir()
+    shutil.copyfile(images / "grey.tiff", src / "grey.tiff")
+    shutil.copyfile(images / "bright.png", src / "bright.png")
+    data = (images / "grey.tiff").read_bytes()
+    (src / "truncated.tiff").write_bytes(data[: len(data) // 2])
+    (src / "notes.txt").write_text("not an image\n")
+    (src / "empty.tiff").write_bytes(b"")
+    out = d / "enc"
+    rc = hepix("encrypt", "--keys", keys.public, "--input", src, "--out", out, "--resize", SIZE,
+               "--tile", TILE, *SPARK)
+    return rc, src, out
+
+
+def test_encrypt_with_bad_files_succeeds(bad_input_run):
+    rc, _, out = bad_input_run
+    assert rc == 0
+    assert (out / "_manifest.json").is_file()
+
+
+def test_rejects_table_lists_each_bad_file_with_its_reason(bad_input_run):
+    _, src, out = bad_input_run
+    rows = read_table(out / "rejects").to_pylist()
+    assert {basename(r["source"]): r["reason"] for r in rows} == BAD_FILES
+    assert len(rows) == len(BAD_FILES)
+    run_id = manifest(out).run_id
+    for r in rows:
+        assert r["run_id"] == run_id
+        assert r["stage"] == "decode"
+        assert basename(r["source"]) in r["detail"]
+        assert r["bytes"] == (src / basename(r["source"])).stat().st_size
+
+
+def test_ciphertexts_exist_for_the_good_images_only(bad_input_run):
+    _, _, out = bad_input_run
+    sources = Counter(basename(s) for s in read_table(out / "ciphertexts", ["source"]).column("source").to_pylist())
+    assert dict(sources) == {"grey.tiff": EXPECTED_CTS["grey.tiff"], "bright.png": EXPECTED_CTS["bright.png"]}
+
+
+def test_manifest_counts_add_up_with_rejects(bad_input_run):
+    _, _, out = bad_input_run
+    c = manifest(out).counts
+    assert c.images_in == c.images_encrypted + c.images_rejected
+    assert (c.images_in, c.images_encrypted, c.images_rejected, c.rejects) == (5, 2, 3, 3)
+    assert c.ciphertexts == EXPECTED_CTS["grey.tiff"] + EXPECTED_CTS["bright.png"]
+
+
+# --- 5. key mismatch is caught before any work ---------------------------------------------------------
+
+def _assert_key_mismatch(err: str, out: Path, keys: Keys, other: Keys, table: str) -> None:
+    assert "KeyMismatch" in err
+    assert keys.fingerprint[:16] in err, err
+    assert other.fingerprint[:16] in err, err
+    assert keys.fingerprint[:16] != other.fingerprint[:16]
+    assert not (out / "_manifest.json").exists()
+    assert not (out / table).exists()
+
+
+def test_process_with_another_key_is_a_key_mismatch(pipe, keys, other_keys, tmp_path, capsys):
+    src = pipe.encrypt("fresh")
+    capsys.readouterr()
+    out = tmp_path / "proc"
+    rc = hepix("process", "--keys", other_keys.public, "--input", src, "--out", out, "--op", "brightness:50", *SPARK)
+    err = capsys.readouterr().err
+    assert rc == 2
+    _assert_key_mismatch(err, out, keys, other_keys, "ciphertexts")
+
+
+def test_decrypt_with_another_key_is_a_key_mismatch(pipe, keys, other_keys, images, tmp_path, capsys):
+    src = pipe.encrypt("fresh")
+    capsys.readouterr()
+    out = tmp_path / "dec"
+    rc = hepix("decrypt", "--keys", other_keys.secret, "--input", src, "--out", out, "--images", images,
+               "--png", *SPARK)
+    err = capsys.readouterr().err
+    assert rc == 2
+    _assert_key_mismatch(err, out, keys, other_keys, "metrics")
+    assert not (out / "images").exists()
+
+
+# --- 6. process runs with public keys only ---------------------------------------------------------------
+
+def test_process_refuses_a_key_directory_with_a_secret_key(pipe, keys, tmp_path, capsys):
+    src = pipe.encrypt("fresh")
+    capsys.readouterr()
+    out = tmp_path / "proc"
+    rc = hepix("process", "--keys", keys.secret, "--input", src, "--out", out, "--op", "brightness:50", *SPARK)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "KeyDirectoryError" in err and "secret.key" in err
+    assert "export-public" in err
+    assert not out.exists()
+
+
+def test_process_succeeds_with_the_exported_public_keys(pipe, keys):
+    assert not (keys.public / "secret.key").exists()
+    m = manifest(pipe.process(("brightness:50",)))            # run with --keys keys.public
+    assert (m.job, m.status) == ("process", "complete")
+    assert m.key_fingerprint == keys.fingerprint == fingerprint_of(keys.public)
+
+
+# --- 7. rerunning encrypt into the same directory ---------------------------------------------------------
+
+KEY_COLUMNS = ["image_id", "channel", "tile_y", "tile_x", "index"]
+
+
+def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_path):
+    out = tmp_path / "enc"
+    argv = ["encrypt", "--keys", keys.public, "--input", images, "--out", out, "--resize", SIZE,
+            "--tile", TILE, *SPARK]
+
+    def snapshot():
+        t = read_table(out / "ciphertexts", KEY_COLUMNS + ["run_id"])
+        keys_ = list(zip(*(t.column(c).to_pylist() for c in KEY_COLUMNS)))
+        return keys_, set(t.column("run_id").to_pylist())
+
+    hepix_ok(*argv)
+    first_keys, first_runs = snapshot()
+    first = manifest(out)
+    hepix_ok(*argv)
+    second_keys, second_runs = snapshot()
+    second = manifest(out)
+
+    assert len(second_keys) == len(first_keys) == sum(EXPECTED_CTS.values())
+    assert len(set(second_keys)) == len(second_keys), "duplicate (image_id, channel, tile_y, tile_x, index)"
+    assert set(second_keys) == set(first_keys)
+    assert first.run_id != second.run_id
+    assert first_runs == {first.run_id} and second_runs == {second.run_id}, "rows of the old run survived"
+    assert second.counts == first.counts
+    assert [p.relative_to(out) for p in out.rglob("_manifest.json")] == [Path("_manifest.json")]
+    assert not (out / "_staging").exists() and not (out / "_trash").exists()
+    assert not list(out.rglob("*._tmp"))
+
+
+def test_decrypt_leaves_no_staging_behind(pipe):
+    out = pipe.decrypt(pipe.encrypt("fresh"))
+    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json", "images", "metrics"]
+
+
+# --- 8. the tables from Spark SQL and pyarrow ------------------------------------------------------------
+
+def _spark_fields(schema) -> list[tuple[str, str]]:
+    """(name, type) of a Spark StructType, ignoring nullability (simpleString has none)."""
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def _arrow_type(t: pa.DataType) -> str:
+    """A pyarrow type without nullability or the name of a list's item field."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list<{_arrow_type(t.value_type)}>"
+    return str(t)
+
+
+def _arrow_fields(schema: pa.Schema) -> list[tuple[str, str]]:
+    return [(f.name, _arrow_type(f.type)) for f in schema]
+
+
+@pytest.fixture(scope="module")
+def spark_sql(pipe, bad_input_run):
+    """After the jobs ran: a SparkSession of our own, queried, then stopped (results kept as data)."""
+    from pyspark.sql import SparkSession
+
+    from schemas.tables import spark_schema
+
+    enc = pipe.encrypt("fresh")
+    dec = pipe.decrypt(enc)
+    rejects = bad_input_run[2] / "rejects"
+    spark = (SparkSession.builder.master("local[2]").appName("hepix-test-sql")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .getOrCreate())
+    try:
+        res = {}
+        for name, path, arrow in (("ciphertexts", enc / "ciphertexts", CIPHERTEXTS),
+                                  ("metrics", dec / "metrics", METRICS), ("rejects", rejects, REJECTS)):
+            df = spark.read.parquet(str(path))
+            df.createOrReplaceTempView(name)
+            res[f"{name}.schema"] = _spark_fields(df.schema)
+            res[f"{name}.expected"] = _spark_fields(spark_schema(arrow))
+        res["per_image"] = [r.asDict() for r in spark.sql(
+            "SELECT source, image_id, COUNT(*) AS n, COUNT(DISTINCT channel) AS channels, "
+            "COUNT(DISTINCT tile_y, tile_x) AS tiles, SUM(length(ct)) AS bytes "
+            "FROM ciphertexts GROUP BY source, image_id ORDER BY source").collect()]
+        res["joined"] = [r.asDict() for r in spark.sql(
+            "SELECT m.source, m.ciphertexts, c.n FROM metrics m JOIN "
+            "(SELECT image_id, COUNT(*) AS n FROM ciphertexts GROUP BY image_id) c "
+            "ON m.image_id = c.image_id").collect()]
+        res["reasons"] = {r["reason"]: r["n"] for r in spark.sql(
+            "SELECT reason, COUNT(*) AS n FROM rejects GROUP BY reason").collect()}
+        return res
+    finally:
+        spark.stop()
+
+
+def test_spark_sql_counts_ciphertexts_per_image(spark_sql, pipe):
+    rows = spark_sql["per_image"]
+    assert {basename(r["source"]): r["n"] for r in rows} == EXPECTED_CTS
+    for r in rows:
+        name = basename(r["source"])
+        assert r["channels"] == GOOD_IMAGES[name][1]
+        assert r["tiles"] == 4                      # 16x16 in 8x8 tiles
+    assert sum(r["bytes"] for r in rows) == manifest(pipe.encrypt("fresh")).counts.ciphertext_bytes
+
+
+def test_spark_sql_joins_metrics_to_ciphertexts(spark_sql):
+    assert {basename(r["source"]): (r["ciphertexts"], r["n"]) for r in spark_sql["joined"]} == {
+        name: (n, n) for name, n in EXPECTED_CTS.items()}
+
+
+def test_spark_sql_groups_rejects_by_reason(spark_sql):
+    assert spark_sql["reasons"] == {reason: 1 for reason in BAD_FILES.values()}
+
+
+@pytest.mark.parametrize("table", ["ciphertexts", "metrics", "rejects"])
+def test_spark_reads_the_schema_of_schemas_tables(spark_sql, table):
+    assert spark_sql[f"{table}.schema"] == spark_sql[f"{table}.expected"]
+
+
+@pytest.mark.parametrize("table", ["ciphertexts", "metrics", "rejects"])
+def test_pyarrow_reads_the_schema_of_schemas_tables(pipe, bad_input_run, table):
+    path = {"ciphertexts": pipe.encrypt("fresh") / "ciphertexts",
+            "metrics": pipe.decrypt(pipe.encrypt("fresh")) / "metrics",
+            "rejects": bad_input_run[2] / "rejects"}[table]
+    expected = {"ciphertexts": CIPHERTEXTS, "metrics": METRICS, "rejects": REJECTS}[table]
+    dataset = ds.dataset(str(path), format="parquet")
+    assert _arrow_fields(dataset.schema) == _arrow_fields(expected)
+    assert dataset.count_rows() > 0
+
+
+# --- 9. decrypt --png ----------------------------------------------------------------------------------------
+
+def test_decrypt_png_writes_one_readable_image_per_input_with_the_right_size(pipe):
+    out = pipe.decrypt(pipe.encrypt("fresh"))
+    files = sorted((out / "images").iterdir())
+    assert len(files) == len(GOOD_IMAGES)
+    assert all(f.suffix == ".png" for f in files)
+    pngs = png_images(out)
+    assert sorted(pngs) == sorted(stem(n) for n in GOOD_IMAGES)
+    for name, (_, channels) in GOOD_IMAGES.items():
+        with Image.open(pngs[stem(name)]) as im:
+            im.load()
+            assert im.format == "PNG"
+            assert im.size == (SIZE, SIZE)
+            assert im.mode == ("L" if channels == 1 else "RGB")
+
+
+def test_decrypt_png_holds_the_original_pixels(pipe, images):
+    pngs = png_images(pipe.decrypt(pipe.encrypt("fresh")))
+    for name in GOOD_IMAGES:
+        np.testing.assert_array_equal(np.array(Image.open(pngs[stem(name)])), preprocessed(images / name))
+
+
+# --- 10. process needs a complete run ---------------------------------------------------------------------------
+
+def test_process_on_a_directory_without_manifest_is_a_clear_error(pipe, keys, tmp_path, capsys):
+    src = tmp_path / "incomplete"
+    src.mkdir()
+    shutil.copytree(pipe.encrypt("fresh") / "ciphertexts", src / "ciphertexts")
+    capsys.readouterr()
+    out = tmp_path / "proc"
+    rc = hepix("process", "--keys", keys.public, "--input", src, "--out", out, "--op", "brightness:50", *SPARK)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "_manifest.json" in err and str(src) in err
+    assert "no complete hepix run" in err
+    assert not (out / "_manifest.json").exists() and not (out / "ciphertexts").exists()
