@@ -110,6 +110,7 @@ def run(args) -> int:
             t0 = time.perf_counter()
             progress.stage("decoding images")
             files = read_images(spark, args.input, args.recursive)
+            empties = storage.empty_files(args.input, args.recursive)   # binaryFile skips them silently
             opts = DecodeOptions(tile_h, tile_w, args.resize, tuple(args.convert), args.max_pixels)
             decoded = files.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
             decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
@@ -166,14 +167,19 @@ def run(args) -> int:
             rejects = bad.select(
                 F.lit(run_id).alias("run_id"), "source", F.col("reject_stage").alias("stage"),
                 F.col("reject_reason").alias("reason"), F.col("reject_detail").alias("detail"), "bytes")
+            if empties:
+                rejects = rejects.unionByName(spark.createDataFrame(
+                    [(run_id, src, "read", "empty-file", f"{src}: the file is empty (0 bytes)", 0) for src in empties],
+                    spark_schema(REJECTS)))
             spark.createDataFrame(rejects.rdd, spark_schema(REJECTS)).write.options(
                 **PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(out.table("rejects"))
             n_cts = spark.read.parquet(out.table("ciphertexts")).count()
             decoded.unpersist()
 
-        counts = Counts(images_in=int(stats["images_in"]), images_encrypted=int(stats["images_ok"]),
-                        images_rejected=int(stats["rejected"]), tiles=n_tiles, ciphertexts=n_cts,
-                        ciphertext_bytes=n_cts * ctx.layout.stride, rejects=int(stats["rejected"]))
+        rejected = int(stats["rejected"] or 0) + len(empties)
+        counts = Counts(images_in=int(stats["images_in"]) + len(empties), images_encrypted=int(stats["images_ok"]),
+                        images_rejected=rejected, tiles=n_tiles, ciphertexts=n_cts,
+                        ciphertext_bytes=n_cts * ctx.layout.stride, rejects=rejected)
         if counts.images_in != counts.images_encrypted + counts.images_rejected:
             raise HepixError(f"internal error: {counts.images_in} images in, {counts.images_encrypted} "
                              f"encrypted + {counts.images_rejected} rejected; nothing was committed")

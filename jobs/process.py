@@ -37,6 +37,23 @@ def add_arguments(p) -> None:
     add_spark_arguments(p)
 
 
+def check_ops_fit(df, ops) -> None:
+    """Refuse ops that do not fit some image (a watermark outside it), naming the images."""
+    from hecore.ops import Watermark
+
+    marks = [op for op in ops if isinstance(op, Watermark)]
+    if not marks:
+        return
+    sizes = df.select("source", "image_width", "image_height").distinct().collect()   # no ct column read
+    for op in marks:
+        outside = [r for r in sizes if not (0 <= op.x < r["image_width"] and 0 <= op.y < r["image_height"])]
+        if outside:
+            shown = ", ".join(f"{r['source']} ({r['image_width']}x{r['image_height']})" for r in outside[:3])
+            more = f" and {len(outside) - 3} more" if len(outside) > 3 else ""
+            raise HepixError(f"{op.spec}: pixel (x={op.x}, y={op.y}) lies outside {len(outside)} image(s): "
+                             f"{shown}{more}; choose a pixel inside every image")
+
+
 def run(args) -> int:
     from pyspark.sql import functions as F
 
@@ -67,6 +84,7 @@ def run(args) -> int:
         timings = {}
         with Progress(spark, "process", enabled=not args.quiet) as progress:
             df = spark.read.parquet(join(args.input, "ciphertexts"))
+            check_ops_fit(df, ops)                                # before any work
             schema = spark_schema(CIPHERTEXTS)
             for op in ops:
                 if isinstance(op, MeanFilter):

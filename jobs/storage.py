@@ -46,6 +46,33 @@ class Storage:
         if not self._fs(src).rename(self._path(src), self._path(dst)):
             raise OSError(f"could not rename {src} to {dst}")
 
+    def empty_files(self, pattern: str, recursive: bool) -> list[str]:
+        """Zero-length files the way Spark's file sources see ``pattern`` (hidden _x and .x left out).
+
+        Spark's binaryFile source drops empty files without a word; hepix lists
+        them so that they are reported as rejects instead of vanishing.
+        """
+        fs = self._fs(pattern)
+        found: list[str] = []
+
+        def visible(status) -> bool:
+            name = status.getPath().getName()
+            return not (name.startswith("_") or name.startswith("."))
+
+        def walk(status, top: bool) -> None:
+            if not visible(status) and not top:
+                return
+            if status.isDirectory():
+                if top or recursive:
+                    for child in fs.listStatus(status.getPath()):
+                        walk(child, False)
+            elif status.getLen() == 0:
+                found.append(str(status.getPath().toString()))
+
+        for status in fs.globStatus(self._path(pattern)) or []:
+            walk(status, True)
+        return sorted(found)
+
     def read_text(self, p: str) -> str:
         fs = self._fs(p)
         stream = fs.open(self._path(p))
@@ -115,8 +142,12 @@ class Output:
         log.info("committed %s to %s", self.run_id, self.out)
 
     def abort(self) -> None:
-        if self.storage.exists(self.staging):
-            self.storage.delete(self.staging)
+        st = self.storage
+        if st.exists(self.staging):
+            st.delete(self.staging)
+        parent = join(self.out, "_staging")
+        if st.exists(parent) and not st._fs(parent).listStatus(st._path(parent)):
+            st.delete(parent)
 
 
 def read_manifest(storage: Storage, directory: str) -> RunManifest | None:

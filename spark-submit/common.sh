@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # (variables set here are used by the sourcing scripts)
 # Shared by local.sh, standalone.sh, yarn.sh and k8s.sh: sourced, never run.
 #
 # The caller sets `hepix_script` (its own name, for messages) before sourcing.
@@ -24,6 +25,7 @@ hepix_driver_memory=${HEPIX_DRIVER_MEMORY:-4g}
 hepix_env_python=./env/bin/python
 
 hepix_die() {
+  # shellcheck disable=SC2154  # set by the sourcing script
   echo "$hepix_script: $*" >&2
   exit 1
 }
@@ -41,7 +43,8 @@ hepix_usage() {
 }
 
 # hepix_check_args USAGE_LINES... -- "$@": usage and exit 2 without a command,
-# usage and exit 0 for -h/--help as the first argument.
+# usage and exit 0 for -h/--help as the first argument.  Sets hepix_command to
+# the hepix command (hepix's own -v/-vv/--verbose may come before it).
 hepix_check_args() {
   local lines=()
   while (( $# )) && [[ $1 != -- ]]; do
@@ -49,18 +52,22 @@ hepix_check_args() {
     shift
   done
   shift   # the --
+  if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    hepix_usage "${lines[@]}"
+    exit 0
+  fi
+  while [[ ${1:-} =~ ^(-v+|--verbose)$ ]]; do
+    shift
+  done
   if (( $# == 0 )); then
     hepix_usage "${lines[@]}" >&2
     exit 2
   fi
-  if [[ $1 == -h || $1 == --help ]]; then
-    hepix_usage "${lines[@]}"
-    exit 0
-  fi
   if [[ $1 == -* ]]; then
     hepix_usage "${lines[@]}" >&2
-    hepix_die "the first argument must be a hepix command, not the option '$1' (spark-submit options go in HEPIX_SPARK_OPTS)"
+    hepix_die "expected a hepix command, not the option '$1' (spark-submit options go in HEPIX_SPARK_OPTS)"
   fi
+  hepix_command=$1
 }
 
 # The trust boundary.  `decrypt` broadcasts the secret key to every executor and

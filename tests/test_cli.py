@@ -56,9 +56,22 @@ def test_bench_rejects_an_unknown_strategy(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_runs_every_strategy_and_reports_exact_decryption(capsys):
-    assert main(["demo", "--preset", "addonly-2048", "--size", "16"]) == 0
-    out = capsys.readouterr().out
+@pytest.mark.spark
+def test_demo_runs_the_chain_on_local_spark_and_every_strategy(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--preset", "addonly-2048", "--size", "8", "--out", str(out), "--master", "local[2]"]) == 0
+    printed = capsys.readouterr().out
+    assert "equal the plaintext reference after rounding: yes" in printed
     for name in ("fresh", "radix", "radix-rand", "scan", "full"):
-        assert name in out
-    assert "exact after rounding: yes" in out
+        assert name in printed
+    for table_dir in ("encrypted/ciphertexts", "encrypted/rejects", "decrypted/metrics"):
+        assert (out / table_dir).is_dir()
+    assert len(list((out / "decrypted" / "images").glob("*.png"))) == 3
+
+
+def test_demo_will_not_replace_a_directory_it_did_not_make(tmp_path):
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "data.txt").write_text("keep me")
+    with pytest.raises(SystemExit, match="not a demo directory"):
+        main(["demo", "--out", str(tmp_path / "precious")])
+    assert (tmp_path / "precious" / "data.txt").read_text() == "keep me"

@@ -34,7 +34,8 @@ pytestmark = pytest.mark.spark
 SPARK = ["--master", "local[2]", "--quiet"]
 PRESET = "addonly-2048"
 SIZE = 16
-TILE = "8x8"                 # 4 tiles per 16x16 image: the mean filter has to cross tile borders
+TILE = "5x7"                 # 4x3 tiles per 16x16 image, ragged at the bottom and right edges;
+TILES_PER_IMAGE = 4 * 3      # the mean filter has to cross tile borders
 LEAKY = ["radix", "radix-rand", "scan", "full"]
 STRATEGIES = ["fresh", *LEAKY]
 
@@ -312,6 +313,66 @@ def test_process_manifest_records_ops_and_keeps_every_ciphertext(pipe, keys, ops
     assert {tuple(o) for o in t.column("ops").to_pylist()} == {ops}
 
 
+# --- 3b. process run on a processed run --------------------------------------------------------------------
+
+CHAIN_1 = OP_CHAINS[-1]              # brightness:50 | watermark:3,4,5 | meanfilter:3 (from the shared runs)
+CHAIN_2 = ("meanfilter:5",)          # a halo of 2 across the ragged 5x7 tiles
+
+
+@pytest.fixture(scope="module")
+def chained_runs(tmp_path_factory, pipe, keys, images):
+    """The shared run of CHAIN_1 -> process CHAIN_2 -> decrypt."""
+    d = tmp_path_factory.mktemp("chained")
+    p1 = pipe.process(CHAIN_1)
+    hepix_ok("process", "--keys", keys.public, "--input", p1, "--out", d / "p2",
+             *[a for op in CHAIN_2 for a in ("--op", op)], *SPARK)
+    hepix_ok("decrypt", "--keys", keys.secret, "--input", d / "p2", "--out", d / "dec", "--images", images,
+             "--png", *SPARK)
+    return {"p1": p1, "p2": d / "p2", "dec": d / "dec"}
+
+
+def test_process_on_a_processed_run_appends_its_ops(chained_runs):
+    m1, m2 = manifest(chained_runs["p1"]), manifest(chained_runs["p2"])
+    assert m2.ops == list(CHAIN_1 + CHAIN_2)
+    assert m2.parent["run_id"] == m1.run_id and m2.parent["job"] == "process"
+    ops = read_table(chained_runs["p2"] / "ciphertexts", ["ops"]).column("ops").to_pylist()
+    assert {tuple(o) for o in ops} == {CHAIN_1 + CHAIN_2}
+
+
+def test_two_process_runs_decrypt_exactly(chained_runs):
+    rows = read_table(chained_runs["dec"] / "metrics").to_pylist()
+    assert sorted(basename(r["source"]) for r in rows) == sorted(GOOD_IMAGES)
+    for r in rows:
+        assert r["ops"] == "|".join(CHAIN_1 + CHAIN_2)
+        assert r["reference"] == "plaintext-processed"
+        assert (r["mse"], r["exact_fraction"]) == (0, 1.0), r
+
+
+def test_two_process_runs_match_an_independent_numpy_reference(chained_runs, images):
+    pngs = png_images(chained_runs["dec"])
+    for name in GOOD_IMAGES:
+        got = np.array(Image.open(pngs[stem(name)]))
+        want = numpy_reference(preprocessed(images / name), CHAIN_1 + CHAIN_2)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+# --- 3c. a watermark outside the image ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def off_image_watermark(tmp_path_factory, pipe, keys):
+    """process with a watermark at (100, 100) on 16x16 images."""
+    out = tmp_path_factory.mktemp("off-image") / "proc"
+    rc = hepix("process", "--keys", keys.public, "--input", pipe.encrypt("fresh"), "--out", out,
+               "--op", "watermark:100,100,5", *SPARK)
+    return rc, out
+
+
+def test_process_refuses_a_watermark_outside_the_images(off_image_watermark):
+    rc, out = off_image_watermark
+    assert rc == 2
+    assert not (out / "_manifest.json").exists()
+
+
 # --- 4. bad inputs become rejects ------------------------------------------------------------------
 
 BAD_FILES = {"truncated.tiff": "truncated", "notes.txt": "not-an-image", "empty.tiff": "empty-file"}
@@ -348,9 +409,18 @@ def test_rejects_table_lists_each_bad_file_with_its_reason(bad_input_run):
     run_id = manifest(out).run_id
     for r in rows:
         assert r["run_id"] == run_id
-        assert r["stage"] == "decode"
+        # Empty files are found by listing the input (Spark's binaryFile source skips them).
+        assert r["stage"] == ("read" if r["reason"] == "empty-file" else "decode")
         assert basename(r["source"]) in r["detail"]
         assert r["bytes"] == (src / basename(r["source"])).stat().st_size
+
+
+# Spark's binaryFile source skips zero-length files (SPARK-26161); encrypt lists them itself.
+
+def test_rejects_table_lists_the_empty_file(bad_input_run):
+    _, _, out = bad_input_run
+    rows = read_table(out / "rejects").to_pylist()
+    assert {basename(r["source"]): r["reason"] for r in rows}.get("empty.tiff") == "empty-file"
 
 
 def test_ciphertexts_exist_for_the_good_images_only(bad_input_run):
@@ -362,9 +432,17 @@ def test_ciphertexts_exist_for_the_good_images_only(bad_input_run):
 def test_manifest_counts_add_up_with_rejects(bad_input_run):
     _, _, out = bad_input_run
     c = manifest(out).counts
+    n_rejects = read_table(out / "rejects", ["source"]).num_rows
     assert c.images_in == c.images_encrypted + c.images_rejected
-    assert (c.images_in, c.images_encrypted, c.images_rejected, c.rejects) == (5, 2, 3, 3)
+    assert c.images_encrypted == 2
+    assert c.images_rejected == c.rejects == n_rejects
     assert c.ciphertexts == EXPECTED_CTS["grey.tiff"] + EXPECTED_CTS["bright.png"]
+
+
+def test_manifest_counts_every_input_file(bad_input_run):
+    _, _, out = bad_input_run
+    c = manifest(out).counts
+    assert (c.images_in, c.images_encrypted, c.images_rejected) == (2 + len(BAD_FILES), 2, len(BAD_FILES))
 
 
 # --- 5. key mismatch is caught before any work ---------------------------------------------------------
@@ -451,12 +529,17 @@ def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_p
     assert second.counts == first.counts
     assert [p.relative_to(out) for p in out.rglob("_manifest.json")] == [Path("_manifest.json")]
     assert not (out / "_staging").exists() and not (out / "_trash").exists()
-    assert not list(out.rglob("*._tmp"))
+    assert not [p for p in out.rglob("*") if "_tmp" in p.name]
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "_manifest.json", "ciphertexts", "rejects"]
 
 
 def test_decrypt_leaves_no_staging_behind(pipe):
     out = pipe.decrypt(pipe.encrypt("fresh"))
-    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json", "images", "metrics"]
+    # dot files are Hadoop's local checksums (._manifest.json.crc)
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "_manifest.json", "images", "metrics"]
+    assert not [p for p in out.rglob("*") if "_tmp" in p.name]
 
 
 # --- 8. the tables from Spark SQL and pyarrow ------------------------------------------------------------
@@ -520,7 +603,7 @@ def test_spark_sql_counts_ciphertexts_per_image(spark_sql, pipe):
     for r in rows:
         name = basename(r["source"])
         assert r["channels"] == GOOD_IMAGES[name][1]
-        assert r["tiles"] == 4                      # 16x16 in 8x8 tiles
+        assert r["tiles"] == TILES_PER_IMAGE
     assert sum(r["bytes"] for r in rows) == manifest(pipe.encrypt("fresh")).counts.ciphertext_bytes
 
 
@@ -529,8 +612,10 @@ def test_spark_sql_joins_metrics_to_ciphertexts(spark_sql):
         name: (n, n) for name, n in EXPECTED_CTS.items()}
 
 
-def test_spark_sql_groups_rejects_by_reason(spark_sql):
-    assert spark_sql["reasons"] == {reason: 1 for reason in BAD_FILES.values()}
+def test_spark_sql_groups_rejects_by_reason(spark_sql, bad_input_run):
+    reasons = read_table(bad_input_run[2] / "rejects", ["reason"]).column("reason").to_pylist()
+    assert spark_sql["reasons"] == dict(Counter(reasons))
+    assert {"truncated", "not-an-image"} <= set(spark_sql["reasons"])
 
 
 @pytest.mark.parametrize("table", ["ciphertexts", "metrics", "rejects"])

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Run a hepix job on YARN.
+#
+#   spark-submit/yarn.sh COMMAND [ARGS...]
+#   spark-submit/yarn.sh encrypt --keys PUBLIC_KEYS --input hdfs:///corpus/2024 --out hdfs:///hepix/ct
+#   HEPIX_DEPLOY_MODE=cluster spark-submit/yarn.sh process \
+#       --keys PUBLIC_KEYS_ON_EVERY_NODE --input hdfs:///hepix/ct --out hdfs:///hepix/mean --op meanfilter:3
+#
+# Run spark-submit/package.sh first: every container gets hecore/jobs/schemas
+# from dist/hepix-src.zip (--py-files) and Python with every dependency from
+# dist/hepix-env.tar.gz, unpacked as ./env (--archives ...#env).  YARN
+# distributes both through the application's staging directory.
+#
+# Deploy mode (HEPIX_DEPLOY_MODE):
+#   client (default)  the driver runs here, with the project's virtualenv;
+#                     --keys is a path on this machine, progress prints here.
+#   cluster           the driver runs in the YARN application master with the
+#                     packed env (spark.yarn.appMasterEnv.PYSPARK_PYTHON);
+#                     --keys must then exist on whichever node runs it (a
+#                     shared mount), and the output is in the YARN logs.
+# In both modes --input and --out are read and written by the executors, so
+# they must be cluster paths (hdfs://, s3a://, ...).
+#
+# Trust boundary: the cluster is where the secret key must never be.
+# `encrypt` reads only the public part of a key directory; `process` must be
+# given a public-only directory (`hepix export-public`) and refuses one that
+# holds secret.key.  `decrypt` sends the secret key to every executor: run it
+# on the data owner's trusted machine with spark-submit/local.sh.  This script
+# refuses decrypt, keygen and export-public unless HEPIX_TRUSTED_CLUSTER=1.
+#
+# Environment:
+#   HADOOP_CONF_DIR or YARN_CONF_DIR  the cluster's Hadoop configuration (required)
+#   HEPIX_DEPLOY_MODE    client (default) or cluster
+#   HEPIX_QUEUE          YARN queue (default: the cluster's default)
+#   HEPIX_EXECUTORS      --num-executors (default: dynamic allocation or Spark's default)
+#   HEPIX_EXECUTOR_MEMORY / HEPIX_EXECUTOR_CORES  --executor-memory / --executor-cores
+#   SPARK_HOME / SPARK_SUBMIT  the cluster's Spark (default: the venv's pyspark)
+#   HEPIX_DRIVER_MEMORY, HEPIX_VENV, HEPIX_DIST, HEPIX_PROPERTIES,
+#   HEPIX_SPARK_OPTS, HEPIX_DRY_RUN: see common.sh
+set -euo pipefail
+
+hepix_script=yarn.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$(dirname "$0")/common.sh"
+
+hepix_check_args \
+  "needs HADOOP_CONF_DIR (or YARN_CONF_DIR) and the archives of spark-submit/package.sh" \
+  "HEPIX_DEPLOY_MODE=client (default) or cluster" \
+  "decrypt runs on the data owner's machine (spark-submit/local.sh), not here" \
+  -- "$@"
+
+mode=${HEPIX_DEPLOY_MODE:-client}
+[[ $mode == client || $mode == cluster ]] \
+  || hepix_die "HEPIX_DEPLOY_MODE must be client or cluster, got '$mode'"
+[[ -n ${HADOOP_CONF_DIR:-}${YARN_CONF_DIR:-} ]] \
+  || hepix_die "set HADOOP_CONF_DIR (or YARN_CONF_DIR) to the directory of the cluster's yarn-site.xml"
+hepix_refuse_secret_jobs "$hepix_command"
+hepix_need_dist
+submit=$(hepix_cluster_spark_submit)
+hepix_conf_args "$hepix_props"
+hepix_extra_opts
+
+resources=()
+[[ -n ${HEPIX_QUEUE:-} ]] && resources+=(--queue "$HEPIX_QUEUE")
+[[ -n ${HEPIX_EXECUTORS:-} ]] && resources+=(--num-executors "$HEPIX_EXECUTORS")
+[[ -n ${HEPIX_EXECUTOR_MEMORY:-} ]] && resources+=(--executor-memory "$HEPIX_EXECUTOR_MEMORY")
+[[ -n ${HEPIX_EXECUTOR_CORES:-} ]] && resources+=(--executor-cores "$HEPIX_EXECUTOR_CORES")
+
+# The Python workers use the packed env; so does the driver in cluster mode.
+export PYSPARK_PYTHON=$hepix_env_python
+if [[ $mode == client ]]; then
+  export PYSPARK_DRIVER_PYTHON
+  PYSPARK_DRIVER_PYTHON=$(hepix_venv_python)
+else
+  unset PYSPARK_DRIVER_PYTHON   # a local interpreter path means nothing in the application master
+fi
+
+# XDG_CACHE_HOME: hecore's numba kernels cache their machine code; imported
+# from the --py-files zip, numba caches under $XDG_CACHE_HOME/numba (default
+# ~/.cache), which the container's user may not be able to write.  Keep it in
+# the container's working directory.
+hepix_run "$submit" \
+  --master yarn \
+  --deploy-mode "$mode" \
+  --name "hepix-$hepix_command" \
+  --driver-memory "$hepix_driver_memory" \
+  "${resources[@]}" \
+  --archives "$hepix_dist/hepix-env.tar.gz#env" \
+  --py-files "$hepix_dist/hepix-src.zip" \
+  --conf "spark.yarn.appMasterEnv.PYSPARK_PYTHON=$hepix_env_python" \
+  --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \
+  --conf spark.yarn.appMasterEnv.XDG_CACHE_HOME=.cache \
+  --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
+  "${hepix_confs[@]}" \
+  "${hepix_extra[@]}" \
+  "$hepix_main" "$@"
