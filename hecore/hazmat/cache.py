@@ -1,9 +1,24 @@
-"""A table of cached ciphertexts as one uint64 array (one row per ciphertext)."""
+"""What the caching strategies share: cached ciphertexts as uint64 rows, and the kernels' inputs."""
 from __future__ import annotations
 
 import numpy as np
 
+from ..ciphertexts import SECURITY_LEAKS
 from ..context import HEContext
+from ..strategies import PixelStrategy
+
+
+class CachedStrategy(PixelStrategy):
+    """Base of the paper's caching strategies: they build ciphertexts from cached rows with the
+    kernels of :mod:`hecore.kernels`, which take the constant header, the primes and a scratch row."""
+
+    security = SECURITY_LEAKS
+
+    def __init__(self, ctx: HEContext):
+        super().__init__(ctx)
+        self._scratch = np.empty(self.layout.words, dtype=np.uint64)
+        self._header = self.layout.header_array()
+        self._q = self.layout.q_array()
 
 
 def encrypt_rows(ctx: HEContext, values) -> np.ndarray:

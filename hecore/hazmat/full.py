@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ciphertexts import SECURITY_LEAKS
 from ..kernels import gather_add
-from ..strategies import PixelStrategy
-from .cache import encrypt_rows
+from .cache import CachedStrategy, encrypt_rows
 from .pool import RandomnessPool
 
 DEFAULT_POOL_SIZE = 64
 
 
-class FullCaching(PixelStrategy):
+class FullCaching(CachedStrategy):
     """Full caching (iCHEETAH §3.2): Enc(p) cached for every p in 0..255, plus a pool zero (§3.3).
 
     ``c = cache[p] + pool[i]`` with ``i`` uniform in the pool: one ciphertext
@@ -21,16 +19,12 @@ class FullCaching(PixelStrategy):
     """
 
     name = "full"
-    security = SECURITY_LEAKS
 
     def __init__(self, ctx, pool_size: int = DEFAULT_POOL_SIZE):
         super().__init__(ctx)
         self.pool_size = int(pool_size)
         self.table: np.ndarray | None = None
         self.pool: RandomnessPool | None = None
-        self._scratch = np.empty(self.layout.words, dtype=np.uint64)
-        self._header = self.layout.header_array()
-        self._q = self.layout.q_array()
 
     def options(self):
         return {"pool_size": self.pool_size}

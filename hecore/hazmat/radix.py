@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ciphertexts import SECURITY_LEAKS
 from ..kernels import linear_combination
-from ..strategies import PixelStrategy
-from .cache import encrypt_rows
+from .cache import CachedStrategy, encrypt_rows
 
 MAX_VALUE = 255
 
@@ -31,7 +29,7 @@ def digits(values: np.ndarray, radix: int, count: int) -> np.ndarray:
     return out
 
 
-class RadixCaching(PixelStrategy):
+class RadixCaching(CachedStrategy):
     """Radix-based caching (iCHEETAH §3.2): Enc(p) = sum of cached Enc(r^k) over p's base-r digits.
 
     The cache holds Enc(0) and Enc(r^k) for every power r^k <= 255 (the paper
@@ -41,16 +39,12 @@ class RadixCaching(PixelStrategy):
     """
 
     name = "radix"
-    security = SECURITY_LEAKS
 
     def __init__(self, ctx, radix: int = 2):
         super().__init__(ctx)
         self.radix = int(radix)
         self.powers = radix_powers(self.radix)
         self.table: np.ndarray | None = None   # rows: Enc(0), Enc(r^0), Enc(r^1), ...
-        self._scratch = np.empty(self.layout.words, dtype=np.uint64)
-        self._header = self.layout.header_array()
-        self._q = self.layout.q_array()
         self.rng = np.random.default_rng()
 
     def options(self):

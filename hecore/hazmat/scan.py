@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ciphertexts import SECURITY_LEAKS
 from ..kernels import gather_add
-from ..strategies import PixelStrategy
-from .cache import encrypt_rows
+from .cache import CachedStrategy, encrypt_rows
 from .pool import RandomnessPool
 
 # The paper's Fig. 3 shows scanning and full caching on one curve: the scan caches every
@@ -15,7 +13,7 @@ DEFAULT_TOP_K = 256
 DEFAULT_POOL_SIZE = 64
 
 
-class ScanningCaching(PixelStrategy):
+class ScanningCaching(CachedStrategy):
     """Scanning-based caching (iCHEETAH §3.2): cache Enc(p) for the ``top_k`` most frequent values.
 
     :meth:`prepare` scans a sample of pixel values (the image, or a corpus
@@ -25,7 +23,6 @@ class ScanningCaching(PixelStrategy):
     """
 
     name = "scan"
-    security = SECURITY_LEAKS
     needs_scan = True
 
     def __init__(self, ctx, top_k: int = DEFAULT_TOP_K, pool_size: int = DEFAULT_POOL_SIZE):
@@ -38,9 +35,6 @@ class ScanningCaching(PixelStrategy):
         self.value_row = np.full(256, -1, dtype=np.int64)   # pixel value -> cache row, -1 if not cached
         self.table: np.ndarray | None = None
         self.pool: RandomnessPool | None = None
-        self._scratch = np.empty(self.layout.words, dtype=np.uint64)
-        self._header = self.layout.header_array()
-        self._q = self.layout.q_array()
 
     def options(self):
         return {"top_k": self.top_k, "pool_size": self.pool_size}
