@@ -56,7 +56,7 @@ def add_arguments(p) -> None:
     p.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
                    help="refuse images with more pixels (decompression bombs; default %(default)s)")
     p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --input")
-    p.add_argument("--partitions", type=int, help="encryption tasks (default: 4 per core, at most one per tile)")
+    p.add_argument("--partitions", type=int, help="encryption tasks (default: 4 per core, at most one per tile channel)")
     add_spark_arguments(p)
 
 
@@ -116,13 +116,16 @@ def run(args) -> int:
             decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
             ok = decoded.where(F.col("reject_reason").isNull())
             bad = decoded.where(F.col("reject_reason").isNotNull())
+            # Plain sums, no countDistinct (which costs extra shuffle stages): every decoded image
+            # has exactly one unit (tile 0, 0, channel 0), every rejected file exactly one reject row.
+            is_ok = F.col("reject_reason").isNull()
+            first_unit = is_ok & (F.col("tile_y") == 0) & (F.col("tile_x") == 0) & (F.col("channel") == 0)
             stats = decoded.agg(
-                F.countDistinct("source").alias("images_in"),
-                F.countDistinct(F.when(F.col("reject_reason").isNull(), F.col("image_id"))).alias("images_ok"),
-                F.sum(F.when(F.col("reject_reason").isNull(), 1).otherwise(0)).alias("tiles"),
-                F.sum(F.when(F.col("reject_reason").isNull(), F.col("h") * F.col("w") * F.col("image_channels"))
-                      .otherwise(0)).alias("pixels"),
-                F.sum(F.when(F.col("reject_reason").isNotNull(), 1).otherwise(0)).alias("rejected"),
+                F.sum(F.when(first_unit, 1).otherwise(0)).alias("images_ok"),
+                F.sum(F.when(is_ok, 1).otherwise(0)).alias("units"),
+                F.sum(F.when(is_ok & (F.col("channel") == 0), 1).otherwise(0)).alias("tiles"),
+                F.sum(F.when(is_ok, F.col("h") * F.col("w")).otherwise(0)).alias("pixels"),
+                F.sum(F.when(is_ok, 0).otherwise(1)).alias("rejected"),
             ).collect()[0]
             timings["decode_seconds"] = time.perf_counter() - t0
 
@@ -151,7 +154,8 @@ def run(args) -> int:
             tasks = sc.accumulator([], ListAccumulator())
             meta = EncryptMeta(run_id=run_id, layout=args.layout, preset=params.name, key_fingerprint=fingerprint)
             n_tiles = int(stats["tiles"] or 0)
-            parts = args.partitions or max(1, min(n_tiles, sc.defaultParallelism * 4))
+            n_units = int(stats["units"] or 0)              # tile channels: the unit of work
+            parts = args.partitions or max(1, min(n_units, sc.defaultParallelism * 4))
 
             t0 = time.perf_counter()
             progress.stage(f"encrypting {n_tiles} tiles ({int(stats['pixels'] or 0)} pixel values)")
@@ -177,12 +181,14 @@ def run(args) -> int:
             decoded.unpersist()
 
         rejected = int(stats["rejected"] or 0) + len(empties)
-        counts = Counts(images_in=int(stats["images_in"]) + len(empties), images_encrypted=int(stats["images_ok"]),
+        encrypted = int(stats["images_ok"] or 0)
+        counts = Counts(images_in=encrypted + rejected, images_encrypted=encrypted,
                         images_rejected=rejected, tiles=n_tiles, ciphertexts=n_cts,
                         ciphertext_bytes=n_cts * ctx.layout.stride, rejects=rejected)
-        if counts.images_in != counts.images_encrypted + counts.images_rejected:
-            raise HepixError(f"internal error: {counts.images_in} images in, {counts.images_encrypted} "
-                             f"encrypted + {counts.images_rejected} rejected; nothing was committed")
+        files_seen = files.count() + len(empties)       # a metadata-only count of the input listing
+        if counts.images_in != files_seen:
+            raise HepixError(f"internal error: {files_seen} input files, but {counts.images_encrypted} encrypted + "
+                             f"{counts.images_rejected} rejected; nothing was committed")
         manifest = RunManifest(
             job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=args.layout,

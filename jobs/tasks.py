@@ -78,9 +78,14 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
                       "image_height": img.height, "image_width": img.width,
                       "image_channels": img.channels, "conversions": list(img.conversions),
                       "tile_h": grid.tile_h, "tile_w": grid.tile_w, "bytes": size}
+            # One row per tile and channel: units of equal work, which Spark's round-robin
+            # repartition then spreads evenly (a whole RGB tile is three times a grey one).
             for t in tiles:
-                rows.append({**common, "tile_y": t.ty, "tile_x": t.tx, "y": t.y, "x": t.x, "h": t.h,
-                             "w": t.w, "pixels": np.ascontiguousarray(t.pixels).tobytes()})
+                planes = t.pixels if t.pixels.ndim == 3 else t.pixels[:, :, None]
+                for c in range(img.channels):
+                    rows.append({**common, "tile_y": t.ty, "tile_x": t.tx, "y": t.y, "x": t.x, "h": t.h,
+                                 "w": t.w, "channel": c,
+                                 "pixels": np.ascontiguousarray(planes[:, :, c]).tobytes()})
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=TILES)
 
@@ -161,25 +166,22 @@ def ciphertext_rows(meta: EncryptMeta, tile: dict, channel: int, batch, strategy
 
 def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, meta: EncryptMeta,
                       rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
-    """Encrypt every tile of the partition, one record batch per tile and channel."""
+    """Encrypt every tile channel of the partition, one record batch each."""
     ctx, strategy = worker_state(token, broadcast, build_encryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
     params = ctx.params
     for rb in batches:
         for tile in rb.to_pylist():
-            shape = (tile["tile_h"], tile["tile_w"], tile["image_channels"])
-            pixels = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(shape)
-            for c in range(tile["image_channels"]):
-                values = pixels[: tile["h"], : tile["w"], c]
-                t = time.perf_counter()
-                batch = strategy.encrypt(values)
-                per_ct = (time.perf_counter() - t) / max(1, len(batch))
-                n = len(batch)
-                yield ciphertext_rows(
-                    meta, tile, c, batch, strategy.name, strategy.security, params.scheme,
-                    level=params.data_primes, scale_bits=params.scale_bits, ops=[], post_scale=1.0,
-                    encrypt_seconds=np.full(n, per_ct), process_seconds=np.zeros(n))
+            plane = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(tile["tile_h"], tile["tile_w"])
+            t = time.perf_counter()
+            batch = strategy.encrypt(plane[: tile["h"], : tile["w"]])
+            per_ct = (time.perf_counter() - t) / max(1, len(batch))
+            n = len(batch)
+            yield ciphertext_rows(
+                meta, tile, tile["channel"], batch, strategy.name, strategy.security, params.scheme,
+                level=params.data_primes, scale_bits=params.scale_bits, ops=[], post_scale=1.0,
+                encrypt_seconds=np.full(n, per_ct), process_seconds=np.zeros(n))
 
 
 def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -187,9 +189,8 @@ def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
     counts = np.zeros(256, dtype=np.int64)
     for rb in batches:
         for tile in rb.to_pylist():
-            shape = (tile["tile_h"], tile["tile_w"], tile["image_channels"])
-            pixels = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(shape)
-            counts += np.bincount(pixels[: tile["h"], : tile["w"]].reshape(-1), minlength=256)
+            plane = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(tile["tile_h"], tile["tile_w"])
+            counts += np.bincount(plane[: tile["h"], : tile["w"]].reshape(-1), minlength=256)
     yield pa.RecordBatch.from_pydict({"value": np.arange(256, dtype=np.int32), "count": counts})
 
 

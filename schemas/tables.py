@@ -142,7 +142,7 @@ METRICS = pa.schema([
     pa.field("decrypt_seconds", pa.float64()),
 ])
 
-#: Internal: the decode stage's output, one row per tile of raw pixels or one per reject.
+#: Internal: the decode stage's output, one row per tile and channel of raw pixels, or one per reject.
 TILES = pa.schema([
     pa.field("image_id", pa.string()),
     pa.field("source", pa.string(), nullable=False),
@@ -159,7 +159,8 @@ TILES = pa.schema([
     pa.field("x", pa.int32()),
     pa.field("h", pa.int32()),
     pa.field("w", pa.int32()),
-    pa.field("pixels", pa.binary()),              # tile_h x tile_w x channels uint8, edge-padded
+    pa.field("channel", pa.int32()),
+    pa.field("pixels", pa.binary()),              # tile_h x tile_w uint8 (one channel), edge-padded
     pa.field("reject_stage", pa.string()),
     pa.field("reject_reason", pa.string()),
     pa.field("reject_detail", pa.string()),
