@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 
 import numpy as np
@@ -25,8 +26,8 @@ from .common import ListAccumulator, add_spark_arguments, worker_report
 from .progress import Progress
 from .session import build_session, spark_info
 from .storage import Output, Storage
-from .tasks import (DecodeOptions, EncryptMeta, EncryptPayload, decode_partition, encrypt_partition,
-                    histogram_partition)
+from .tasks import (WRITTEN, DecodeOptions, EncryptMeta, EncryptPayload, decode_partition, encrypt_partition,
+                    encrypt_to_files, histogram_partition)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,30 @@ def read_images(spark, source: str, recursive: bool):
         return reader.load(source)
     except AnalysisException as e:
         raise HepixError(f"cannot read images from {source}: {str(e).splitlines()[0]}") from None
+
+
+def worker_local_path(master: str, path: str) -> str | None:
+    """``path`` as a local directory the Python workers can write, or None.
+
+    Only for local and local-cluster masters (the workers run on this machine)
+    and paths without a scheme other than ``file:``.
+    """
+    if not master.startswith("local"):
+        return None
+    if "://" in path and not path.startswith("file://"):
+        return None
+    return os.path.abspath(path.removeprefix("file://").removeprefix("file:"))
+
+
+def write_from_workers(units, directory: str, **task_args) -> None:
+    """Encrypt with :func:`encrypt_to_files`; keep exactly the files successful tasks reported."""
+    os.makedirs(directory, exist_ok=True)
+    written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, **task_args),
+                               spark_schema(WRITTEN)).collect()
+    keep = {r["file"] for r in written if r["file"]}
+    for name in os.listdir(directory):
+        if name not in keep:      # files of failed or speculative attempts, temporary files
+            os.remove(os.path.join(directory, name))
 
 
 def run(args) -> int:
@@ -159,12 +184,18 @@ def run(args) -> int:
 
             t0 = time.perf_counter()
             progress.stage(f"encrypting {n_tiles} tiles ({int(stats['pixels'] or 0)} pixel values)")
-            cts = ok.repartition(parts).mapInArrow(
-                functools.partial(encrypt_partition, token=token, broadcast=bc, meta=meta,
-                                  rebuilds=rebuilds, tasks=tasks),
-                spark_schema(CIPHERTEXTS))
-            (cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite")
-             .parquet(out.table("ciphertexts")))
+            units = ok.repartition(parts)
+            local_dir = worker_local_path(sc.master, out.table("ciphertexts"))
+            if local_dir:
+                write_from_workers(units, local_dir, token=token, broadcast=bc, meta=meta,
+                                   rebuilds=rebuilds, tasks=tasks)
+            else:
+                cts = units.mapInArrow(
+                    functools.partial(encrypt_partition, token=token, broadcast=bc, meta=meta,
+                                      rebuilds=rebuilds, tasks=tasks),
+                    spark_schema(CIPHERTEXTS))
+                (cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite")
+                 .parquet(out.table("ciphertexts")))
             timings["encrypt_seconds"] = time.perf_counter() - t0
 
             progress.stage("writing rejects")
