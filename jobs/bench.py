@@ -39,7 +39,7 @@ def add_arguments(p):
                    help="pixel: every strategy against fresh in one process (default); spark: the encrypt "
                         "job against hecore alone, and local[1] against local[2]")
     p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
-    p.add_argument("--images", type=int, default=6, help="spark suite: number of sample images (default 6)")
+    p.add_argument("--images", type=int, default=12, help="spark suite: number of sample images (default 12)")
     p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
                    help="square image sizes, comma-separated (default %(default)s)")
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))

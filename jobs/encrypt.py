@@ -12,6 +12,7 @@ import os
 import time
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from hecore.errors import HepixError
 from hecore.images import CONVERSIONS
@@ -106,6 +107,8 @@ def write_from_workers(units, directory: str, **task_args) -> None:
     for name in os.listdir(directory):
         if name not in keep:      # files of failed or speculative attempts, temporary files
             os.remove(os.path.join(directory, name))
+    if not keep:                  # nothing to encrypt: an empty table that still has its schema
+        pq.write_table(CIPHERTEXTS.empty_table(), os.path.join(directory, "part-00000-empty.parquet"))
 
 
 def run(args) -> int:
@@ -139,11 +142,10 @@ def run(args) -> int:
             opts = DecodeOptions(tile_h, tile_w, args.resize, tuple(args.convert), args.max_pixels)
             decoded = files.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
             decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
-            ok = decoded.where(F.col("reject_reason").isNull())
-            bad = decoded.where(F.col("reject_reason").isNotNull())
+            is_ok = F.col("reject_reason").isNull()
+            ok, bad = decoded.where(is_ok), decoded.where(~is_ok)
             # Plain sums, no countDistinct (which costs extra shuffle stages): every decoded image
             # has exactly one unit (tile 0, 0, channel 0), every rejected file exactly one reject row.
-            is_ok = F.col("reject_reason").isNull()
             first_unit = is_ok & (F.col("tile_y") == 0) & (F.col("tile_x") == 0) & (F.col("channel") == 0)
             stats = decoded.agg(
                 F.sum(F.when(first_unit, 1).otherwise(0)).alias("images_ok"),
