@@ -58,6 +58,10 @@ def add_arguments(p) -> None:
     p.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
                    help="refuse images with more pixels (decompression bombs; default %(default)s)")
     p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --input")
+    p.add_argument("--writer", choices=("auto", "spark", "workers"), default="auto",
+                   help="who writes the ciphertext files: the Python workers (local masters and local paths "
+                        "only; the JVM never touches ciphertext bytes) or Spark's Parquet writer; auto picks "
+                        "workers when it can (default)")
     p.add_argument("--partitions", type=int, help="encryption tasks (default: 4 per core, at most one per tile channel)")
     add_spark_arguments(p)
 
@@ -188,7 +192,10 @@ def run(args) -> int:
             progress.stage(f"encrypting {n_tiles} tiles ({int(stats['pixels'] or 0)} pixel values)")
             units = ok.repartition(parts)
             local_dir = worker_local_path(sc.master, out.table("ciphertexts"))
-            if local_dir:
+            if args.writer == "workers" and not local_dir:
+                raise HepixError(f"--writer workers needs a local master and a local --out; got master "
+                                 f"{sc.master} and {args.out}; use --writer spark or auto")
+            if local_dir and args.writer != "spark":
                 write_from_workers(units, local_dir, token=token, broadcast=bc, meta=meta,
                                    rebuilds=rebuilds, tasks=tasks)
             else:
