@@ -1,0 +1,46 @@
+"""Spark settings files (`--conf FILE`) and the Spark bench's plumbing."""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.cli import main
+from jobs.session import read_conf_file
+from schemas.tables import BENCH_SPARK
+
+
+def test_conf_file_reads_spark_defaults_format(tmp_path):
+    f = tmp_path / "spark.conf"
+    f.write_text("# comment\n\nspark.executor.memory 2g\nspark.sql.shuffle.partitions=16\n"
+                 "spark.driver.extraJavaOptions   -Da=1 -Db=2   # trailing comment\n")
+    assert read_conf_file(f) == {"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": "16",
+                                 "spark.driver.extraJavaOptions": "-Da=1 -Db=2"}
+
+
+def test_conf_file_line_that_is_not_a_spark_setting_is_an_error_naming_the_line(tmp_path):
+    f = tmp_path / "spark.conf"
+    f.write_text("spark.ok 1\nexecutor.memory 2g\n")
+    with pytest.raises(SystemExit, match=r"spark.conf:2: expected 'spark.key value'"):
+        read_conf_file(f)
+
+
+def test_missing_conf_file_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="no such file"):
+        read_conf_file(tmp_path / "absent.conf")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_bench_writes_three_configurations_against_hecore_alone(tmp_path, capsys):
+    assert main(["bench", "--suite", "spark", "--images", "2", "--sizes", "8", "--tile", "8",
+                 "--preset", "addonly-2048", "--out", str(tmp_path)]) == 0
+    files = list((tmp_path / "bench_spark").glob("*.parquet"))
+    assert len(files) == 1
+    t = pq.read_table(files[0])
+    assert t.schema.equals(BENCH_SPARK, check_metadata=False)
+    rows = {r["config"]: r for r in t.to_pylist()}
+    assert set(rows) == {"hecore, one process", "spark local[1]", "spark local[2]"}
+    assert len({r["ciphertexts"] for r in rows.values()}) == 1          # the same work in all three
+    assert rows["hecore, one process"]["vs_hecore_alone"] == pytest.approx(1.0)
+    assert rows["spark local[1]"]["speedup_vs_local1"] == pytest.approx(1.0)
+    assert "Spark overhead on one core" in capsys.readouterr().out
