@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas.tables import CIPHERTEXTS, TILES
 
@@ -218,7 +219,6 @@ def _single(rb, name: str):
 
 
 def pc_unique(col) -> list:
-    import pyarrow.compute as pc
     return pc.unique(col).to_pylist()
 
 
@@ -368,7 +368,6 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
         dt = (time.perf_counter() - t) / rb.num_rows
         pos = pixel_positions(rb)
-        import pyarrow.compute as pc
         cols = {name: rb.column(name) for name in DECRYPTED.names if name in rb.schema.names}
         cols.update(py=pa.array(pos[:, 0], type=pa.int32()), px=pa.array(pos[:, 1], type=pa.int32()),
                     raw=pa.array(raw), ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
