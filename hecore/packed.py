@@ -53,6 +53,17 @@ def check_tile_fits(params: Params, tile_h: int, tile_w: int) -> None:
         )
 
 
+def default_tile(params: Params) -> tuple[int, int]:
+    """The largest power-of-two tile (height <= width) that fills the slots: 32x64 for N=4096."""
+    h = 1 << (params.slots.bit_length() - 1) // 2
+    return h, params.slots // h
+
+
+def encrypt_plane(ctx: HEContext, plane: np.ndarray) -> bytes:
+    """Fresh public-key encryption of one tile channel, row-major, one pixel per slot."""
+    return ctx.encrypt_vector(np.asarray(plane, dtype=np.float64).reshape(-1))
+
+
 def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int
                   ) -> tuple[TileGrid, Iterator[PackedTile]]:
     """Encrypt an 8-bit L or RGB image tile by tile, channel by channel; a lazy iterator like
@@ -63,8 +74,7 @@ def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int
     def produce() -> Iterator[PackedTile]:
         for t in tiles:
             for c in range(grid.channels):
-                values = channel_plane(t.pixels, c).reshape(-1).astype(np.float64)
-                yield PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, ctx.encrypt_vector(values))
+                yield PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, encrypt_plane(ctx, channel_plane(t.pixels, c)))
 
     return grid, produce()
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from hecore.errors import HepixError
 from hecore.images import CONVERSIONS
 from hecore.keys import read_public
+from hecore.packed import check_tile_fits, default_tile
 from hecore.strategies import security_of, strategy_class, strategy_names
 from hecore.tiling import parse_tile_spec
 from schemas.manifest import Counts, RunManifest
@@ -42,7 +43,8 @@ def add_arguments(p) -> None:
     p.add_argument("--input", required=True, help="directory, glob or URI (file://, hdfs://) of images")
     p.add_argument("--out", required=True, help="output directory: ciphertexts/, rejects/, _manifest.json")
     p.add_argument("--layout", choices=LAYOUTS, default="pixel",
-                   help="pixel: one ciphertext per pixel (iCHEETAH); packed: see below (default pixel)")
+                   help="pixel: one ciphertext per pixel value (iCHEETAH; default); packed: one ciphertext per "
+                        "tile channel, a pixel per slot (decrypt supports it; process does not yet)")
     p.add_argument("--strategy", default="fresh", choices=strategy_names(),
                    help="pixel-layout strategy (default fresh; others leak and need --allow-leaky)")
     p.add_argument("--allow-leaky", action="store_true",
@@ -50,7 +52,8 @@ def add_arguments(p) -> None:
     p.add_argument("--pool-size", type=int, help="randomness pool size for scan/full (default 64)")
     p.add_argument("--top-k", type=int, help="values cached by scan (default: all values found)")
     p.add_argument("--radix", type=int, help="base of radix/radix-rand (default 2)")
-    p.add_argument("--tile", default=DEFAULT_TILE, help=f"tile size HxW (default {DEFAULT_TILE})")
+    p.add_argument("--tile", help=f"tile size HxW (default: {DEFAULT_TILE} for the pixel layout; for the packed "
+                                  "layout the largest that fills a ciphertext's slots, 32x64 at N=4096)")
     p.add_argument("--resize", type=int, metavar="S",
                    help="centre-crop to a square and resize to SxS first (the paper's preprocessing)")
     p.add_argument("--convert", action="append", default=[], choices=sorted(CONVERSIONS),
@@ -89,6 +92,15 @@ def read_images(spark, source: str, recursive: bool):
         raise HepixError(f"cannot read images from {source}: {str(e).splitlines()[0]}") from None
 
 
+def parse_tile(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    try:
+        return parse_tile_spec(spec)
+    except ValueError as e:
+        raise HepixError(f"--tile {spec}: {e}") from None
+
+
 def worker_local_path(master: str, path: str) -> str | None:
     """``path`` as a local directory the Python workers can write, or None.
 
@@ -119,14 +131,21 @@ def run(args) -> int:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    if args.layout == "packed":
-        raise HepixError("the packed layout is not implemented yet; use --layout pixel")
-    tile_h, tile_w = parse_tile_spec(args.tile)
     # Refuse a leaking strategy before anything starts, with the message that says what leaks.
     cls = strategy_class(args.strategy, allow_leaky=args.allow_leaky)
     options = strategy_options(args)
     material = read_public(args.keys)            # never opens secret.key
     params = material.params
+    tile_spec = parse_tile(args.tile)
+    if args.layout == "packed":
+        if args.strategy != "fresh":
+            raise HepixError(f"--strategy {args.strategy} is a pixel-layout mode (iCHEETAH); the packed layout "
+                             "encrypts each tile channel fresh with the public key: drop --strategy or use "
+                             "--layout pixel")
+        tile_h, tile_w = tile_spec or default_tile(params)
+        check_tile_fits(params, tile_h, tile_w)
+    else:
+        tile_h, tile_w = tile_spec or parse_tile_spec(DEFAULT_TILE)
     fingerprint = material.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
     timings: dict[str, float] = {}

@@ -74,7 +74,8 @@ def run(args) -> int:
         parent = complete_run(storage, args.input, ("encrypt", "process"))
         same_key(parent, fingerprint, args.input)             # before any work
         if parent.layout != "pixel":
-            raise HepixError(f"{args.input} has the {parent.layout} layout; process supports the pixel layout")
+            raise HepixError(f"{args.input} has the {parent.layout} layout; process supports only the pixel "
+                             "layout so far (packed runs can be decrypted, not yet processed)")
         print(f"hepix process {run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
               f"key {fingerprint[:16]} (public only)")
         bc = sc.broadcast(material)

@@ -171,12 +171,19 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     ctx, strategy = worker_state(token, broadcast, build_encryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
+    from hecore.ciphertexts import CiphertextBatch
+    from hecore.packed import encrypt_plane
+
     params = ctx.params
+    packed = meta.layout == "packed"
     for rb in batches:
         for tile in rb.to_pylist():
             plane = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(tile["tile_h"], tile["tile_w"])
             t = time.perf_counter()
-            batch = strategy.encrypt(plane[: tile["h"], : tile["w"]])
+            if packed:      # the whole (edge-padded) tile channel in one fresh ciphertext
+                batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane)], strategy.name, strategy.security)
+            else:           # the valid pixels, one ciphertext each
+                batch = strategy.encrypt(plane[: tile["h"], : tile["w"]])
             per_ct = (time.perf_counter() - t) / max(1, len(batch))
             n = len(batch)
             yield ciphertext_rows(
@@ -344,9 +351,11 @@ DECRYPTED = pa.schema([
     ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
     ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
     ("ops", pa.list_(pa.string())), ("channel", pa.int32()), ("py", pa.int32()), ("px", pa.int32()),
-    ("raw", pa.float64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
+    ("raw", pa.float64()), ("cts", pa.int64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
     ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
 ])
+# One row per decrypted pixel value.  A packed ciphertext yields many rows; its count (cts), bytes and
+# seconds go on the first of them and 0 on the rest, so that per-image sums stay right.
 
 
 def build_decryptor(payload: SecretPayload):
@@ -364,15 +373,51 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     for rb in batches:
         if rb.num_rows == 0:
             continue
-        t = time.perf_counter()
-        raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
-        dt = (time.perf_counter() - t) / rb.num_rows
-        pos = pixel_positions(rb)
-        cols = {name: rb.column(name) for name in DECRYPTED.names if name in rb.schema.names}
-        cols.update(py=pa.array(pos[:, 0], type=pa.int32()), px=pa.array(pos[:, 1], type=pa.int32()),
-                    raw=pa.array(raw), ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
-                    decrypt_seconds=_const(dt, rb.num_rows, pa.float64()))
-        yield pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
+        if set(pc_unique(rb.column("layout"))) == {"pixel"}:
+            yield _decrypt_pixel_rows(ctx, rb)
+        else:
+            for i in range(rb.num_rows):
+                yield _decrypt_packed_row(ctx, rb.slice(i, 1))
+
+
+def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch) -> pa.RecordBatch:
+    from hecore.ciphertexts import CiphertextBatch
+
+    t = time.perf_counter()
+    raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
+    dt = (time.perf_counter() - t) / rb.num_rows
+    pos = pixel_positions(rb)
+    cols = {name: rb.column(name) for name in DECRYPTED.names if name in rb.schema.names}
+    cols.update(py=pa.array(pos[:, 0], type=pa.int32()), px=pa.array(pos[:, 1], type=pa.int32()),
+                raw=pa.array(raw), cts=_const(1, rb.num_rows, pa.int64()),
+                ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
+                decrypt_seconds=_const(dt, rb.num_rows, pa.float64()))
+    return pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
+
+
+def _decrypt_packed_row(ctx, row: pa.RecordBatch) -> pa.RecordBatch:
+    """One packed ciphertext -> one row per valid pixel of its tile channel."""
+    r = row.to_pylist()[0]
+    th, tw, h, w = r["tile_h"], r["tile_w"], r["h"], r["w"]
+    if r["layout"] != "packed":
+        raise ValueError(f"{r['source']}: unknown layout {r['layout']!r}")
+    t = time.perf_counter()
+    slots = ctx.decrypt_slots(r["ct"], th * tw).reshape(th, tw)[:h, :w]
+    dt = time.perf_counter() - t
+    n = h * w
+    yy, xx = np.divmod(np.arange(n), w)
+    first = np.zeros(n)
+    first[0] = 1.0
+    cols = {name: _const(r[name], n, DECRYPTED.field(name).type) for name in
+            ("image_id", "source", "content_sha256", "image_height", "image_width", "image_channels",
+             "layout", "strategy", "security", "preset", "channel")}
+    cols.update(ops=pa.array([r["ops"]] * n, type=pa.list_(pa.string())),
+                py=pa.array(r["y"] + yy, type=pa.int32()), px=pa.array(r["x"] + xx, type=pa.int32()),
+                raw=pa.array(slots.reshape(-1)), cts=pa.array(first.astype(np.int64)),
+                ct_bytes=pa.array((first * len(r["ct"])).astype(np.int64)),
+                encrypt_seconds=pa.array(first * r["encrypt_seconds"]),
+                process_seconds=pa.array(first * r["process_seconds"]), decrypt_seconds=pa.array(first * dt))
+    return pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
 
 
 IMAGES = pa.schema([
@@ -405,7 +450,7 @@ def assemble_group(table: pa.Table) -> pa.Table:
                                  "preset", "ops")}
     row.update(height=h, width=w, channels=c, values=values.astype(np.float64).tobytes(),
                unsnapped=unsnapped.astype(np.float64).tobytes(),
-               ciphertexts=table.num_rows,
+               ciphertexts=int(np.sum(table.column("cts").to_numpy())),
                ciphertext_bytes=int(np.sum(table.column("ct_bytes").to_numpy())),
                encrypt_seconds=float(np.sum(table.column("encrypt_seconds").to_numpy())),
                process_seconds=float(np.sum(table.column("process_seconds").to_numpy())),

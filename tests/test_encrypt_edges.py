@@ -58,3 +58,65 @@ def test_spark_parquet_writer_path_round_trips_exactly(tmp_path):
                  "--images", str(src), "--master", "local[2]", "--quiet"]) == 0
     metrics = ds.dataset(dec / "metrics").to_table().to_pylist()
     assert len(metrics) == 2 and all(m["mse"] == 0 and m["exact_fraction"] == 1.0 for m in metrics)
+
+
+@pytest.fixture(scope="module")
+def packed_run(tmp_path_factory):
+    import numpy as np
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("packed")
+    src = root / "in"
+    src.mkdir()
+    rng = np.random.default_rng(11)
+    Image.fromarray(rng.integers(0, 256, (20, 13, 3), dtype=np.uint8)).save(src / "rgb.png")
+    Image.fromarray(rng.integers(0, 256, (40, 37), dtype=np.uint8)).save(src / "grey.png")
+    assert main(["keygen", "--out", str(root / "keys"), "--preset", "addonly-2048"]) == 0
+    assert main(["export-public", "--keys", str(root / "keys"), "--out", str(root / "pub")]) == 0
+    enc = root / "enc"
+    assert main(["encrypt", "--keys", str(root / "pub"), "--input", str(src), "--out", str(enc),
+                 "--layout", "packed", "--master", "local[2]", "--quiet"]) == 0
+    return root, src, enc
+
+
+def test_packed_layout_makes_one_ciphertext_per_tile_channel_with_the_default_tile(packed_run):
+    _, _, enc = packed_run
+    m = json.loads((enc / "_manifest.json").read_text())
+    assert m["layout"] == "packed" and m["security"] == "ind-cpa"
+    assert m["options"]["tile"] == [32, 32]                 # N=2048: 1024 slots
+    # rgb 20x13: one 32x32 tile x 3 channels; grey 40x37: 2x2 tiles x 1 channel
+    assert m["counts"]["ciphertexts"] == 3 + 4
+    t = ds.dataset(enc / "ciphertexts").to_table()
+    assert set(t.column("layout").to_pylist()) == {"packed"}
+    assert set(t.column("index").to_pylist()) == {0}
+
+
+def test_packed_layout_decrypts_exactly(packed_run):
+    root, src, enc = packed_run
+    dec = root / "dec"
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(enc), "--out", str(dec),
+                 "--images", str(src), "--master", "local[2]", "--quiet"]) == 0
+    metrics = ds.dataset(dec / "metrics").to_table().to_pylist()
+    assert len(metrics) == 2
+    assert all(r["mse"] == 0 and r["exact_fraction"] == 1.0 and r["reference"] == "original" for r in metrics)
+    assert sum(r["ciphertexts"] for r in metrics) == 7
+
+
+def test_process_refuses_packed_input_for_now_with_a_clear_message(packed_run, capsys):
+    root, _, enc = packed_run
+    code = main(["process", "--keys", str(root / "pub"), "--input", str(enc), "--out", str(root / "proc"),
+                 "--op", "brightness:5", "--master", "local[2]", "--quiet"])
+    assert code == 2
+    assert "packed layout" in capsys.readouterr().err
+
+
+def test_packed_layout_refuses_a_caching_strategy_and_an_oversized_tile(tmp_path, capsys):
+    assert main(["keygen", "--out", str(tmp_path / "keys"), "--preset", "addonly-2048"]) == 0
+    base = ["encrypt", "--keys", str(tmp_path / "keys"), "--input", str(tmp_path), "--out", str(tmp_path / "e"),
+            "--layout", "packed", "--master", "local[2]", "--quiet"]
+    assert main(base + ["--strategy", "full", "--allow-leaky"]) == 2
+    assert "pixel-layout mode" in capsys.readouterr().err
+    assert main(base + ["--tile", "64x64"]) == 2
+    assert "4096 pixels" in capsys.readouterr().err
+    assert main(base + ["--tile", "sixteen"]) == 2
+    assert "--tile sixteen" in capsys.readouterr().err
