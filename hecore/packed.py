@@ -23,7 +23,7 @@ from .context import HEContext
 from .errors import InvalidParameters
 from .params import PRESETS, Params
 from .pixel import channel_plane
-from .tiling import Tile, TileGrid, tile_image, untile
+from .tiling import TileGrid, tile_image, untile_channels
 
 
 @dataclass(frozen=True)
@@ -81,17 +81,6 @@ def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int
 
 def decrypt_tiles(ctx: HEContext, grid: TileGrid, tiles) -> np.ndarray:
     """Decrypt packed tiles into a float image of the grid's size (values before rounding)."""
-    planes: dict[tuple[int, int], np.ndarray] = {}
-    meta: dict[tuple[int, int], PackedTile] = {}
     count = grid.tile_h * grid.tile_w
-    for pt in tiles:
-        key = (pt.ty, pt.tx)
-        if key not in planes:
-            planes[key] = np.zeros((grid.tile_h, grid.tile_w, grid.channels), dtype=np.float64)
-            meta[key] = pt
-        planes[key][:, :, pt.channel] = ctx.decrypt_slots(pt.ct, count).reshape(grid.tile_h, grid.tile_w)
-    rebuilt = [
-        Tile(m.ty, m.tx, m.y, m.x, m.h, m.w, planes[k] if grid.channels > 1 else planes[k][:, :, 0])
-        for k, m in meta.items()
-    ]
-    return untile(grid, rebuilt)
+    return untile_channels(grid, (
+        (pt, pt.channel, ctx.decrypt_slots(pt.ct, count).reshape(grid.tile_h, grid.tile_w)) for pt in tiles))

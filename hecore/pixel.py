@@ -16,7 +16,7 @@ import numpy as np
 from .ciphertexts import CiphertextBatch
 from .context import HEContext
 from .strategies import PixelStrategy
-from .tiling import Tile, TileGrid, tile_image, untile
+from .tiling import TileGrid, tile_image, untile_channels
 
 
 @dataclass(frozen=True)
@@ -64,19 +64,13 @@ def encrypt_tiles(pixels: np.ndarray, strategy: PixelStrategy, tile_h: int, tile
 
 def decrypt_tiles(ctx: HEContext, grid: TileGrid, tiles) -> np.ndarray:
     """Decrypt pixel tiles back into a float image of the grid's size (values before rounding)."""
-    planes: dict[tuple[int, int], np.ndarray] = {}
-    meta: dict[tuple[int, int], PixelTile] = {}
-    for pt in tiles:
-        key = (pt.ty, pt.tx)
-        if key not in planes:
-            planes[key] = np.zeros((grid.tile_h, grid.tile_w, grid.channels), dtype=np.float64)
-            meta[key] = pt
-        values = ctx.decrypt_pixels(pt.batch)
-        if values.size != pt.h * pt.w:
-            raise ValueError(f"tile {key} channel {pt.channel}: {values.size} ciphertexts for {pt.h}x{pt.w} pixels")
-        planes[key][: pt.h, : pt.w, pt.channel] = values.reshape(pt.h, pt.w)
-    rebuilt = [
-        Tile(m.ty, m.tx, m.y, m.x, m.h, m.w, planes[k] if grid.channels > 1 else planes[k][:, :, 0])
-        for k, m in meta.items()
-    ]
-    return untile(grid, rebuilt)
+
+    def planes():
+        for pt in tiles:
+            values = ctx.decrypt_pixels(pt.batch)
+            if values.size != pt.h * pt.w:
+                raise ValueError(f"tile ({pt.ty}, {pt.tx}) channel {pt.channel}: {values.size} ciphertexts "
+                                 f"for {pt.h}x{pt.w} pixels")
+            yield pt, pt.channel, values.reshape(pt.h, pt.w)
+
+    return untile_channels(grid, planes())

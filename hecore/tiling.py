@@ -143,6 +143,27 @@ def untile(grid: TileGrid, tiles: Iterable[Tile]) -> np.ndarray:
     return out
 
 
+def untile_channels(grid: TileGrid, pieces) -> np.ndarray:
+    """Reassemble a float image from per-channel planes of tiles (what decryption produces).
+
+    ``pieces`` yields ``(tile, channel, plane)``: ``tile`` has ``ty, tx, y, x, h, w``
+    and ``plane`` is a 2-D array whose top-left ``h x w`` holds the tile's
+    valid values of that channel.  Then as :func:`untile`.
+    """
+    planes: dict[tuple[int, int], np.ndarray] = {}
+    first: dict[tuple[int, int], object] = {}
+    for tile, channel, plane in pieces:
+        key = (tile.ty, tile.tx)
+        if key not in planes:
+            planes[key] = np.zeros((grid.tile_h, grid.tile_w, grid.channels), dtype=np.float64)
+            first[key] = tile
+        planes[key][: tile.h, : tile.w, channel] = plane[: tile.h, : tile.w]
+    return untile(grid, [
+        Tile(t.ty, t.tx, t.y, t.x, t.h, t.w, planes[k] if grid.channels > 1 else planes[k][:, :, 0])
+        for k, t in first.items()
+    ])
+
+
 _SPEC = re.compile(r"^\s*([0-9]+)\s*(?:[xX]\s*([0-9]+)\s*)?$")
 
 
