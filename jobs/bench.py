@@ -3,7 +3,10 @@
 Writes ``OUT/bench_pixel/<run_id>.parquet`` (schema ``schemas.tables.BENCH_PIXEL``)
 and prints time, pixels/s, ciphertext MB/s and the speedup over ``fresh``
 for every image size, next to the NumPy memory-copy bandwidth measured in
-the same run.
+the same run.  ``--suite spark`` measures the encrypt job on Spark
+(``OUT/bench_spark/``); ``--suite packed`` the packed layout against TenSEAL and
+the pixel layout's ``full`` caching (``OUT/bench_packed/``, see
+:mod:`hecore.bench_packed`).
 """
 from __future__ import annotations
 
@@ -19,12 +22,20 @@ from hecore.context import HEContext
 from hecore.images import center_crop, load_image, resize
 from hecore.params import DEFAULT_PRESET, PRESETS, preset
 from hecore.strategies import strategy_names
-from schemas.tables import BENCH_PIXEL
+from schemas.tables import BENCH_PACKED, BENCH_PIXEL
 
 from . import runinfo
 from .report import table
 
 log = logging.getLogger(__name__)
+
+#: The USC-SIPI images next to the repository (``../shared/datasets/usc-sipi``), if present.
+DATASETS = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets"
+#: The packed suite's default images: colour and grey, 256x256 and 512x512 originals.
+PACKED_USC_SIPI = ("4.1.05.tiff", "4.2.03.tiff", "5.1.12.tiff", "7.1.01.tiff")
+PACKED_SKIMAGE = ("astronaut", "camera", "coffee", "moon")
+PACKED_SIZE = 256
+PACKED_IMAGES = 4
 
 
 def _int_list(s: str) -> list[int]:
@@ -35,15 +46,26 @@ def _int_list(s: str) -> list[int]:
 
 
 def add_arguments(p):
-    p.add_argument("--suite", choices=("pixel", "spark"), default="pixel",
+    p.add_argument("--suite", choices=("pixel", "spark", "packed"), default="pixel",
                    help="pixel: every strategy against fresh in one process (default); spark: the encrypt "
-                        "job against hecore alone, and local[1] against local[2]")
+                        "job against hecore alone, and local[1] against local[2]; packed: the packed layout "
+                        "against TenSEAL and the pixel layout's full caching, one process")
     p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
-    p.add_argument("--images", type=int, default=12, help="spark suite: number of sample images (default 12)")
+    p.add_argument("--images", type=int, default=None,
+                   help=f"spark suite: number of sample images (default 12); packed suite: number of "
+                        f"images (default {PACKED_IMAGES}: USC-SIPI from ../shared/datasets if present, "
+                        "else scikit-image samples)")
     p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
-                   help="square image sizes, comma-separated (default %(default)s)")
-    p.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
-    p.add_argument("--image", help="image file to crop and resize (default: scikit-image's 'camera')")
+                   help="square image sizes, comma-separated (default %(default)s; the spark and packed "
+                        f"suites use the last one, default 32 and {PACKED_SIZE})")
+    p.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                   help=f"default {DEFAULT_PRESET}; packed suite: default paper-4096 and tenseal-8192")
+    p.add_argument("--image", help="image file to crop and resize (default: scikit-image's 'camera'; "
+                                   "packed suite: the images described under --images)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="packed suite: timed passes per image and implementation, median reported (default 5)")
+    p.add_argument("--quick", action="store_true",
+                   help="packed suite: one image and 2 repeats (a smoke run, not a measurement to quote)")
     p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help=f"comma-separated, from {', '.join(strategy_names())} (fresh always runs)")
     p.add_argument("--tile", type=int, default=DEFAULT_TILE, help="tile side in pixels (default %(default)s)")
@@ -61,12 +83,14 @@ def sample_image(path: str | None):
 def run(args) -> int:
     if args.suite == "spark":
         return run_spark(args)
+    if args.suite == "packed":
+        return run_packed(args)
     sizes = _int_list(args.sizes)
     strategies = [s for s in args.strategies.split(",") if s]
     for s in strategies:
         if s not in strategy_names():
             raise SystemExit(f"hepix bench: unknown strategy {s!r}; choose from {', '.join(strategy_names())}")
-    params = preset(args.preset)
+    params = preset(args.preset or DEFAULT_PRESET)
     name, source = sample_image(args.image)
     square = center_crop(source)
     images = {f"{name}@{s}": resize(square, s) for s in sizes}
@@ -120,11 +144,126 @@ def run_spark(args) -> int:
     sizes = _int_list(args.sizes)
     size = sizes[-1] if args.sizes != ",".join(map(str, DEFAULT_SIZES)) else 32
     tile = min(args.tile, size)
+    images = args.images if args.images is not None else 12
+    preset_name = args.preset or DEFAULT_PRESET
     run_id = runinfo.new_run_id()
-    print(f"hepix bench {run_id}: Spark overhead and scaling, {args.images} images at {size}x{size}, "
-          f"{args.preset}, strategy fresh")
-    rows = run_spark_bench(Path(args.out), images=args.images, resize=size, tile=tile, preset_name=args.preset)
-    path = write_rows(rows, Path(args.out) / "bench_spark", run_id, args.preset, args.images, size, tile)
-    print(report(rows, args.preset, args.images, size))
+    print(f"hepix bench {run_id}: Spark overhead and scaling, {images} images at {size}x{size}, "
+          f"{preset_name}, strategy fresh")
+    rows = run_spark_bench(Path(args.out), images=images, resize=size, tile=tile, preset_name=preset_name)
+    path = write_rows(rows, Path(args.out) / "bench_spark", run_id, preset_name, images, size, tile)
+    print(report(rows, preset_name, images, size))
     print(f"\nwrote {path}")
     return 0
+
+
+# --- the packed suite ------------------------------------------------------------------------
+
+def packed_images(image: str | None, count: int, size: int) -> dict:
+    """The packed suite's images, centre-cropped and resized to ``size`` x ``size``, by display name:
+    ``--image``, else USC-SIPI files read in place from ../shared/datasets, else scikit-image samples."""
+    if image:
+        name, pixels = sample_image(image)
+        return {f"{name}@{size}": resize(center_crop(pixels), size)}
+    out = {}
+    folder = DATASETS / "usc-sipi"
+    if folder.is_dir():
+        files = [folder / f for f in PACKED_USC_SIPI if (folder / f).is_file()]
+        files += sorted(p for p in folder.glob("*.tif*") if p not in files)
+        for path in files[:count]:
+            out[f"usc-sipi/{path.name}@{size}"] = resize(center_crop(load_image(path).pixels), size)
+        if out:
+            return out
+    print("no USC-SIPI images in ../shared/datasets/usc-sipi: using scikit-image's sample images")
+    import skimage.data
+    for name in (PACKED_SKIMAGE * (count // len(PACKED_SKIMAGE) + 1))[:count]:
+        out[f"skimage-{name}@{size}"] = resize(center_crop(getattr(skimage.data, name)()), size)
+    return out
+
+
+def run_packed(args) -> int:
+    from hecore.bench_packed import DEFAULT_PRESETS, DEFAULT_REPEATS, run_packed_bench
+
+    sizes = _int_list(args.sizes)
+    size = sizes[-1] if args.sizes != ",".join(map(str, DEFAULT_SIZES)) else PACKED_SIZE
+    count = args.images if args.images is not None else (1 if args.quick else PACKED_IMAGES)
+    repeats = args.repeats if args.repeats is not None else (2 if args.quick else DEFAULT_REPEATS)
+    if count < 1 or repeats < 1 or size < 1:
+        raise SystemExit(f"hepix bench: --images, --repeats and the size must be >= 1, got "
+                         f"{count}, {repeats}, {size}")
+    presets = (args.preset,) if args.preset else DEFAULT_PRESETS
+    if any(preset(p).scheme != "ckks" for p in presets):
+        raise SystemExit(f"hepix bench: the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
+                         f"{args.preset} is not CKKS: choose a CKKS preset")
+    images = packed_images(args.image, count, size)
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    print(f"hepix bench {run_id}: packed layout vs TenSEAL vs pixel full, {', '.join(presets)}, "
+          f"{len(images)} image(s) at {size}x{size}, median of {repeats}, one process, one thread, "
+          f"{runinfo.cores()} cores")
+
+    def progress(m):
+        print(f"  {m.image:<24} {m.implementation:<16} {m.preset:<12} {m.encryption:<9} "
+              f"{m.pixels_per_second:>13,.0f} px/s", flush=True)
+
+    try:
+        measured = run_packed_bench(images, presets=presets, repeats=repeats, progress=progress)
+    except ValueError as e:
+        raise SystemExit(f"hepix bench: {e}")
+    rows = [m.as_dict() for m in measured]
+    common = {
+        "run_id": run_id, "started": started, "machine": runinfo.machine(), "cores": runinfo.cores(),
+        "hepix_version": runinfo.version("hepix"), "git_commit": runinfo.git_commit(),
+    }
+    out = Path(args.out) / "bench_packed"
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{run_id}.parquet.tmp"
+    pq.write_table(pa.Table.from_pylist([{**common, **r} for r in rows], schema=BENCH_PACKED), tmp,
+                   compression="zstd")
+    os.replace(tmp, out / f"{run_id}.parquet")
+
+    print()
+    print(table(rows, [
+        ("image", "image", ""), ("implementation", "implementation", ""), ("preset", "preset", ""),
+        ("encryption", "encryption", ""), ("security", "security", ""), ("ciphertexts", "cts", "d"),
+        ("seconds", "seconds", ".3f"), ("pixels_per_second", "px/s", ",.0f"),
+        ("encrypt_seconds", "enc s", ".3f"), ("serialize_seconds", "ser s", ".3f"),
+        ("bytes_per_pixel", "B/px", ",.1f"), ("vs_tenseal_public", "x TS pub", ".2f"),
+        ("vs_tenseal_symmetric", "x TS sym", ".2f"), ("vs_pixel_full", "x pixel full", ".1f"),
+        ("exact_fraction", "exact", ".4f"),
+    ]))
+    print()
+    print(summary(rows))
+    print(f"\nwrote {out / (run_id + '.parquet')}")
+    return 0
+
+
+def summary(rows: list[dict]) -> str:
+    """Per implementation and configuration, over all images: pixels/s over total seconds, and the
+    ratios' geometric means."""
+    import math
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["implementation"], r["preset"], r["encryption"]), []).append(r)
+
+    def gmean(vals):
+        vals = [v for v in vals if v]
+        return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
+
+    out = []
+    for (impl, pre, enc), rs in groups.items():
+        exact = [r["exact_fraction"] for r in rs if r["exact_fraction"] is not None]
+        out.append({
+            "implementation": impl, "preset": pre, "encryption": enc, "security": rs[0]["security"],
+            "images": len(rs), "pixels_per_second": sum(r["pixels"] for r in rs) / sum(r["seconds"] for r in rs),
+            "bytes_per_pixel": sum(r["bytes"] for r in rs) / sum(r["pixels"] for r in rs),
+            "vs_tenseal_public": gmean(r["vs_tenseal_public"] for r in rs),
+            "vs_tenseal_symmetric": gmean(r["vs_tenseal_symmetric"] for r in rs),
+            "vs_pixel_full": gmean(r["vs_pixel_full"] for r in rs),
+            "exact_fraction": min(exact) if exact else None,
+        })
+    return "all images (px/s over total time; ratios: geometric mean over images; exact: worst image)\n" + table(
+        out, [("implementation", "implementation", ""), ("preset", "preset", ""), ("encryption", "encryption", ""),
+              ("security", "security", ""), ("images", "images", "d"), ("pixels_per_second", "px/s/core", ",.0f"),
+              ("bytes_per_pixel", "B/px", ",.1f"), ("vs_tenseal_public", "x TS pub", ".2f"),
+              ("vs_tenseal_symmetric", "x TS sym", ".2f"), ("vs_pixel_full", "x pixel full", ".1f"),
+              ("exact_fraction", "exact", ".4f")])

@@ -66,6 +66,49 @@ BENCH_SPARK = pa.schema([
     pa.field("workers", pa.string()),                      # JSON: cache rebuilds, python workers, tasks
 ])
 
+#: One row per (implementation, parameters, encryption type, image) of ``hepix bench --suite packed``:
+#: hepix's packed layout against TenSEAL ``ckks_vector`` at equal parameters and against the pixel
+#: layout's ``full`` caching.  ``pixels`` counts channel values (width x height x channels);
+#: ``seconds`` is the median over ``repeats`` single-threaded passes over the image; the ``vs_*``
+#: ratios are pixels/s over the reference's pixels/s on the same image (TenSEAL at the same N).
+BENCH_PACKED = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("hepix_version", pa.string()),
+    pa.field("git_commit", pa.string()),
+    pa.field("implementation", pa.string(), nullable=False),   # hepix-packed | tenseal | hepix-pixel-full
+    pa.field("library", pa.string()),                          # e.g. "TenSEAL 0.3.18"
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("qi_sizes", pa.list_(pa.int32())),
+    pa.field("scale_bits", pa.int32()),
+    pa.field("encryption", pa.string(), nullable=False),       # public | symmetric | cached
+    pa.field("security", pa.string(), nullable=False),         # ind-cpa | leaks
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("width", pa.int32(), nullable=False),
+    pa.field("height", pa.int32(), nullable=False),
+    pa.field("channels", pa.int32(), nullable=False),
+    pa.field("pixels", pa.int64(), nullable=False),
+    pa.field("tile_h", pa.int32()),
+    pa.field("tile_w", pa.int32()),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("repeats", pa.int32(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("pixels_per_second", pa.float64(), nullable=False),
+    pa.field("encrypt_seconds", pa.float64()),                 # encoding + encryption, measured apart
+    pa.field("serialize_seconds", pa.float64()),               # serialization, measured apart
+    pa.field("setup_seconds", pa.float64()),                   # keys, context, cache: not in seconds
+    pa.field("bytes", pa.int64(), nullable=False),             # serialized ciphertext bytes
+    pa.field("bytes_per_pixel", pa.float64(), nullable=False),
+    pa.field("vs_tenseal_public", pa.float64()),
+    pa.field("vs_tenseal_symmetric", pa.float64()),
+    pa.field("vs_pixel_full", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),                  # after decryption and rounding; null: not decrypted
+    pa.field("max_abs_err", pa.float64()),
+])
+
 #: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
@@ -173,6 +216,7 @@ TABLES = {
     "metrics": METRICS,
     "bench_pixel": BENCH_PIXEL,
     "bench_spark": BENCH_SPARK,
+    "bench_packed": BENCH_PACKED,
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are

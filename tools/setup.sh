@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup: Debian packages (only if missing), a virtualenv, the
-# cached Pyfhel wheel, then the project in editable mode with its test extras.
+# cached Pyfhel wheel, then the project in editable mode with its test and bench extras.
 #
 #   tools/setup.sh VENV CACHE_DIR
 set -euo pipefail
@@ -46,6 +46,11 @@ fi
 
 # --- the project -----------------------------------------------------------------
 echo "setup: installing hepix (editable) and its dependencies" >&2
-"$py" -m pip install --quiet -e "$root[test]" >&2
+# The bench extra (TenSEAL, a baseline of `hepix bench --suite packed`) from binary wheels only;
+# where none exists for this Python, hepix is installed without it and that suite skips TenSEAL.
+if ! "$py" -m pip install --quiet --only-binary tenseal -e "$root[test,bench]" >&2; then
+  echo "setup: no TenSEAL wheel for this Python; installing without the bench extra" >&2
+  "$py" -m pip install --quiet -e "$root[test]" >&2
+fi
 "$py" -c 'import Pyfhel, pyspark, numba, hecore' >&2
 echo "setup: done ($("$py" -c 'import Pyfhel,pyspark; print("Pyfhel", Pyfhel.__version__, "/ pyspark", pyspark.__version__)'))" >&2

@@ -1,0 +1,351 @@
+"""Measurements of the packed layout against TenSEAL and against the pixel layout's ``full`` caching.
+
+Everything runs in one process, one thread, on the same images in the same run:
+
+* ``hepix-packed``: :func:`hecore.packed.encrypt_tiles` (a tile channel of up
+  to N/2 pixels per fresh public-key ciphertext, IND-CPA), at each preset; a
+  second pass through :meth:`HEContext.encrypt_vector_timed` splits the time
+  into encoding + encryption and serialization.
+* ``tenseal``: TenSEAL ``ckks_vector`` at the same N, primes and scale, on
+  the same tiles (N/2 values per vector), with public-key and with symmetric
+  (secret-key) encryption.  TenSEAL is a comparison baseline, imported lazily;
+  without it those rows are skipped with a logged message.
+* ``hepix-pixel-full``: the pixel layout's ``full`` caching (iCHEETAH's
+  fastest mode; it leaks) at ``paper-4096``, the baseline of the issue's goal
+  "packed >= 100x the paper's fastest pixel mode, at IND-CPA".
+
+The packed measurements are repeated round-robin (every implementation once
+per round, so machine noise hits them alike) and the median is reported.
+Ratios on the same image, never absolute timings, are what hepix claims.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from .bench import DEFAULT_TILE as PIXEL_TILE
+from .ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS
+from .context import HEContext
+from .kernels import warm_up
+from .packed import decrypt_tiles as packed_decrypt_tiles
+from .packed import default_tile
+from .packed import encrypt_tiles as packed_encrypt_tiles
+from .params import Params, preset
+from .pixel import channel_plane
+from .pixel import encrypt_tiles as pixel_encrypt_tiles
+from .quality import compare
+from .strategies import make_strategy
+from .tiling import tile_image, untile_channels
+
+log = logging.getLogger(__name__)
+
+HEPIX_PACKED = "hepix-packed"
+TENSEAL = "tenseal"
+PIXEL_FULL = "hepix-pixel-full"
+
+DEFAULT_PRESETS = ("paper-4096", "tenseal-8192")
+#: The pixel-layout baseline runs at the paper's parameters.
+BASELINE_PRESET = "paper-4096"
+DEFAULT_REPEATS = 5
+
+
+@dataclass
+class PackedMeasurement:
+    """One implementation at one parameter set and encryption type on one image
+    (see ``schemas.tables.BENCH_PACKED``)."""
+
+    implementation: str
+    library: str
+    preset: str
+    n: int
+    qi_sizes: list
+    scale_bits: int
+    encryption: str            # public | symmetric | cached
+    security: str              # ind-cpa | leaks
+    image: str
+    width: int
+    height: int
+    channels: int
+    pixels: int                # width * height * channels: one value per channel of a pixel
+    tile_h: int
+    tile_w: int
+    ciphertexts: int
+    repeats: int
+    seconds: float             # median over the repeats
+    pixels_per_second: float
+    encrypt_seconds: float | None    # encoding + encryption (median), when measured apart
+    serialize_seconds: float | None  # serialization (median), when measured apart
+    setup_seconds: float       # keys / context / cache, not in ``seconds``
+    bytes: int
+    bytes_per_pixel: float
+    exact_fraction: float | None = None
+    max_abs_err: float | None = None
+    vs_tenseal_public: float | None = None
+    vs_tenseal_symmetric: float | None = None
+    vs_pixel_full: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Run:
+    """What one timed pass over one image produced."""
+
+    seconds: float
+    encrypt_seconds: float | None
+    serialize_seconds: float | None
+    ciphertexts: int
+    nbytes: int
+    payload: object            # enough to decrypt the pass's ciphertexts afterwards
+
+
+class _Impl:
+    """One implementation at one parameter set: a timed pass, and a decryption of a pass."""
+
+    implementation: str
+    library: str
+    encryption: str
+    security: str
+    params: Params
+    tile: tuple[int, int]
+    setup_seconds: float = 0.0
+
+    def once(self, image: np.ndarray) -> _Run:
+        raise NotImplementedError
+
+    def decrypt(self, image: np.ndarray, payload) -> np.ndarray | None:
+        return None
+
+    @property
+    def label(self) -> str:
+        return f"{self.implementation} {self.params.name} {self.encryption}"
+
+
+class _HepixPacked(_Impl):
+    implementation = HEPIX_PACKED
+    encryption = "public"
+    security = SECURITY_IND_CPA
+
+    def __init__(self, params: Params):
+        from importlib import metadata
+
+        t = time.perf_counter()
+        self.ctx, _secret = HEContext.generate(params)   # throwaway keys, never written anywhere
+        self.setup_seconds = time.perf_counter() - t
+        self.params = params
+        self.tile = default_tile(params)
+        self.library = f"hepix / Pyfhel {metadata.version('Pyfhel')}"
+
+    def once(self, image):
+        th, tw = self.tile
+        t = time.perf_counter()
+        grid, produce = packed_encrypt_tiles(image, self.ctx, th, tw)
+        tiles = list(produce)
+        seconds = time.perf_counter() - t
+        # The split, through the same HEContext call encrypt_plane makes, timed inside.
+        enc = ser = 0.0
+        _grid, plain = tile_image(image, th, tw)
+        for tl in plain:
+            for c in range(_grid.channels):
+                _ct, e, s = self.ctx.encrypt_vector_timed(
+                    np.asarray(channel_plane(tl.pixels, c), dtype=np.float64).reshape(-1))
+                enc += e
+                ser += s
+        return _Run(seconds, enc, ser, len(tiles), sum(len(pt.ct) for pt in tiles), (grid, tiles))
+
+    def decrypt(self, image, payload):
+        grid, tiles = payload
+        return packed_decrypt_tiles(self.ctx, grid, tiles)
+
+
+class _TenSEAL(_Impl):
+    implementation = TENSEAL
+    security = SECURITY_IND_CPA
+
+    def __init__(self, ts, params: Params, symmetric: bool):
+        t = time.perf_counter()
+        kind = ts.ENCRYPTION_TYPE.SYMMETRIC if symmetric else ts.ENCRYPTION_TYPE.ASYMMETRIC
+        self.tctx = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=params.n,
+                               coeff_mod_bit_sizes=list(params.qi_sizes), encryption_type=kind, n_threads=1)
+        self.tctx.global_scale = 2.0 ** params.scale_bits
+        self.setup_seconds = time.perf_counter() - t
+        self.ts = ts
+        self.params = params
+        self.tile = default_tile(params)
+        self.encryption = "symmetric" if symmetric else "public"
+        self.library = f"TenSEAL {getattr(ts, '__version__', '?')}"
+
+    def once(self, image):
+        ts, tctx = self.ts, self.tctx
+        th, tw = self.tile
+        enc = ser = 0.0
+        out = []
+        t = time.perf_counter()
+        grid, tiles = tile_image(image, th, tw)
+        for tl in tiles:
+            for c in range(grid.channels):
+                values = channel_plane(tl.pixels, c).reshape(-1).astype(np.float64).tolist()
+                t0 = time.perf_counter()
+                vec = ts.ckks_vector(tctx, values)
+                t1 = time.perf_counter()
+                data = vec.serialize()
+                t2 = time.perf_counter()
+                enc += t1 - t0
+                ser += t2 - t1
+                out.append((tl, c, data))
+        seconds = time.perf_counter() - t
+        return _Run(seconds, enc, ser, len(out), sum(len(d) for _, _, d in out), (grid, out))
+
+    def decrypt(self, image, payload):
+        grid, out = payload
+        th, tw = self.tile
+        return untile_channels(grid, (
+            (tl, c, np.asarray(self.ts.ckks_vector_from(self.tctx, d).decrypt(), dtype=np.float64)
+             [: th * tw].reshape(th, tw))
+            for tl, c, d in out))
+
+
+class _PixelFull(_Impl):
+    implementation = PIXEL_FULL
+    encryption = "cached"
+    security = SECURITY_LEAKS
+
+    def __init__(self, ctx: HEContext, tile: int = PIXEL_TILE):
+        from importlib import metadata
+
+        self.ctx = ctx
+        self.params = ctx.params
+        self.tile = (tile, tile)
+        self.strategy = make_strategy("full", ctx, allow_leaky=True).prepare()
+        self.setup_seconds = self.strategy.setup_seconds
+        self.library = f"hepix / Pyfhel {metadata.version('Pyfhel')} + numba"
+
+    def warm(self, image):
+        _grid, produce = pixel_encrypt_tiles(image, self.strategy, *self.tile, reuse_buffer=True)
+        next(produce)
+
+    def once(self, image):
+        # As hecore.bench measures it: the output buffer is reused tile after tile (each
+        # tile's ciphertexts would be written out before the next), nothing kept.
+        count = nbytes = 0
+        t = time.perf_counter()
+        _grid, produce = pixel_encrypt_tiles(image, self.strategy, *self.tile, reuse_buffer=True)
+        for pt in produce:
+            count += len(pt.batch)
+            nbytes += pt.batch.nbytes
+        seconds = time.perf_counter() - t
+        return _Run(seconds, None, None, count, nbytes, None)
+
+
+def import_tenseal():
+    """The ``tenseal`` module, or None (with the reason logged) when it cannot be imported."""
+    try:
+        import tenseal
+    except Exception as e:   # ImportError, or a broken binary wheel
+        log.warning("TenSEAL rows skipped: tenseal cannot be imported (%s: %s); "
+                    "install it with pip install 'hepix[bench]'", type(e).__name__, e)
+        return None
+    return tenseal
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
+                     repeats: int = DEFAULT_REPEATS, tenseal: bool = True, pixel_full: bool = True,
+                     progress: Callable[[PackedMeasurement], None] | None = None) -> list[PackedMeasurement]:
+    """Measure every implementation on every image (keyed by a display name); see the module docstring.
+
+    Ratio columns compare ``pixels_per_second`` on the same image: ``vs_tenseal_*``
+    with TenSEAL at the same N, ``vs_pixel_full`` with the pixel ``full`` row.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    params = [preset(p) if isinstance(p, str) else p for p in presets]
+    for p in params:
+        if p.scheme != "ckks":
+            raise ValueError(f"the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
+                             f"{p.name} is {p.scheme.upper()}: choose a CKKS preset")
+    impls: list[_Impl] = [_HepixPacked(p) for p in params]
+    ts = import_tenseal() if tenseal else None
+    if ts is not None:
+        impls += [_TenSEAL(ts, p, symmetric) for p in params for symmetric in (False, True)]
+    full = None
+    if pixel_full:
+        base = next((i.ctx for i in impls if isinstance(i, _HepixPacked) and i.params.name == BASELINE_PRESET),
+                    None)
+        if base is None:
+            base, _secret = HEContext.generate(preset(BASELINE_PRESET))
+        warm_up()
+        full = _PixelFull(base)
+
+    rows: list[PackedMeasurement] = []
+    for name, image in images.items():
+        image = np.ascontiguousarray(image)
+        small = image[: min(8, image.shape[0]), : min(8, image.shape[1])]
+        for impl in impls:          # warm-up: lazy initialisation is not what we time
+            impl.once(small)
+        runs: dict[int, list[_Run]] = {id(i): [] for i in impls}
+        for _ in range(repeats):
+            for impl in impls:
+                done = runs[id(impl)]
+                if done:
+                    done[-1].payload = None     # only the last pass is decrypted
+                done.append(impl.once(image))
+        measured = [(impl, runs[id(impl)]) for impl in impls]
+        if full is not None:
+            full.warm(image)
+            measured.append((full, [full.once(image)]))
+
+        image_rows = []
+        for impl, rs in measured:
+            last = rs[-1]
+            seconds = _median([r.seconds for r in rs])
+            pixels = int(image.size)
+            m = PackedMeasurement(
+                implementation=impl.implementation, library=impl.library, preset=impl.params.name,
+                n=impl.params.n, qi_sizes=list(impl.params.qi_sizes), scale_bits=impl.params.scale_bits,
+                encryption=impl.encryption, security=impl.security, image=name,
+                width=int(image.shape[1]), height=int(image.shape[0]),
+                channels=1 if image.ndim == 2 else int(image.shape[2]), pixels=pixels,
+                tile_h=impl.tile[0], tile_w=impl.tile[1], ciphertexts=last.ciphertexts, repeats=len(rs),
+                seconds=seconds, pixels_per_second=pixels / seconds,
+                encrypt_seconds=_median([r.encrypt_seconds for r in rs]),
+                serialize_seconds=_median([r.serialize_seconds for r in rs]),
+                setup_seconds=impl.setup_seconds, bytes=last.nbytes, bytes_per_pixel=last.nbytes / pixels,
+            )
+            decrypted = impl.decrypt(image, last.payload)
+            if decrypted is not None:
+                q = compare(image, decrypted)
+                m.exact_fraction, m.max_abs_err = q.exact_fraction, q.max_abs_err
+            image_rows.append(m)
+
+        _fill_ratios(image_rows)
+        for m in image_rows:
+            if progress:
+                progress(m)
+        rows += image_rows
+    return rows
+
+
+def _fill_ratios(rows: list[PackedMeasurement]) -> None:
+    """Ratios of pixels/s to the references measured on the same image."""
+    def ref(implementation, encryption, n=None):
+        return next((r.pixels_per_second for r in rows if r.implementation == implementation
+                     and r.encryption == encryption and (n is None or r.n == n)), None)
+
+    full = ref(PIXEL_FULL, "cached")
+    for r in rows:
+        pub, sym = ref(TENSEAL, "public", r.n), ref(TENSEAL, "symmetric", r.n)
+        if r.implementation != PIXEL_FULL:
+            r.vs_tenseal_public = r.pixels_per_second / pub if pub else None
+            r.vs_tenseal_symmetric = r.pixels_per_second / sym if sym else None
+        r.vs_pixel_full = r.pixels_per_second / full if full else None
