@@ -6,6 +6,7 @@ Layout of a key directory (created with mode 0700)::
     context.bin       the Pyfhel/SEAL context (zstd)
     public.key        public key (zstd)
     relin.key         relinearisation key, when the parameters allow key switching
+    rotate.key        Galois (rotation) keys, likewise, unless made with rotations=False
     secret.key        the secret key, mode 0600 -- only on the data owner's side
 
 :func:`load_public` reads only the public files: it never opens ``secret.key``,
@@ -64,8 +65,13 @@ def _write_private(path: Path, data: bytes, mode: int) -> None:
     os.chmod(path, mode)  # umask may have narrowed it; make it exactly ``mode``
 
 
-def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False) -> KeyInfo:
-    """Generate keys for ``params`` into a new key directory ``out``."""
+def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False, rotations: bool = True) -> KeyInfo:
+    """Generate keys for ``params`` into a new key directory ``out``.
+
+    ``rotations=False`` leaves out the Galois keys (tens of MB at N=8192): the
+    pixel layout and the packed pointwise ops do not need them, the packed
+    mean filter and matching do.
+    """
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
@@ -76,12 +82,14 @@ def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False) -
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(out, 0o700)
-    ctx, secret = HEContext.generate(params)
+    ctx, secret = HEContext.generate(params, rotations=rotations)
     pub = ctx.public
     _write_private(out / CONTEXT, pub.context, 0o644)
     _write_private(out / PUBLIC, pub.public_key, 0o644)
     if pub.relin_key is not None:
         _write_private(out / RELIN, pub.relin_key, 0o644)
+    if pub.rotate_key is not None:
+        _write_private(out / ROTATE, pub.rotate_key, 0o644)
     _write_private(out / SECRET, secret, 0o600)
     info = KeyInfo(params=params, fingerprint=ctx.fingerprint,
                    created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_secret=True)
@@ -133,19 +141,23 @@ def _read(keys: Path, name: str, required: bool = True) -> bytes | None:
     return path.read_bytes()
 
 
-def read_public(keys: str | os.PathLike) -> PublicMaterial:
-    """The public material of a key directory, checked against its recorded fingerprint."""
+def read_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> PublicMaterial:
+    """The public material of a key directory, checked against its recorded fingerprint.
+
+    ``eval_keys=False`` leaves the relinearisation and rotation keys unread
+    (encryption does not need them; they are the bulk of the directory).
+    """
     keys = Path(keys)
     info = read_info(keys)
     material = PublicMaterial(
         params=info.params,
         context=_read(keys, CONTEXT),
         public_key=_read(keys, PUBLIC),
-        relin_key=_read(keys, RELIN, required=False),
-        rotate_key=_read(keys, ROTATE, required=False),
+        relin_key=_read(keys, RELIN, required=False) if eval_keys else None,
+        rotate_key=_read(keys, ROTATE, required=False) if eval_keys else None,
     )
     recorded = json.loads((keys / MANIFEST).read_text()).get("sha256", {})
-    for name in PUBLIC_FILES:
+    for name in PUBLIC_FILES if eval_keys else (CONTEXT, PUBLIC):
         data = {CONTEXT: material.context, PUBLIC: material.public_key,
                 RELIN: material.relin_key, ROTATE: material.rotate_key}[name]
         if (data is None) != (name not in recorded) or (
@@ -163,9 +175,12 @@ def read_public(keys: str | os.PathLike) -> PublicMaterial:
     return material
 
 
-def load_public(keys: str | os.PathLike) -> HEContext:
-    """A context that can encrypt and evaluate but not decrypt.  Never opens ``secret.key``."""
-    return HEContext.from_public(read_public(keys))
+def load_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> HEContext:
+    """A context that can encrypt and evaluate but not decrypt.  Never opens ``secret.key``.
+
+    ``eval_keys=False``: encryption only (no relinearisation or rotation keys loaded).
+    """
+    return HEContext.from_public(read_public(keys, eval_keys=eval_keys))
 
 
 def load_secret(keys: str | os.PathLike) -> HEContext:

@@ -1,9 +1,11 @@
-"""Image operations on encrypted pixels (iCHEETAH §4.4): brightness, watermark, mean filter.
+"""Image operations on encrypted pixels (iCHEETAH §4.4): brightness, contrast, watermark, mean filter.
 
 Every operation exists twice: ``apply_plain`` is the plaintext reference on a
 float image, and the functions at the bottom of this module do the same on
 the ciphertexts of the pixel layout (one CKKS ciphertext per pixel value per
 channel, :mod:`hecore.pixel`), working on the serialized bytes directly.
+The packed layout's versions are in :mod:`hecore.packed_ops`; matching
+(distances between images) is in :mod:`hecore.matching`.
 
 How the encrypted side works
 ----------------------------
@@ -38,6 +40,11 @@ with): the true value of a ciphertext is ``decrypt(ct) x post_scale``.
   (decrypted) value: :func:`constant_word` does that division.
 * The key holder applies ``post_scale`` after decryption
   (:meth:`Finish.apply`).
+* A contrast change ``F (x - 128) + 128`` is the same idea the other way
+  round: the multiplication by the public factor ``F`` is a change of
+  ``post_scale`` (x ``F``), and ``128 (1 - F)`` is an added constant.  A
+  plaintext factor commutes with decryption, so nothing is lost by applying
+  it there, and no level is spent (CKKS does the same with its own scale).
 
 Why: the result is exact for every ``k`` (the raw values of integer pixels
 stay integers, so after decryption they can be rounded to integers *before*
@@ -79,7 +86,7 @@ from .ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextLayout
 from .kernels import add_constant_c0, linear_combination
 
 __all__ = [
-    "Brightness", "Watermark", "MeanFilter", "Op", "parse_op", "parse_ops", "reference",
+    "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops", "reference",
     "Finish", "finish_for", "constant_word", "add_constant", "apply_pointwise",
     "window_offsets", "window_multiplicities", "mean_filter_tile", "halo_tiles",
     "MissingNeighbour", "MAX_MEAN_K",
@@ -88,6 +95,12 @@ __all__ = [
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
 #: :func:`~hecore.kernels.linear_combination` takes int16 multiplicities.
 MAX_MEAN_K = 181
+
+#: The fixed point of :class:`Contrast`.
+MID_GREY = 128
+
+#: Contrast factors hepix accepts (a factor is a change of post_scale; 0 would lose the image).
+CONTRAST_RANGE = (1.0 / 256, 256.0)
 
 #: Largest |constant| (in units of 1/Delta) :func:`constant_word` accepts.
 _CONSTANT_BOUND = 2**62
@@ -158,6 +171,45 @@ class Brightness:
 
     def apply_plain(self, img: np.ndarray) -> np.ndarray:
         return _as_image(img) + self.b
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Scale every pixel value about mid-grey: ``F (x - 128) + 128`` (seed 001's adjustment family).
+
+    Encrypted: ``post_scale`` is multiplied by ``F`` (free, exact) and
+    ``128 (1 - F)`` is added as a constant, see the module doc.
+    """
+
+    f: float
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    halo: ClassVar[int] = 0
+    pointwise: ClassVar[bool] = True
+
+    def __post_init__(self):
+        f = _check_finite("contrast factor F", self.f)
+        lo, hi = CONTRAST_RANGE
+        if not lo <= f <= hi:
+            raise ValueError(f"contrast factor F={f} must lie in [{lo}, {hi:g}] (1 keeps the image)")
+        object.__setattr__(self, "f", f)
+
+    @property
+    def spec(self) -> str:
+        return f"contrast:{_fmt(self.f)}"
+
+    @property
+    def post_scale_factor(self) -> float:
+        return self.f
+
+    @property
+    def value(self) -> float:
+        """The constant added to the true value after the scaling."""
+        return MID_GREY * (1.0 - self.f)
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        return (_as_image(img) - MID_GREY) * self.f + MID_GREY
 
 
 @dataclass(frozen=True)
@@ -251,13 +303,14 @@ class MeanFilter:
         return total / (self.k * self.k)
 
 
-Op = Union[Brightness, Watermark, MeanFilter]
+Op = Union[Brightness, Contrast, Watermark, MeanFilter]
 
-_FORMS = "'brightness:B', 'watermark:X,Y,V' or 'meanfilter:K'"
+_FORMS = "'brightness:B', 'contrast:F', 'watermark:X,Y,V' or 'meanfilter:K'"
 _NUM = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*"
 _INT = r"\s*(\d+)\s*"
 _PATTERNS = {
     "brightness": (re.compile(f"^{_NUM}$"), "'brightness:B' with B a number, e.g. brightness:50"),
+    "contrast": (re.compile(f"^{_NUM}$"), "'contrast:F' with F a factor in [1/256, 256], e.g. contrast:1.5"),
     "watermark": (re.compile(f"^{_INT},{_INT},{_NUM}$"),
                   "'watermark:X,Y,V' with X (column) and Y (row) integers >= 0 and V a number, "
                   "e.g. watermark:10,20,5"),
@@ -280,6 +333,8 @@ def parse_op(spec: str) -> Op:
     try:
         if name == "brightness":
             return Brightness(float(m.group(1)))
+        if name == "contrast":
+            return Contrast(float(m.group(1)))
         if name == "watermark":
             return Watermark(int(m.group(1)), int(m.group(2)), float(m.group(3)))
         return MeanFilter(int(m.group(1)))
@@ -292,6 +347,31 @@ def parse_ops(specs: Sequence[str]) -> list[Op]:
     if isinstance(specs, str):
         raise ValueError(f"parse_ops takes a list of specs, got the single string {specs!r}")
     return [parse_op(s) for s in specs]
+
+
+def raw_range(ops: Sequence[Op], lo: float = 0.0, hi: float = 255.0) -> tuple[float, float]:
+    """Bounds of the *raw* (decrypted, before ``post_scale``) values after ``ops`` on pixels in [lo, hi].
+
+    What the parameter checks and the distance normalisation need: the mean
+    filter multiplies raw values by up to ``k^2`` (deferred division),
+    constants shift them by ``value / post_scale``, a contrast changes only
+    ``post_scale``.
+    """
+    ps = 1.0
+    for op in ops:
+        if isinstance(op, MeanFilter):
+            lo, hi = lo * op.k * op.k, hi * op.k * op.k
+            ps /= op.k * op.k
+        elif isinstance(op, Contrast):
+            ps *= op.f
+            lo, hi = lo + op.value / ps, hi + op.value / ps
+        elif isinstance(op, Brightness):
+            lo, hi = lo + op.b / ps, hi + op.b / ps
+        elif isinstance(op, Watermark):
+            lo, hi = min(lo, lo + op.v / ps), max(hi, hi + op.v / ps)
+        else:
+            raise TypeError(f"not an operation: {op!r}")
+    return lo, hi
 
 
 def reference(img_uint8: np.ndarray, ops: Sequence[Op]) -> np.ndarray:
@@ -361,6 +441,9 @@ def finish_for(ops: Sequence[Op]) -> Finish:
             ps /= op.k * op.k
         elif isinstance(op, Brightness):
             offset += Fraction(op.b) / ps
+        elif isinstance(op, Contrast):
+            ps *= Fraction(op.f)
+            offset += Fraction(MID_GREY) * (1 - Fraction(op.f)) / ps
         elif isinstance(op, Watermark):
             w = Fraction(op.v) / ps
             if w:
@@ -446,10 +529,13 @@ def add_constant(batch: CiphertextBatch, layout: CiphertextLayout, value: float,
 
 def apply_pointwise(batch: CiphertextBatch, layout: CiphertextLayout, op: Op, positions: np.ndarray,
                     post_scale: float, scale_bits: int) -> CiphertextBatch:
-    """Apply a :class:`Brightness` (every ciphertext) or :class:`Watermark` (the ciphertexts at its pixel).
+    """Apply a :class:`Brightness` (every ciphertext), :class:`Contrast` (every ciphertext) or
+    :class:`Watermark` (the ciphertexts at its pixel).
 
     ``positions`` is an ``(len(batch), 2)`` integer array of each ciphertext's
-    absolute pixel ``(py, px)``; ``post_scale`` the pipeline's current one.
+    absolute pixel ``(py, px)``; ``post_scale`` the pipeline's current one,
+    *before* the op (a contrast multiplies it by ``F``: the caller records
+    ``post_scale x op.post_scale_factor`` with the result).
     A batch without the watermark pixel comes back as an unchanged copy.
     """
     positions = np.asarray(positions)
@@ -457,10 +543,12 @@ def apply_pointwise(batch: CiphertextBatch, layout: CiphertextLayout, op: Op, po
         raise ValueError(f"positions has shape {positions.shape}; expected ({len(batch)}, 2)")
     if isinstance(op, Brightness):
         return add_constant(batch, layout, op.b, post_scale, scale_bits)
+    if isinstance(op, Contrast):
+        return add_constant(batch, layout, op.value, post_scale * op.f, scale_bits)
     if isinstance(op, Watermark):
         mask = (positions[:, 0] == op.y) & (positions[:, 1] == op.x)
         return add_constant(batch, layout, op.v, post_scale, scale_bits, mask=mask)
-    raise ValueError(f"{op!r} is not a pointwise operation (brightness or watermark)")
+    raise ValueError(f"{op!r} is not a pointwise operation (brightness, contrast or watermark)")
 
 
 # --- encrypted side: the mean filter -----------------------------------------------------------

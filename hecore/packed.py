@@ -7,9 +7,12 @@ The whole tile is encrypted, edge padding included: the padded values are
 the image's border pixels repeated, which is exactly what a clamped-border
 filter needs beyond the image, and the row stride stays ``tile_w``.
 
-This module is the core of the packed layout only; the operations on packed
-ciphertexts (rotations for the mean filter, slot masks for the watermark)
-and its place in the Spark jobs come with the packed-layout issue.
+With a halo of ``r`` (what a filter of reach ``r`` needs, see
+:mod:`hecore.packed_ops`), the ciphertext holds the tile's block grown by
+``r`` on every side, ``(tile_h + 2r) x (tile_w + 2r)`` slots, and the tile's
+own pixels start at slot ``r * (tile_w + 2r) + r``.
+
+CKKS encrypts the values as reals; BFV/BGV as exact integers (pixels are).
 """
 from __future__ import annotations
 
@@ -39,24 +42,32 @@ class PackedTile:
     channel: int
     ct: bytes
     security: str = SECURITY_IND_CPA
+    halo: int = 0
 
 
-def check_tile_fits(params: Params, tile_h: int, tile_w: int) -> None:
-    """Raise :class:`InvalidParameters` if a tile has more pixels than the ring has slots."""
-    need = tile_h * tile_w
+def check_tile_fits(params: Params, tile_h: int, tile_w: int, halo: int = 0) -> None:
+    """Raise :class:`InvalidParameters` if a tile (with its halo) has more pixels than the ring has slots."""
+    bh, bw = tile_h + 2 * halo, tile_w + 2 * halo
+    need = bh * bw
     if need > params.slots:
-        fits = sorted((p.slots, name) for name, p in PRESETS.items() if p.slots >= need)
-        hint = f"use a preset with at least {need} slots ({fits[0][1]})" if fits else "use smaller tiles"
+        fits = sorted((p.slots, p.total_bits, name) for name, p in PRESETS.items()
+                      if p.slots >= need and p.scheme == params.scheme)
+        hint = f"use a preset with at least {need} slots ({fits[0][2]})" if fits else "use smaller tiles"
+        with_halo = f" (with a halo of {halo}: {bh}x{bw})" if halo else ""
         raise InvalidParameters(
-            f"a {tile_h}x{tile_w} tile has {need} pixels but {params.name} ({params.describe()}) has "
+            f"a {tile_h}x{tile_w} tile{with_halo} has {need} pixels but {params.name} ({params.describe()}) has "
             f"{params.slots} slots per ciphertext; {hint} or tiles of at most {params.slots} pixels"
         )
 
 
-def default_tile(params: Params) -> tuple[int, int]:
-    """The largest power-of-two tile (height <= width) that fills the slots: 32x64 for N=4096."""
+def default_tile(params: Params, halo: int = 0) -> tuple[int, int]:
+    """The tile whose block (tile + halo) is the largest power-of-two rectangle (height <= width)
+    that fills the slots: 32x64 for N=4096, 30x62 with a halo of 1."""
     h = 1 << (params.slots.bit_length() - 1) // 2
-    return h, params.slots // h
+    w = params.slots // h
+    if min(h, w) <= 2 * halo:
+        raise InvalidParameters(f"a halo of {halo} leaves no room in {params.name}'s {h}x{w} blocks")
+    return h - 2 * halo, w - 2 * halo
 
 
 def encrypt_plane(ctx: HEContext, plane: np.ndarray) -> bytes:
@@ -64,23 +75,30 @@ def encrypt_plane(ctx: HEContext, plane: np.ndarray) -> bytes:
     return ctx.encrypt_vector(np.asarray(plane, dtype=np.float64).reshape(-1))
 
 
-def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int
+def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int, halo: int = 0
                   ) -> tuple[TileGrid, Iterator[PackedTile]]:
     """Encrypt an 8-bit L or RGB image tile by tile, channel by channel; a lazy iterator like
     :func:`hecore.pixel.encrypt_tiles`, one fresh ciphertext per tile and channel."""
-    check_tile_fits(ctx.params, tile_h, tile_w)
-    grid, tiles = tile_image(pixels, tile_h, tile_w)
+    check_tile_fits(ctx.params, tile_h, tile_w, halo)
+    grid, tiles = tile_image(pixels, tile_h, tile_w, halo)
 
     def produce() -> Iterator[PackedTile]:
         for t in tiles:
             for c in range(grid.channels):
-                yield PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, encrypt_plane(ctx, channel_plane(t.pixels, c)))
+                ct = encrypt_plane(ctx, channel_plane(t.pixels, c))
+                yield PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, ct, halo=halo)
 
     return grid, produce()
 
 
+def decrypt_block(ctx: HEContext, ct, tile_h: int, tile_w: int, halo: int = 0) -> np.ndarray:
+    """The tile's ``tile_h x tile_w`` raw values (halo cut off) of one packed ciphertext."""
+    bh, bw = tile_h + 2 * halo, tile_w + 2 * halo
+    block = ctx.decrypt_slots(ct, bh * bw).reshape(bh, bw)
+    return block[halo:halo + tile_h, halo:halo + tile_w]
+
+
 def decrypt_tiles(ctx: HEContext, grid: TileGrid, tiles) -> np.ndarray:
-    """Decrypt packed tiles into a float image of the grid's size (values before rounding)."""
-    count = grid.tile_h * grid.tile_w
+    """Decrypt packed tiles into a float image of the grid's size (raw values before rounding)."""
     return untile_channels(grid, (
-        (pt, pt.channel, ctx.decrypt_slots(pt.ct, count).reshape(grid.tile_h, grid.tile_w)) for pt in tiles))
+        (pt, pt.channel, decrypt_block(ctx, pt.ct, grid.tile_h, grid.tile_w, pt.halo)) for pt in tiles))

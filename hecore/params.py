@@ -18,12 +18,20 @@ HE_STANDARD_128 = {1024: 27, 2048: 54, 4096: 109, 8192: 218, 16384: 438, 32768: 
 
 STANDARD_NAME = "HomomorphicEncryption.org standard, 128-bit classical, ternary secret"
 
-SCHEMES = ("ckks",)
+SCHEMES = ("ckks", "bfv", "bgv")
+
+#: Schemes whose slots hold integers modulo the plaintext modulus ``t`` (exact arithmetic).
+INTEGER_SCHEMES = ("bfv", "bgv")
 
 
 @dataclass(frozen=True)
 class Params:
-    """CKKS parameters: ring degree ``n``, prime sizes ``qi_sizes`` and scale 2^``scale_bits``.
+    """Scheme parameters: ring degree ``n``, prime sizes ``qi_sizes``, and the encoding.
+
+    CKKS encodes real values at scale 2^``scale_bits`` (``plain_modulus_bits`` is 0);
+    BFV and BGV encode integers modulo a batching prime ``t`` of
+    ``plain_modulus_bits`` bits (``scale_bits`` is 0), which makes their
+    arithmetic exact as long as values stay within ``±t/2``.
 
     The last prime of ``qi_sizes`` is SEAL's special (key-switching) prime and
     is not stored in ciphertexts; the others are the data primes.  With a
@@ -37,6 +45,7 @@ class Params:
     scale_bits: int
     security_bits: int = 128
     name: str = field(default="custom", compare=False)
+    plain_modulus_bits: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "qi_sizes", tuple(int(q) for q in self.qi_sizes))
@@ -57,6 +66,20 @@ class Params:
     @property
     def supports_keyswitching(self) -> bool:
         return len(self.qi_sizes) > 1
+
+    @property
+    def is_integer(self) -> bool:
+        """True for BFV/BGV (exact integers mod t), False for CKKS (approximate reals)."""
+        return self.scheme in INTEGER_SCHEMES
+
+    @property
+    def depth(self) -> int:
+        """CKKS: how many rescales a fresh ciphertext affords (data primes - 1).
+
+        BFV/BGV have no levels to spend; their multiplications cost noise
+        budget instead, and :mod:`hecore.planner` holds what each preset affords.
+        """
+        return self.data_primes - 1 if not self.is_integer else 0
 
     def validate(self) -> "Params":
         """Raise :class:`InvalidParameters` or :class:`WeakParameters`; return self."""
@@ -81,6 +104,17 @@ class Params:
                 f"{self.total_bits} bits exceeds the bound of {bound} bits for N={self.n} "
                 f"({STANDARD_NAME}); use fewer or smaller primes, or N={2 * self.n}"
             )
+        if self.is_integer:
+            if not 17 <= self.plain_modulus_bits <= 60:
+                raise InvalidParameters(
+                    f"{self.scheme.upper()} needs a plaintext modulus of 17..60 bits (plain_modulus_bits), "
+                    f"got {self.plain_modulus_bits}"
+                )
+            if self.scale_bits:
+                raise InvalidParameters(f"{self.scheme.upper()} has no scale; scale_bits must be 0, got {self.scale_bits}")
+            return self
+        if self.plain_modulus_bits:
+            raise InvalidParameters("CKKS has no plaintext modulus; plain_modulus_bits must be 0")
         top = max(self.qi_sizes[: self.data_primes])
         if self.scale_bits >= top:
             raise InvalidParameters(
@@ -89,7 +123,8 @@ class Params:
         return self
 
     def describe(self) -> str:
-        return f"{self.scheme.upper()} N={self.n} qi={list(self.qi_sizes)} scale=2^{self.scale_bits}"
+        enc = f"t={self.plain_modulus_bits} bits" if self.is_integer else f"scale=2^{self.scale_bits}"
+        return f"{self.scheme.upper()} N={self.n} qi={list(self.qi_sizes)} {enc}"
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -102,7 +137,7 @@ class Params:
             return cls(
                 scheme=d["scheme"], n=int(d["n"]), qi_sizes=tuple(d["qi_sizes"]),
                 scale_bits=int(d["scale_bits"]), security_bits=int(d.get("security_bits", 128)),
-                name=d.get("name", "custom"),
+                name=d.get("name", "custom"), plain_modulus_bits=int(d.get("plain_modulus_bits", 0)),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidParameters(f"malformed parameter record {d!r}: {e}") from e
@@ -111,6 +146,8 @@ class Params:
         """Bytes that identify the parameters (the name is a label and is left out)."""
         d = self.to_json()
         d.pop("name")
+        if not d["plain_modulus_bits"]:
+            d.pop("plain_modulus_bits")      # CKKS keys made before BFV existed keep their fingerprint
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def digest(self) -> str:
@@ -126,9 +163,22 @@ PRESETS: dict[str, Params] = {
         Params("ckks", 4096, (40, 30, 39), 30, name="paper-4096"),
         # Seed 001 (TenSEAL study): N = 8192, [60, 40, 40, 60], scale 2^40.
         Params("ckks", 8192, (60, 40, 40, 60), 40, name="tenseal-8192"),
+        # Matching with L1 (an approximation of |x|, see hecore.matching): four data primes,
+        # the 218-bit maximum with a 38-bit special prime.
+        Params("ckks", 8192, (60, 40, 40, 40, 38), 40, name="match-8192"),
         # The smallest ring that serves add-only pixel work: N = 2048, one 54-bit prime
         # (exactly the 128-bit bound).  No key switching, so no rotations/relinearisation.
         Params("ckks", 2048, (54,), 30, name="addonly-2048"),
+        # Exact integer arithmetic (seeds 001 and 004 compare it with CKKS).  N = 4096 with
+        # SEAL's default 109-bit modulus and t of 20 bits: brightness, watermark and the
+        # mean filter's sums (|values| < t/2 = 2^19); one multiplication leaves ~13 bits of
+        # noise budget, too little for a distance, so:
+        Params("bfv", 4096, (36, 36, 37), 0, name="bfv-4096", plain_modulus_bits=20),
+        # N = 8192, SEAL's default 218-bit modulus, t of 40 bits: a squared difference
+        # summed over a whole image (L2^2) stays below t/2, with ~64 bits of noise budget left.
+        Params("bfv", 8192, (43, 43, 44, 44, 44), 0, name="bfv-8192", plain_modulus_bits=40),
+        Params("bgv", 4096, (36, 36, 37), 0, name="bgv-4096", plain_modulus_bits=20),
+        Params("bgv", 8192, (43, 43, 44, 44, 44), 0, name="bgv-8192", plain_modulus_bits=40),
     )
 }
 

@@ -7,6 +7,11 @@ bottom border are padded with the nearest edge pixel (``np.pad`` mode
 ``"edge"``), and ``Tile.h``/``Tile.w`` say how much of the tile is real image.
 ``untile`` keeps only those valid regions, so ``untile(*tile_image(p, th, tw))``
 returns ``p`` exactly.
+
+With a ``halo`` of ``r`` pixels (the packed layout's filters need it), each
+tile's block grows by ``r`` on every side: ``(tile_h + 2r) x (tile_w + 2r)``,
+holding the neighbouring pixels, with coordinates outside the image clamped
+to its edge.  The tile's own pixels then start at ``(r, r)`` of the block.
 """
 from __future__ import annotations
 
@@ -77,9 +82,15 @@ def _check_tile_size(tile_h: int, tile_w: int) -> None:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
-def tile_image(pixels: np.ndarray, tile_h: int, tile_w: int) -> tuple[TileGrid, list[Tile]]:
-    """Cut ``pixels`` ((H, W) or (H, W, 3)) into tiles, in row-major order."""
+def tile_image(pixels: np.ndarray, tile_h: int, tile_w: int, halo: int = 0) -> tuple[TileGrid, list[Tile]]:
+    """Cut ``pixels`` ((H, W) or (H, W, 3)) into tiles, in row-major order.
+
+    Each tile's ``pixels`` is its block plus ``halo`` pixels on every side (see the module doc).
+    """
     _check_tile_size(tile_h, tile_w)
+    if isinstance(halo, bool) or not isinstance(halo, (int, np.integer)) or halo < 0:
+        raise ValueError(f"halo must be an integer >= 0, got {halo!r}")
+    r = int(halo)
     if pixels.ndim == 2:
         channels = 1
     elif pixels.ndim == 3 and pixels.shape[2] == 3:
@@ -90,7 +101,7 @@ def tile_image(pixels: np.ndarray, tile_h: int, tile_w: int) -> tuple[TileGrid, 
     if height == 0 or width == 0:
         raise ValueError(f"cannot tile an empty image of shape {pixels.shape}")
     grid = TileGrid(height, width, int(tile_h), int(tile_w), channels)
-    pad = [(0, grid.padded_height - height), (0, grid.padded_width - width)]
+    pad = [(r, grid.padded_height - height + r), (r, grid.padded_width - width + r)]
     if channels == 3:
         pad.append((0, 0))
     padded = np.pad(pixels, pad, mode="edge")
@@ -98,7 +109,7 @@ def tile_image(pixels: np.ndarray, tile_h: int, tile_w: int) -> tuple[TileGrid, 
     for ty in range(grid.rows):
         for tx in range(grid.cols):
             y, x = ty * grid.tile_h, tx * grid.tile_w
-            block = np.ascontiguousarray(padded[y:y + grid.tile_h, x:x + grid.tile_w])
+            block = np.ascontiguousarray(padded[y:y + grid.tile_h + 2 * r, x:x + grid.tile_w + 2 * r])
             tiles.append(Tile(ty, tx, y, x, min(grid.tile_h, height - y), min(grid.tile_w, width - x), block))
     return grid, tiles
 
@@ -148,7 +159,7 @@ def untile_channels(grid: TileGrid, pieces) -> np.ndarray:
 
     ``pieces`` yields ``(tile, channel, plane)``: ``tile`` has ``ty, tx, y, x, h, w``
     and ``plane`` is a 2-D array whose top-left ``h x w`` holds the tile's
-    valid values of that channel.  Then as :func:`untile`.
+    valid values of that channel (cut a halo off first).  Then as :func:`untile`.
     """
     planes: dict[tuple[int, int], np.ndarray] = {}
     first: dict[tuple[int, int], object] = {}

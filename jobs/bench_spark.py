@@ -50,7 +50,7 @@ def write_sample_images(folder: Path, count: int) -> list[Path]:
 
 def hecore_alone(paths: list[Path], keys: Path, out: Path, resize: int, tile: int, strategy: str) -> dict:
     """The encrypt job's task functions in this process, same images, same table; returns seconds and counts."""
-    material = read_public(keys)
+    material = read_public(keys, eval_keys=False)
     t0 = time.perf_counter()
     files = pa.RecordBatch.from_pydict({
         "path": [p.resolve().as_uri() for p in paths],

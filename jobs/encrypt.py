@@ -134,7 +134,7 @@ def run(args) -> int:
     # Refuse a leaking strategy before anything starts, with the message that says what leaks.
     cls = strategy_class(args.strategy, allow_leaky=args.allow_leaky)
     options = strategy_options(args)
-    material = read_public(args.keys)            # never opens secret.key
+    material = read_public(args.keys, eval_keys=False)   # never opens secret.key; no eval keys needed
     params = material.params
     tile_spec = parse_tile(args.tile)
     if args.layout == "packed":

@@ -261,6 +261,7 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
         yield replace_columns(
             rb, ct=out.to_arrow(), run_id=_const(run_id, rb.num_rows, pa.string()),
             ops=pa.array([o + [spec] for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
+            post_scale=_const(post_scale * op.post_scale_factor, rb.num_rows, pa.float64()),
             process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
 
 

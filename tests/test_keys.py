@@ -15,6 +15,7 @@ from hecore.keys import (
     MANIFEST,
     PUBLIC,
     RELIN,
+    ROTATE,
     SECRET,
     check_fingerprint,
     export_public,
@@ -23,7 +24,7 @@ from hecore.keys import (
     load_secret,
     read_info,
 )
-from hecore.params import preset
+from hecore.params import PRESETS, preset
 
 
 def _mode(path) -> int:
@@ -64,11 +65,24 @@ def keys_copy(keys_addonly, tmp_path):
 
 # --- keygen --------------------------------------------------------------------------
 
-def test_keygen_paper_4096_writes_the_five_files(keys_paper):
+def test_keygen_paper_4096_writes_the_six_files(keys_paper):
     d, _ = keys_paper
-    assert set(os.listdir(d)) == {MANIFEST, CONTEXT, PUBLIC, RELIN, SECRET}
-    assert {MANIFEST, CONTEXT, PUBLIC, RELIN, SECRET} == {
-        "hepix-keys.json", "context.bin", "public.key", "relin.key", "secret.key"}
+    assert set(os.listdir(d)) == {MANIFEST, CONTEXT, PUBLIC, RELIN, ROTATE, SECRET}
+    assert {MANIFEST, CONTEXT, PUBLIC, RELIN, ROTATE, SECRET} == {
+        "hepix-keys.json", "context.bin", "public.key", "relin.key", "rotate.key", "secret.key"}
+
+
+def test_keygen_without_rotations_writes_no_rotate_key(tmp_path):
+    keygen(PRESETS["paper-4096"], tmp_path / "k", rotations=False)
+    assert ROTATE not in os.listdir(tmp_path / "k")
+    assert load_public(tmp_path / "k").public.rotate_key is None
+
+
+def test_load_public_without_eval_keys_reads_neither_relin_nor_rotate(keys_paper):
+    d, _ = keys_paper
+    ctx = load_public(d, eval_keys=False)
+    assert ctx.public.relin_key is None and ctx.public.rotate_key is None
+    assert ctx.fingerprint == load_public(d).fingerprint
 
 
 def test_keygen_addonly_2048_writes_no_relin_key(keys_addonly):

@@ -1,0 +1,217 @@
+"""Homomorphic arithmetic on loaded ciphertexts: the packed layout's toolbox.
+
+An :class:`Evaluator` wraps the Pyfhel object of an :class:`~hecore.context.HEContext`
+(public material and evaluation keys are enough; nothing here decrypts) and
+offers the handful of operations the image operations are built from:
+addition, subtraction, adding a plaintext vector, rotation, squaring, window
+sums over slots, and -- CKKS only -- a free multiplication by a public
+scalar through the ciphertext's scale.
+
+Conventions
+-----------
+* Ciphertexts are Pyfhel ``PyCtxt`` objects here; :meth:`Evaluator.load` and
+  :meth:`Evaluator.dump` convert from and to the uncompressed bytes stored in
+  the tables.  Every method returns a new ciphertext and leaves its inputs alone.
+* ``rotate(c, s)`` moves slot ``i + s`` to slot ``i`` (a left rotation for
+  ``s > 0``), cyclically over the ``N/2`` slots (for BFV/BGV: over each of
+  the two rows of ``N/2``; hepix uses the first row only).
+* CKKS values are real; BFV/BGV values are integers mod ``t``, and
+  :meth:`add_values` refuses values that are not whole numbers.
+
+The scale trick (CKKS)
+----------------------
+A CKKS ciphertext decrypts to ``m / scale``, and ``scale`` is public metadata
+that travels with it.  Multiplying ``scale`` by ``f`` divides the value by
+``f`` at no cost and without consuming a level -- exactly, up to the
+double-precision of the scale.  :meth:`scale_value` uses it; the price is
+that two ciphertexts can only be added when their scales agree, so it is
+applied to whole sums, never to one term of a sum.
+"""
+from __future__ import annotations
+
+import numpy as np
+from Pyfhel import PyCtxt
+
+from .context import HEContext, integer_slots
+from .errors import HepixError
+
+__all__ = ["Evaluator", "MissingEvaluationKeys"]
+
+
+class MissingEvaluationKeys(HepixError):
+    """An operation needs relinearisation or rotation keys the key directory does not have."""
+
+
+class Evaluator:
+    """Homomorphic operations in the context ``ctx`` (public material suffices)."""
+
+    def __init__(self, ctx: HEContext):
+        self.ctx = ctx
+        self.params = ctx.params
+        self._he = ctx._he          # the one other module allowed to touch Pyfhel (see context.py)
+        self.slots = self.params.slots
+
+    # --- conversion -----------------------------------------------------------------------
+    def load(self, ct: bytes | memoryview) -> PyCtxt:
+        return self.ctx.load_ciphertext(ct)
+
+    def dump(self, c: PyCtxt) -> bytes:
+        return c.to_bytes(compr_mode="none")
+
+    @staticmethod
+    def level(c: PyCtxt) -> int:
+        """How many primes the ciphertext has dropped (0 when fresh)."""
+        return int(c.mod_level)
+
+    @staticmethod
+    def scale(c: PyCtxt) -> float:
+        return float(c.scale)
+
+    # --- linear operations ------------------------------------------------------------------
+    def add(self, a: PyCtxt, b: PyCtxt) -> PyCtxt:
+        self._check_aligned(a, b, "add")
+        return self._he.add(a, b, in_new_ctxt=True)
+
+    def sub(self, a: PyCtxt, b: PyCtxt) -> PyCtxt:
+        self._check_aligned(a, b, "subtract")
+        return self._he.sub(a, b, in_new_ctxt=True)
+
+    def negate(self, c: PyCtxt) -> PyCtxt:
+        return self._he.negate(c, in_new_ctxt=True)
+
+    def add_many(self, cts) -> PyCtxt:
+        """The sum of a non-empty iterable of aligned ciphertexts."""
+        it = iter(cts)
+        try:
+            acc = self._copy(next(it))
+        except StopIteration:
+            raise ValueError("add_many needs at least one ciphertext") from None
+        for c in it:
+            self._check_aligned(acc, c, "add")
+            self._he.add(acc, c)
+        return acc
+
+    def add_values(self, c: PyCtxt, values) -> PyCtxt:
+        """``c`` plus a plaintext: a scalar (every slot) or a vector of up to N/2 slots (the rest 0)."""
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.ndim == 0:
+            arr = np.full(self.slots, float(arr))
+        if arr.size > self.slots:
+            raise ValueError(f"{arr.size} values do not fit {self.slots} slots")
+        ptxt = self._encode_like(c, arr)
+        return self._he.add_plain(c, ptxt, in_new_ctxt=True)
+
+    def rotate(self, c: PyCtxt, steps: int) -> PyCtxt:
+        """Slot ``i`` of the result is slot ``i + steps`` of ``c`` (cyclic)."""
+        steps = int(steps) % self.slots
+        if steps == 0:
+            return self._copy(c)
+        if steps > self.slots // 2:
+            steps -= self.slots            # the shorter way round: fewer key switches
+        self._need_rotation_keys()
+        return self._he.rotate(c, steps, in_new_ctxt=True)
+
+    def window_sum(self, c: PyCtxt, length: int, stride: int = 1) -> PyCtxt:
+        """Slot ``i`` of the result is ``sum_{j < length} c[i + j * stride]`` (cyclic).
+
+        Uses about ``2 log2(length)`` rotations (doubling windows, combined
+        along the binary digits of ``length``); ``length - 1`` when that is fewer.
+        """
+        if length < 1:
+            raise ValueError(f"window length must be >= 1, got {length}")
+        if length - 1 <= 2 * max(1, (length - 1).bit_length()):
+            return self.add_many([c] + [self.rotate(c, j * stride) for j in range(1, length)])
+        result = None
+        offset = 0
+        cur, cur_len = c, 1
+        rest = length
+        while rest:
+            if rest & 1:
+                part = self.rotate(cur, offset * stride) if offset else cur
+                result = part if result is None else self.add(result, part)
+                offset += cur_len
+            rest >>= 1
+            if rest:
+                cur = self.add(cur, self.rotate(cur, cur_len * stride))
+                cur_len *= 2
+        return result
+
+    # --- multiplication -------------------------------------------------------------------------
+    def square(self, c: PyCtxt) -> PyCtxt:
+        """``c * c``, relinearised, and for CKKS rescaled (one level spent)."""
+        self._need_relin_key()
+        out = self._he.square(c, in_new_ctxt=True)
+        self._he.relinearize(out)
+        if not self.params.is_integer:
+            self._need_level(c, "a squaring")
+            self._he.rescale_to_next(out)
+        return out
+
+    def multiply(self, a: PyCtxt, b: PyCtxt) -> PyCtxt:
+        """``a * b``, relinearised, and for CKKS rescaled (one level spent)."""
+        self._check_aligned(a, b, "multiply")
+        self._need_relin_key()
+        out = self._he.multiply(a, b, in_new_ctxt=True)
+        self._he.relinearize(out)
+        if not self.params.is_integer:
+            self._need_level(a, "a multiplication")
+            self._he.rescale_to_next(out)
+        return out
+
+    def scale_value(self, c: PyCtxt, factor: float) -> PyCtxt:
+        """CKKS: ``c`` with its value multiplied by ``factor`` through its scale (free, no level).
+
+        ``factor`` must be positive (negate separately).
+        """
+        if self.params.is_integer:
+            raise ValueError(f"{self.params.scheme.upper()} has no scale to fold a factor into")
+        factor = float(factor)
+        if not factor > 0 or not np.isfinite(factor):
+            raise ValueError(f"scale factor must be positive and finite, got {factor!r}")
+        out = self._copy(c)
+        out.scale = float(c.scale) / factor
+        return out
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _copy(self, c: PyCtxt) -> PyCtxt:
+        return PyCtxt(copy_ctxt=c)
+
+    def _encode_like(self, c: PyCtxt, values: np.ndarray):
+        """A plaintext of ``values`` at the level (and CKKS scale) of ``c``."""
+        he = self._he
+        if self.params.is_integer:
+            ints = integer_slots(values, self.params)
+            ptxt = he.encodeBGV(ints) if self.params.scheme == "bgv" else he.encodeInt(ints)
+        else:
+            ptxt = he.encodeFrac(np.ascontiguousarray(values), scale=float(c.scale))
+        for _ in range(self.level(c) - int(ptxt.mod_level)):
+            he.mod_switch_to_next(ptxt)
+        return ptxt
+
+    def _check_aligned(self, a: PyCtxt, b: PyCtxt, what: str) -> None:
+        if self.level(a) != self.level(b):
+            raise ValueError(f"cannot {what} ciphertexts at levels {self.level(a)} and {self.level(b)}")
+        if not self.params.is_integer and not np.isclose(float(a.scale), float(b.scale), rtol=1e-12, atol=0):
+            raise ValueError(f"cannot {what} ciphertexts at scales {float(a.scale):.6g} and {float(b.scale):.6g}")
+
+    def _need_level(self, c: PyCtxt, what: str) -> None:
+        if self.level(c) + 1 >= self.params.data_primes:
+            raise HepixError(
+                f"{what} needs a level the ciphertext does not have ({self.params.name} affords "
+                f"{self.params.depth}); use a preset with more primes"
+            )
+
+    def _need_relin_key(self) -> None:
+        if self.ctx.public.relin_key is None:
+            raise MissingEvaluationKeys(
+                f"this operation multiplies ciphertexts and needs the relinearisation key, which the key "
+                f"directory of {self.params.name} does not hold (a single-prime preset has none)"
+            )
+
+    def _need_rotation_keys(self) -> None:
+        if self.ctx.public.rotate_key is None:
+            raise MissingEvaluationKeys(
+                f"this operation rotates slots and needs rotation (Galois) keys, which the key directory "
+                f"of {self.params.name} does not hold; create keys with rotations (`hepix keygen` makes "
+                "them unless --no-rotations is given) with a preset that allows key switching"
+            )

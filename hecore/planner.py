@@ -1,0 +1,154 @@
+"""Parameter planning: the smallest 128-bit preset that can run an op chain in a layout.
+
+Like OpenFHE's automatic parameter selection, but over hepix's fixed,
+checked presets: from the ops (and a match, if any) it derives what the
+parameters must offer -- levels, relinearisation, rotations, integer
+exactness, room for the largest raw value -- and returns the presets that
+offer it, smallest ring (then smallest modulus) first.  :func:`check` is
+what the jobs call on the key they are given: it fails with a message that
+names the preset that would work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .errors import InvalidParameters
+from .matching import Match
+from .ops import Brightness, Contrast, MeanFilter, Op, Watermark, raw_range
+from .params import PRESETS, Params
+
+__all__ = ["Requirements", "requirements", "problems", "plan", "check", "LAYOUTS"]
+
+LAYOUTS = ("pixel", "packed")
+
+#: The largest image (pixels x channels) whose exact BFV/BGV distance the bounds are checked for.
+#: (CKKS divides each tile's share by the number of shares, so its sums stay at one tile's size.)
+MAX_MATCH_PIXELS = 1024 * 1024 * 3
+
+
+@dataclass(frozen=True)
+class Requirements:
+    layout: str
+    depth: int                  # CKKS levels the chain spends
+    multiplies: bool            # needs a relinearisation key
+    rotations: bool             # needs Galois keys
+    raw_bound: float            # largest |raw value| a fresh-level ciphertext will hold (CKKS)
+    spent_bounds: tuple         # CKKS: (levels spent, largest |value| then), for the match's results
+    integer_bound: float        # the same for BFV/BGV, where a distance is summed over a whole image
+    fractional: list[str]       # ops whose raw constants are not integers (CKKS only)
+    integer_ok: bool            # BFV/BGV can run it at all
+    why_not_integer: str = ""
+
+
+def _raw_constants(ops: Sequence[Op]) -> list[tuple[str, float]]:
+    """The raw constant each additive op adds (``value / post_scale``)."""
+    out, ps = [], 1.0
+    for op in ops:
+        if isinstance(op, MeanFilter):
+            ps /= op.k * op.k
+        elif isinstance(op, Contrast):
+            ps *= op.f
+            out.append((op.spec, op.value / ps))
+        elif isinstance(op, Brightness):
+            out.append((op.spec, op.b / ps))
+        elif isinstance(op, Watermark):
+            out.append((op.spec, op.v / ps))
+    return out
+
+
+def requirements(ops: Sequence[Op], layout: str, match: Match | None = None) -> Requirements:
+    if layout not in LAYOUTS:
+        raise InvalidParameters(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
+    lo, hi = raw_range(ops)
+    bound = max(abs(lo), abs(hi))
+    fractional = [spec for spec, c in _raw_constants(ops) if c != round(c)]
+    depth, multiplies = 0, False
+    rotations = layout == "packed" and any(isinstance(op, MeanFilter) for op in ops)
+    integer_ok, why = layout == "packed", "" if layout == "packed" else "the pixel layout is CKKS-only"
+    if fractional and integer_ok:
+        integer_ok, why = False, f"{', '.join(fractional)} add non-integer raw values"
+    if match is not None:
+        multiplies = True
+        depth = match.depth
+        rotations = rotations or layout == "packed"
+        d = hi - lo
+        integer_bound = max(bound, d * d * MAX_MATCH_PIXELS)
+        # CKKS: a tile's sum (at most N/2 = 8192 slots here) after the levels each metric spends;
+        # L1 works on |d| / D <= ~1.
+        spent = tuple([(1, d * d * 8192)] if "l2" in match.metrics else []) + \
+            tuple([(3, 1.2 * 8192)] if "l1" in match.metrics else [])
+        if "l1" in match.metrics and integer_ok:
+            integer_ok, why = False, "L1 needs an approximation of |x| (CKKS)"
+    else:
+        integer_bound, spent = bound, ()
+    return Requirements(layout, depth, multiplies, rotations, bound, spent, integer_bound, fractional,
+                        integer_ok, why)
+
+
+def problems(params: Params, req: Requirements) -> list[str]:
+    """Why ``params`` cannot serve ``req`` (empty when it can)."""
+    out = []
+    if params.is_integer:
+        if not req.integer_ok:
+            out.append(f"{params.scheme.upper()} cannot: {req.why_not_integer}")
+        if req.integer_bound >= 2 ** (params.plain_modulus_bits - 1):
+            out.append(f"raw values up to {req.integer_bound:.3g} overflow t/2 = 2^{params.plain_modulus_bits - 1}")
+    else:
+        if req.depth > params.depth:
+            out.append(f"needs {req.depth} level(s), {params.name} has {params.depth}")
+        def room(spent: int) -> int:         # log2 of the largest |value| after ``spent`` rescales
+            return sum(params.qi_sizes[:max(1, params.data_primes - spent)]) - params.scale_bits - 1
+        if req.raw_bound >= 2 ** room(0):
+            out.append(f"raw values up to {req.raw_bound:.3g} do not fit 2^{room(0)}")
+        for spent, bound in req.spent_bounds:
+            if spent <= params.depth and bound >= 2 ** room(spent):
+                out.append(f"values up to {bound:.3g} after {spent} rescale(s) do not fit 2^{room(spent)}")
+    if (req.multiplies or req.rotations) and not params.supports_keyswitching:
+        out.append(f"{params.name} has no key switching (needed for "
+                   f"{'multiplication' if req.multiplies else 'rotations'})")
+    if req.multiplies and params.is_integer and params.n < 8192:
+        out.append("one multiplication leaves too little noise budget below N=8192")
+    return out
+
+
+def _size(p: Params) -> tuple[int, int]:
+    return p.n, p.total_bits
+
+
+def plan(ops: Sequence[Op], layout: str, *, scheme: str | None = None, match: Match | None = None) -> list[Params]:
+    """Every preset that runs the chain, smallest first (CKKS before BFV before BGV on a tie)."""
+    req = requirements(ops, layout, match)
+    order = {"ckks": 0, "bfv": 1, "bgv": 2}
+    fits = [p for p in PRESETS.values() if (scheme is None or p.scheme == scheme) and not problems(p, req)]
+    return sorted(fits, key=lambda p: (_size(p), order[p.scheme]))
+
+
+def check(params: Params, ops: Sequence[Op], layout: str, match: Match | None = None) -> None:
+    """Raise :class:`InvalidParameters` if ``params`` cannot run the chain, naming a preset that can."""
+    req = requirements(ops, layout, match)
+    why = problems(params, req)
+    if not why:
+        return
+    chain = " | ".join([op.spec for op in ops] + ([match.spec] if match else [])) or "(no ops)"
+    same = plan(ops, layout, scheme=params.scheme, match=match)
+    other = plan(ops, layout, match=match)
+    works = same[0] if same else (other[0] if other else None)
+    hint = (f"use keys made with `hepix keygen --preset {works.name}` ({works.describe()})" if works
+            else "no preset can; split the chain or use the other layout")
+    raise InvalidParameters(f"{chain} in the {layout} layout cannot run on {params.name}: "
+                            f"{'; '.join(why)}; {hint}")
+
+
+def describe_plan(ops: Sequence[Op], layout: str, *, scheme: str | None = None, match: Match | None = None) -> str:
+    """A human-readable table: every preset, whether it fits, and why not."""
+    req = requirements(ops, layout, match)
+    lines = []
+    for p in sorted(PRESETS.values(), key=_size):
+        if scheme and p.scheme != scheme:
+            continue
+        why = problems(p, req)
+        lines.append(f"  {'ok ' if not why else 'no '} {p.name:<14} {p.describe()}"
+                     + ("" if not why else f"  -- {'; '.join(why)}"))
+    return "\n".join(lines)
+
