@@ -72,7 +72,7 @@ def spark_run(paths_dir: Path, keys: Path, out: Path, resize: int, tile: int, st
     from .cli import main
 
     t0 = time.perf_counter()
-    code = main(["encrypt", "--keys", str(keys), "--input", str(paths_dir), "--out", str(out),
+    code = main(["encrypt", "--layout", "pixel", "--keys", str(keys), "--input", str(paths_dir), "--out", str(out),
                  "--resize", str(resize), "--tile", f"{tile}x{tile}", "--strategy", strategy,
                  "--master", f"local[{cores}]", "--quiet"])
     wall = time.perf_counter() - t0

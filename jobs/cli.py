@@ -19,8 +19,10 @@ from hecore.errors import HepixError
 JOBS = {
     "keygen": ("jobs.keygen", "generate a key directory (secret key in its own 0600 file)"),
     "export-public": ("jobs.keygen", "copy a key directory without its secret key, for the cluster"),
+    "plan": ("jobs.keygen", "which parameter presets can run an op chain in a layout, smallest first"),
     "encrypt": ("jobs.encrypt", "encrypt images (a directory, glob or URI) into a ciphertext table"),
-    "process": ("jobs.process", "apply ops (brightness, watermark, mean filter) to ciphertexts, public keys only"),
+    "process": ("jobs.process", "apply ops (brightness, contrast, watermark, mean filter) or match images, on "
+                                "ciphertexts, with public keys only"),
     "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
     "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
     "demo": ("jobs.demo", "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),

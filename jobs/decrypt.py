@@ -53,6 +53,8 @@ def run(args) -> int:
         same_key(parent, fingerprint, args.input)          # before any work
         print(f"hepix decrypt {run_id}: {args.input} -> {args.out}; key {fingerprint[:16]}; "
               f"ops {' | '.join(parent.ops) or 'none'}")
+        if parent.ops and parent.ops[-1].startswith("match:"):
+            return _decrypt_match(args, spark, ctx, out, parent, run_id, started)
         bc = sc.broadcast(SecretPayload(public=ctx.public, secret_key=ctx.secret_key_bytes()))
         token = f"{run_id}/{bc._jbroadcast.id()}"
         rebuilds = sc.accumulator([], ListAccumulator())
@@ -110,4 +112,32 @@ def run(args) -> int:
     secs = timings["decrypt_seconds"]
     print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {secs:.1f} s; "
           f"metrics in {args.out}/metrics/")
+    return 0
+
+
+def _decrypt_match(args, spark, ctx, out, parent, run_id, started) -> int:
+    """A match run: decrypt its distances into the ``distances`` table (one row per image and metric)."""
+    from schemas.tables import DISTANCES
+
+    from .match import decrypt_distances
+
+    t0 = time.perf_counter()
+    rows = decrypt_distances(spark, ctx, parent, args.input, run_id)
+    spark.createDataFrame(rows, spark_schema(DISTANCES)).write.options(**PARQUET_OPTIONS["distances"]).mode(
+        "overwrite").parquet(out.table("distances"))
+    secs = time.perf_counter() - t0
+    manifest = RunManifest(
+        job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
+        finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
+        strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
+        key_fingerprint=ctx.fingerprint, ops=parent.ops, options=parent.options,
+        counts=Counts(images_in=parent.counts.images_in, images_decrypted=len({r["source"] for r in rows}),
+                      ciphertexts=len(rows)),
+        timings={"decrypt_seconds": secs}, versions=runinfo.versions(), spark=spark_info(spark),
+        parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
+    out.commit(manifest, ["distances"])
+    print(table(rows, [("query_source", "query", ""), ("source", "image", ""), ("metric", "metric", ""),
+                       ("distance", "distance", ",.2f"), ("l1_poly_max_error", "L1 approx. bound", ",.0f"),
+                       ("decrypt_seconds", "decrypt s", ".3f")]))
+    print(f"decrypted {len(rows)} distances in {secs:.1f} s; table in {args.out}/distances/")
     return 0

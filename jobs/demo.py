@@ -66,7 +66,7 @@ def run(args) -> int:
     steps = [
         ["keygen", "--out", str(keys), "--preset", args.preset],
         ["export-public", "--keys", str(keys), "--out", str(pub)],
-        ["encrypt", "--keys", str(pub), "--input", str(images), "--out", str(out / "encrypted"),
+        ["encrypt", "--layout", "pixel", "--keys", str(pub), "--input", str(images), "--out", str(out / "encrypted"),
          "--resize", str(args.size), "--master", args.master],
         ["process", "--keys", str(pub), "--input", str(out / "encrypted"), "--out", str(out / "processed"),
          *[a for op in ops for a in ("--op", op)], "--master", args.master],

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 LAYOUTS = ("pixel", "packed")
 DEFAULT_TILE = "16x16"
+DEFAULT_HALO = 1            # enough for the paper's 3x3 mean filter
 DEFAULT_MAX_PIXELS = 2**26
 
 
@@ -42,9 +43,12 @@ def add_arguments(p) -> None:
     p.add_argument("--keys", required=True, help="key directory (only its public part is read)")
     p.add_argument("--input", required=True, help="directory, glob or URI (file://, hdfs://) of images")
     p.add_argument("--out", required=True, help="output directory: ciphertexts/, rejects/, _manifest.json")
-    p.add_argument("--layout", choices=LAYOUTS, default="pixel",
-                   help="pixel: one ciphertext per pixel value (iCHEETAH; default); packed: one ciphertext per "
-                        "tile channel, a pixel per slot (decrypt supports it; process does not yet)")
+    p.add_argument("--layout", choices=LAYOUTS, default="packed",
+                   help="packed: one fresh ciphertext per tile channel, a pixel per slot (default); pixel: one "
+                        "ciphertext per pixel value (iCHEETAH, with its caching strategies)")
+    p.add_argument("--halo", type=int, default=None, metavar="R",
+                   help=f"packed layout: pixels of the neighbouring tiles each ciphertext also holds, for filters "
+                        f"reaching R pixels (meanfilter:K needs K//2; default {DEFAULT_HALO})")
     p.add_argument("--strategy", default="fresh", choices=strategy_names(),
                    help="pixel-layout strategy (default fresh; others leak and need --allow-leaky)")
     p.add_argument("--allow-leaky", action="store_true",
@@ -142,9 +146,22 @@ def run(args) -> int:
             raise HepixError(f"--strategy {args.strategy} is a pixel-layout mode (iCHEETAH); the packed layout "
                              "encrypts each tile channel fresh with the public key: drop --strategy or use "
                              "--layout pixel")
-        tile_h, tile_w = tile_spec or default_tile(params)
-        check_tile_fits(params, tile_h, tile_w)
+        halo = DEFAULT_HALO if args.halo is None else args.halo
+        if halo < 0:
+            raise HepixError(f"--halo {halo}: must be 0 or more")
+        try:
+            tile_h, tile_w = tile_spec or default_tile(params, halo)
+            check_tile_fits(params, tile_h, tile_w, halo)
+        except ValueError as e:
+            raise HepixError(str(e)) from None
     else:
+        if args.halo:
+            raise HepixError("--halo is for the packed layout; the pixel layout's mean filter fetches neighbours "
+                             "itself")
+        if params.is_integer:
+            raise HepixError(f"the pixel layout (iCHEETAH) is CKKS-only; {params.name} is "
+                             f"{params.scheme.upper()}: use --layout packed, or keys of a CKKS preset")
+        halo = 0
         tile_h, tile_w = tile_spec or parse_tile_spec(DEFAULT_TILE)
     fingerprint = material.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
@@ -162,7 +179,7 @@ def run(args) -> int:
             progress.stage("decoding images")
             files = read_images(spark, args.input, args.recursive)
             empties = storage.empty_files(args.input, args.recursive)   # binaryFile skips them silently
-            opts = DecodeOptions(tile_h, tile_w, args.resize, tuple(args.convert), args.max_pixels)
+            opts = DecodeOptions(tile_h, tile_w, args.resize, tuple(args.convert), args.max_pixels, halo)
             decoded = files.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
             decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
             is_ok = F.col("reject_reason").isNull()
@@ -252,7 +269,7 @@ def run(args) -> int:
             job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=args.layout,
             strategy=strategy.name, security=strategy.security, preset=params.name, params=params.to_json(),
-            key_fingerprint=fingerprint, options={"tile": [tile_h, tile_w], "resize": args.resize,
+            key_fingerprint=fingerprint, options={"tile": [tile_h, tile_w], "halo": halo, "resize": args.resize,
                                                   "conversions": list(args.convert), **strategy.options()},
             counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
             versions=runinfo.versions(), spark=spark_info(spark))

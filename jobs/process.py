@@ -2,9 +2,14 @@
 
 Runs where the data owner's secret must never be: it refuses a key directory
 that holds a secret key, and checks the input's key fingerprint before any
-work.  Pointwise ops (brightness, watermark) are one pass over the rows; the
-mean filter sends each ciphertext to its tile and to the neighbour tiles
-whose halo needs it, then sums each output window per tile.
+work, and checks that the key's parameters can run the ops (the planner
+names a preset that can when they cannot).
+
+Pixel layout: pointwise ops (brightness, contrast, watermark) are one pass
+over the rows; the mean filter sends each ciphertext to its tile and to the
+neighbour tiles whose halo needs it, then sums each output window per tile.
+Packed layout: every op works within one ciphertext (the tile carries its
+halo), so the whole chain is one pass over the rows.
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import pyarrow as pa
 from hecore.errors import HepixError
 from hecore.keys import read_public
 from hecore.ops import MeanFilter, parse_ops
+from hecore.packed_ops import check_packed_chain
+from hecore.planner import check as check_params
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
 
@@ -25,7 +32,7 @@ from .inputs import complete_run, refuse_secret_key_directory, same_key
 from .progress import Progress
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
-from .tasks import HALO_COLUMNS, mean_filter_group, pointwise_partition, scatter_partition
+from .tasks import HALO_COLUMNS, mean_filter_group, packed_partition, pointwise_partition, scatter_partition
 
 
 def add_arguments(p) -> None:
@@ -33,7 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--input", required=True, help="output directory of `hepix encrypt` (or of process)")
     p.add_argument("--out", required=True, help="output directory for the processed ciphertexts")
     p.add_argument("--op", action="append", required=True, metavar="SPEC",
-                   help="brightness:B, watermark:X,Y,V or meanfilter:K; repeat to chain, applied in order")
+                   help="brightness:B, contrast:F, watermark:X,Y,V or meanfilter:K; repeat to chain, applied "
+                        "in order. Or, alone: match:QUERY[,l2|,l1] -- encrypted distances from the image QUERY "
+                        "(its id or file name) to every other image")
     add_spark_arguments(p)
 
 
@@ -58,6 +67,10 @@ def run(args) -> int:
     from pyspark.sql import functions as F
 
     refuse_secret_key_directory(args.keys)
+    if any(spec.strip().lower().startswith("match:") for spec in args.op):
+        from .match import run_match
+
+        return run_match(args)
     try:
         ops = parse_ops(args.op)
     except ValueError as e:
@@ -73,9 +86,12 @@ def run(args) -> int:
     try:
         parent = complete_run(storage, args.input, ("encrypt", "process"))
         same_key(parent, fingerprint, args.input)             # before any work
-        if parent.layout != "pixel":
-            raise HepixError(f"{args.input} has the {parent.layout} layout; process supports only the pixel "
-                             "layout so far (packed runs can be decrypted, not yet processed)")
+        try:
+            check_params(material.params, parse_ops(list(parent.ops)) + ops, parent.layout)
+            if parent.layout == "packed":
+                check_packed_chain(parse_ops(list(parent.ops)), ops, int(parent.options.get("halo", 0)))
+        except ValueError as e:
+            raise HepixError(str(e)) from None
         print(f"hepix process {run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
               f"key {fingerprint[:16]} (public only)")
         bc = sc.broadcast(material)
@@ -87,7 +103,11 @@ def run(args) -> int:
             df = spark.read.parquet(join(args.input, "ciphertexts"))
             check_ops_fit(df, ops)                                # before any work
             schema = spark_schema(CIPHERTEXTS)
-            for op in ops:
+            if parent.layout == "packed":
+                df = df.mapInArrow(functools.partial(packed_partition, token=token, broadcast=bc,
+                                                     specs=[o.spec for o in ops], run_id=run_id,
+                                                     rebuilds=rebuilds, tasks=tasks), schema)
+            for op in ops if parent.layout == "pixel" else ():
                 if isinstance(op, MeanFilter):
                     halo_schema = spark_schema(pa.schema(list(CIPHERTEXTS) + [
                         pa.field(name, type_, nullable=False) for name, type_ in HALO_COLUMNS]))

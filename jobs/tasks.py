@@ -49,6 +49,7 @@ class DecodeOptions:
     resize: int | None
     conversions: tuple[str, ...]
     max_pixels: int
+    halo: int = 0
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
@@ -74,11 +75,11 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
                              "reject_detail": str(e), "bytes": size})
                 continue
             digest = hashlib.sha256(content).hexdigest()
-            grid, tiles = tile_image(img.pixels, opts.tile_h, opts.tile_w)
+            grid, tiles = tile_image(img.pixels, opts.tile_h, opts.tile_w, opts.halo)
             common = {"image_id": image_id_for(source), "source": source, "content_sha256": digest,
                       "image_height": img.height, "image_width": img.width,
                       "image_channels": img.channels, "conversions": list(img.conversions),
-                      "tile_h": grid.tile_h, "tile_w": grid.tile_w, "bytes": size}
+                      "tile_h": grid.tile_h, "tile_w": grid.tile_w, "halo": opts.halo, "bytes": size}
             # One row per tile and channel: units of equal work, which Spark's round-robin
             # repartition then spreads evenly (a whole RGB tile is three times a grey one).
             for t in tiles:
@@ -148,7 +149,7 @@ def ciphertext_rows(meta: EncryptMeta, tile: dict, channel: int, batch, strategy
         "security": _const(security, n, pa.string()),
         "key_fingerprint": _const(meta.key_fingerprint, n, pa.string()),
     }
-    for name in ("image_height", "image_width", "image_channels", "tile_h", "tile_w", "tile_y", "tile_x",
+    for name in ("image_height", "image_width", "image_channels", "tile_h", "tile_w", "halo", "tile_y", "tile_x",
                  "y", "x", "h", "w"):
         cols[name] = _const(int(tile[name]), n, pa.int32())
     cols["channel"] = _const(channel, n, pa.int32())
@@ -178,9 +179,11 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     packed = meta.layout == "packed"
     for rb in batches:
         for tile in rb.to_pylist():
-            plane = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(tile["tile_h"], tile["tile_w"])
+            r = tile["halo"]
+            plane = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(tile["tile_h"] + 2 * r,
+                                                                          tile["tile_w"] + 2 * r)
             t = time.perf_counter()
-            if packed:      # the whole (edge-padded) tile channel in one fresh ciphertext
+            if packed:      # the whole (edge-padded) tile channel and its halo in one fresh ciphertext
                 batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane)], strategy.name, strategy.security)
             else:           # the valid pixels, one ciphertext each
                 batch = strategy.encrypt(plane[: tile["h"], : tile["w"]])
@@ -263,6 +266,84 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
             ops=pa.array([o + [spec] for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
             post_scale=_const(post_scale * op.post_scale_factor, rb.num_rows, pa.float64()),
             process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
+
+
+# --- process: the packed layout (every op within one tile channel) ----------------------------
+
+def build_evaluator(public):
+    """A worker's evaluator: the public context with its relinearisation and rotation keys."""
+    from hecore.context import HEContext
+    from hecore.evaluator import Evaluator
+
+    return Evaluator(HEContext.from_public(public))
+
+
+def packed_geometry(r: dict):
+    from hecore.packed_ops import PackedGeometry
+
+    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"])
+
+
+def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
+                     run_id: str, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
+    """Apply the op chain to every packed ciphertext (one tile channel each), row by row."""
+    from hecore.ops import parse_ops
+    from hecore.packed_ops import apply_op
+
+    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
+    if tasks is not None:
+        tasks.add([os.getpid()])
+    ops = parse_ops(specs)
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        cts, scales, secs = [], [], []
+        rows = rb.to_pylist()
+        for r in rows:
+            t = time.perf_counter()
+            c, ps = ev.load(r["ct"]), r["post_scale"]
+            geom = packed_geometry(r)
+            for op in ops:
+                c, ps = apply_op(ev, c, op, geom, ps)
+            cts.append(ev.dump(c))
+            scales.append(ps)
+            secs.append(r["process_seconds"] + time.perf_counter() - t)
+        yield replace_columns(
+            rb, ct=pa.array(cts, type=pa.binary()), run_id=_const(run_id, rb.num_rows, pa.string()),
+            ops=pa.array([r["ops"] + list(specs) for r in rows], type=pa.list_(pa.string())),
+            post_scale=pa.array(scales, type=pa.float64()), process_seconds=pa.array(secs, type=pa.float64()))
+
+
+# --- process: matching (distances to a query image) -------------------------------------------
+
+def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], query_id: str,
+                query_source: str, bound: float, run_id: str, rebuilds=None) -> pa.Table:
+    """All ciphertexts of one image joined with the query's (column ``query_ct``): one encrypted
+    distance per metric."""
+    from hecore.matching import distance_scale, pair_partial
+    from schemas.tables import ENCRYPTED_DISTANCES
+
+    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
+    if table.num_rows == 0:
+        return ENCRYPTED_DISTANCES.empty_table()
+    rows = table.to_pylist()
+    first = rows[0]
+    packed = first["layout"] == "packed"
+    out = []
+    for metric in metrics:
+        t = time.perf_counter()
+        partials = [pair_partial(ev, ev.load(r["ct"]), ev.load(r["query_ct"]), metric,
+                                 packed_geometry(r) if packed else None, bound, len(rows)) for r in rows]
+        total = ev.add_many(partials)
+        out.append({
+            "run_id": run_id, "query_image_id": query_id, "query_source": query_source,
+            "image_id": first["image_id"], "source": first["source"], "metric": metric,
+            "layout": first["layout"], "scheme": first["scheme"], "preset": first["preset"],
+            "key_fingerprint": first["key_fingerprint"], "ops": first["ops"], "bound": bound,
+            "parts": len(rows),
+            "distance_scale": distance_scale(metric, first["post_scale"], bound, len(rows), ev.params.is_integer),
+            "process_seconds": time.perf_counter() - t, "ct": ev.dump(total)})
+    return pa.Table.from_pylist(out, schema=ENCRYPTED_DISTANCES)
 
 
 # --- process: the mean filter (tile + halo) --------------------------------------------------
@@ -399,11 +480,13 @@ def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch) -> pa.RecordBatch:
 def _decrypt_packed_row(ctx, row: pa.RecordBatch) -> pa.RecordBatch:
     """One packed ciphertext -> one row per valid pixel of its tile channel."""
     r = row.to_pylist()[0]
+    from hecore.packed import decrypt_block
+
     th, tw, h, w = r["tile_h"], r["tile_w"], r["h"], r["w"]
     if r["layout"] != "packed":
         raise ValueError(f"{r['source']}: unknown layout {r['layout']!r}")
     t = time.perf_counter()
-    slots = ctx.decrypt_slots(r["ct"], th * tw).reshape(th, tw)[:h, :w]
+    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"])[:h, :w]
     dt = time.perf_counter() - t
     n = h * w
     yy, xx = np.divmod(np.arange(n), w)

@@ -109,6 +109,56 @@ BENCH_PACKED = pa.schema([
     pa.field("max_abs_err", pa.float64()),
 ])
 
+#: One row per (case, layout, parameters, strategy) of ``hepix bench --suite ops``: the iCHEETAH §4.4 cases
+#: (and seed 001's extras) encrypted, operated on and decrypted, each stage timed apart (single runs).
+#: ``pixels`` counts the channel values of one image (matching: of each of the three); ``ciphertexts``
+#: and ``bytes`` the encrypted input(s).  Image operations: ``exact_fraction`` against
+#: ``round_to_uint8(hecore.ops.reference)``, ``max_abs_err`` of ``raw x post_scale`` before the finish
+#: snaps and rounds; a watermark's ``detected`` (exactly its pixel, by hecore.detect).  Matching: one row
+#: per metric, ``d12 d13 d23`` decrypted, ``ref_d*`` exact in plaintext, ``distance_rel_err`` against what
+#: the ciphertexts compute exactly (L2², or L1's polynomial stand-in), and whether d12 < d23 < d13 (Table 3).
+BENCH_OPS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("hepix_version", pa.string()),
+    pa.field("git_commit", pa.string()),
+    pa.field("case", pa.string(), nullable=False),            # meanfilter | brightness | matching | watermark | ...
+    pa.field("section", pa.string(), nullable=False),         # 4.4.1 .. 4.4.4 | seed 001
+    pa.field("ops", pa.string(), nullable=False),             # e.g. meanfilter:3, match:l1
+    pa.field("layout", pa.string(), nullable=False),          # pixel | packed
+    pa.field("scheme", pa.string(), nullable=False),          # ckks | bfv | bgv
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("strategy", pa.string(), nullable=False),        # fresh | full (pixel layout, leaks)
+    pa.field("security", pa.string(), nullable=False),        # ind-cpa | leaks
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),             # square side in pixels
+    pa.field("channels", pa.int32(), nullable=False),
+    pa.field("pixels", pa.int64(), nullable=False),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("bytes", pa.int64(), nullable=False),
+    pa.field("setup_seconds", pa.float64()),                  # strategy cache; key generation not included
+    pa.field("encrypt_seconds", pa.float64(), nullable=False),
+    pa.field("op_seconds", pa.float64(), nullable=False),
+    pa.field("decrypt_seconds", pa.float64(), nullable=False),
+    pa.field("exact_fraction", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("detected", pa.bool_()),
+    pa.field("detected_pixels", pa.string()),                 # "(x,y) ..." found by detect_watermark
+    pa.field("metric", pa.string()),                          # l2 (squared) | l1
+    pa.field("d12", pa.float64()),
+    pa.field("d13", pa.float64()),
+    pa.field("d23", pa.float64()),
+    pa.field("ref_d12", pa.float64()),
+    pa.field("ref_d13", pa.float64()),
+    pa.field("ref_d23", pa.float64()),
+    pa.field("distance_rel_err", pa.float64()),
+    pa.field("order_as_paper", pa.bool_()),                   # decrypted: d12 < d23 < d13
+    pa.field("ref_order_as_paper", pa.bool_()),               # plaintext (exact) distances
+])
+
 #: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
@@ -130,6 +180,7 @@ CIPHERTEXTS = pa.schema([
     pa.field("image_channels", pa.int32(), nullable=False),
     pa.field("tile_h", pa.int32(), nullable=False),
     pa.field("tile_w", pa.int32(), nullable=False),
+    pa.field("halo", pa.int32(), nullable=False),            # packed: pixels around the tile in its slots
     pa.field("tile_y", pa.int32(), nullable=False),
     pa.field("tile_x", pa.int32(), nullable=False),
     pa.field("y", pa.int32(), nullable=False),
@@ -145,6 +196,40 @@ CIPHERTEXTS = pa.schema([
     pa.field("encrypt_seconds", pa.float64(), nullable=False),
     pa.field("process_seconds", pa.float64(), nullable=False),
     pa.field("ct", pa.binary(), nullable=False),
+])
+
+#: ``hepix process --op match:QUERY``: one encrypted distance per (image, metric).  Slot 0 of ``ct``
+#: times ``distance_scale`` is the distance; only the key holder can read it.
+ENCRYPTED_DISTANCES = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("query_image_id", pa.string(), nullable=False),
+    pa.field("query_source", pa.string(), nullable=False),
+    pa.field("image_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("metric", pa.string(), nullable=False),           # l2 (squared L2) | l1 (polynomial |x|)
+    pa.field("layout", pa.string(), nullable=False),
+    pa.field("scheme", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("key_fingerprint", pa.string(), nullable=False),
+    pa.field("ops", pa.list_(pa.string()), nullable=False),     # applied to both images before matching
+    pa.field("bound", pa.float64(), nullable=False),            # D: the largest raw |difference| (L1 scaling)
+    pa.field("parts", pa.int64(), nullable=False),              # ciphertext pairs summed
+    pa.field("distance_scale", pa.float64(), nullable=False),
+    pa.field("process_seconds", pa.float64(), nullable=False),
+    pa.field("ct", pa.binary(), nullable=False),
+])
+
+#: ``hepix decrypt`` of a match run: the distances in the clear (the data owner's table).
+DISTANCES = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("query_source", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("metric", pa.string(), nullable=False),
+    pa.field("distance", pa.float64(), nullable=False),
+    pa.field("l1_poly_max_error", pa.float64()),               # per pixel, in pixel units (l1 rows)
+    pa.field("parts", pa.int64(), nullable=False),
+    pa.field("process_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
 ])
 
 #: Inputs that could not be used, and why.  The job goes on without them.
@@ -196,6 +281,7 @@ TILES = pa.schema([
     pa.field("conversions", pa.list_(pa.string())),
     pa.field("tile_h", pa.int32()),
     pa.field("tile_w", pa.int32()),
+    pa.field("halo", pa.int32()),
     pa.field("tile_y", pa.int32()),
     pa.field("tile_x", pa.int32()),
     pa.field("y", pa.int32()),
@@ -203,7 +289,7 @@ TILES = pa.schema([
     pa.field("h", pa.int32()),
     pa.field("w", pa.int32()),
     pa.field("channel", pa.int32()),
-    pa.field("pixels", pa.binary()),              # tile_h x tile_w uint8 (one channel), edge-padded
+    pa.field("pixels", pa.binary()),              # (tile_h + 2 halo) x (tile_w + 2 halo) uint8, one channel
     pa.field("reject_stage", pa.string()),
     pa.field("reject_reason", pa.string()),
     pa.field("reject_detail", pa.string()),
@@ -214,9 +300,12 @@ TABLES = {
     "ciphertexts": CIPHERTEXTS,
     "rejects": REJECTS,
     "metrics": METRICS,
+    "encrypted_distances": ENCRYPTED_DISTANCES,
+    "distances": DISTANCES,
     "bench_pixel": BENCH_PIXEL,
     "bench_spark": BENCH_SPARK,
     "bench_packed": BENCH_PACKED,
+    "bench_ops": BENCH_OPS,
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are
@@ -229,6 +318,7 @@ PARQUET_OPTIONS = {
                     "parquet.page.size": str(8 * 2**20)},
     "rejects": {"compression": "zstd"},
     "metrics": {"compression": "zstd"},
+    "distances": {"compression": "none"},
 }
 
 #: Spark reader setting for tables with blob columns: 256 rows x 400 KB per batch, not 4096.

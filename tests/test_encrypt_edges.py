@@ -18,7 +18,7 @@ def test_a_corpus_with_no_usable_image_yields_empty_tables_and_rejects_everythin
     (src / "empty.png").write_bytes(b"")
     assert main(["keygen", "--out", str(tmp_path / "keys"), "--preset", "addonly-2048"]) == 0
     out = tmp_path / "enc"
-    assert main(["encrypt", "--keys", str(tmp_path / "keys"), "--input", str(src), "--out", str(out),
+    assert main(["encrypt", "--layout", "pixel", "--keys", str(tmp_path / "keys"), "--input", str(src), "--out", str(out),
                  "--master", "local[2]", "--quiet"]) == 0
     counts = json.loads((out / "_manifest.json").read_text())["counts"]
     assert (counts["images_in"], counts["images_encrypted"], counts["images_rejected"]) == (2, 0, 2)
@@ -30,7 +30,7 @@ def test_a_corpus_with_no_usable_image_yields_empty_tables_and_rejects_everythin
 def test_an_input_path_that_does_not_exist_is_a_clear_error(tmp_path, capsys):
     assert main(["keygen", "--out", str(tmp_path / "keys"), "--preset", "addonly-2048"]) == 0
     missing = tmp_path / "no-such-folder"
-    code = main(["encrypt", "--keys", str(tmp_path / "keys"), "--input", str(missing), "--out",
+    code = main(["encrypt", "--layout", "pixel", "--keys", str(tmp_path / "keys"), "--input", str(missing), "--out",
                  str(tmp_path / "enc"), "--master", "local[2]", "--quiet"])
     assert code == 2
     err = capsys.readouterr().err
@@ -50,7 +50,7 @@ def test_spark_parquet_writer_path_round_trips_exactly(tmp_path):
     Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(src / "grey.png")
     assert main(["keygen", "--out", str(tmp_path / "keys"), "--preset", "addonly-2048"]) == 0
     enc, dec = tmp_path / "enc", tmp_path / "dec"
-    assert main(["encrypt", "--keys", str(tmp_path / "keys"), "--input", str(src), "--out", str(enc),
+    assert main(["encrypt", "--layout", "pixel", "--keys", str(tmp_path / "keys"), "--input", str(src), "--out", str(enc),
                  "--writer", "spark", "--tile", "4x4", "--master", "local[2]", "--quiet"]) == 0
     assert not any(p.name.startswith("part-") and "-empty" in p.name for p in (enc / "ciphertexts").iterdir())
     assert ds.dataset(enc / "ciphertexts").to_table().num_rows == 8 * 8 * 3 + 8 * 8
@@ -83,8 +83,8 @@ def test_packed_layout_makes_one_ciphertext_per_tile_channel_with_the_default_ti
     _, _, enc = packed_run
     m = json.loads((enc / "_manifest.json").read_text())
     assert m["layout"] == "packed" and m["security"] == "ind-cpa"
-    assert m["options"]["tile"] == [32, 32]                 # N=2048: 1024 slots
-    # rgb 20x13: one 32x32 tile x 3 channels; grey 40x37: 2x2 tiles x 1 channel
+    assert m["options"]["tile"] == [30, 30] and m["options"]["halo"] == 1   # N=2048: 32x32 blocks, halo 1
+    # rgb 20x13: one 30x30 tile x 3 channels; grey 40x37: 2x2 tiles x 1 channel
     assert m["counts"]["ciphertexts"] == 3 + 4
     t = ds.dataset(enc / "ciphertexts").to_table()
     assert set(t.column("layout").to_pylist()) == {"packed"}
@@ -117,6 +117,6 @@ def test_packed_layout_refuses_a_caching_strategy_and_an_oversized_tile(tmp_path
     assert main(base + ["--strategy", "full", "--allow-leaky"]) == 2
     assert "pixel-layout mode" in capsys.readouterr().err
     assert main(base + ["--tile", "64x64"]) == 2
-    assert "4096 pixels" in capsys.readouterr().err
+    assert "4356 pixels" in capsys.readouterr().err      # 66x66 with the default halo of 1
     assert main(base + ["--tile", "sixteen"]) == 2
     assert "--tile sixteen" in capsys.readouterr().err

@@ -184,7 +184,7 @@ class Pipeline:
         if strategy not in self._encrypted:
             out = self.root / f"enc-{strategy}"
             leaky = [] if strategy == "fresh" else ["--allow-leaky"]
-            hepix_ok("encrypt", "--keys", self.keys.public, "--input", self.images, "--out", out,
+            hepix_ok("encrypt", "--layout", "pixel", "--keys", self.keys.public, "--input", self.images, "--out", out,
                      "--resize", SIZE, "--tile", TILE, "--strategy", strategy, *leaky, *SPARK)
             self._encrypted[strategy] = out
         return self._encrypted[strategy]
@@ -255,7 +255,7 @@ def test_security_label_in_ciphertext_rows_and_manifest(pipe, strategy):
 def test_leaky_strategy_without_allow_leaky_is_refused_before_any_output(keys, images, tmp_path, capsys,
                                                                           strategy):
     out = tmp_path / "enc"
-    rc = hepix("encrypt", "--keys", keys.public, "--input", images, "--out", out, "--resize", SIZE,
+    rc = hepix("encrypt", "--layout", "pixel", "--keys", keys.public, "--input", images, "--out", out, "--resize", SIZE,
                "--tile", TILE, "--strategy", strategy, *SPARK)
     err = capsys.readouterr().err
     assert rc == 2
@@ -390,7 +390,7 @@ def bad_input_run(tmp_path_factory, keys, images):
     (src / "notes.txt").write_text("not an image\n")
     (src / "empty.tiff").write_bytes(b"")
     out = d / "enc"
-    rc = hepix("encrypt", "--keys", keys.public, "--input", src, "--out", out, "--resize", SIZE,
+    rc = hepix("encrypt", "--layout", "pixel", "--keys", keys.public, "--input", src, "--out", out, "--resize", SIZE,
                "--tile", TILE, *SPARK)
     return rc, src, out
 
@@ -506,7 +506,7 @@ KEY_COLUMNS = ["image_id", "channel", "tile_y", "tile_x", "index"]
 
 def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_path):
     out = tmp_path / "enc"
-    argv = ["encrypt", "--keys", keys.public, "--input", images, "--out", out, "--resize", SIZE,
+    argv = ["encrypt", "--layout", "pixel", "--keys", keys.public, "--input", images, "--out", out, "--resize", SIZE,
             "--tile", TILE, *SPARK]
 
     def snapshot():

@@ -294,7 +294,7 @@ def test_local_sh_encrypts_through_spark_submit(tmp_path):
     make_png(images / "b.png", 2, size=(9, 14))
     out = tmp_path / "ct"
 
-    r = run([SUBMIT / "local.sh", "encrypt", "--keys", keys, "--input", images, "--out", out,
+    r = run([SUBMIT / "local.sh", "encrypt", "--layout", "pixel", "--keys", keys, "--input", images, "--out", out,
              "--resize", "8", "--quiet"], env={"HEPIX_CORES": "2"}, timeout=600)
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     manifest = json.loads((out / "_manifest.json").read_text())

@@ -31,7 +31,7 @@ def corpus(tmp_path_factory):
 
 def test_cache_is_rebuilt_once_per_python_worker_not_per_task(corpus):
     out = corpus / "enc"
-    code = main(["encrypt", "--keys", str(corpus / "keys"), "--input", str(corpus / "images"), "--out", str(out),
+    code = main(["encrypt", "--layout", "pixel", "--keys", str(corpus / "keys"), "--input", str(corpus / "images"), "--out", str(out),
                  "--tile", "4x4", "--strategy", "full", "--allow-leaky", "--pool-size", "8",
                  "--partitions", "12", "--master", "local-cluster[2,1,1024]", "--quiet"])
     assert code == 0
