@@ -56,6 +56,9 @@ def _pyfhel_for(params: Params) -> Pyfhel:
         if params.is_integer:
             he.contextGen(scheme=params.scheme, n=params.n, t_bits=params.plain_modulus_bits,
                           qi_sizes=list(params.qi_sizes), sec=params.security_bits)
+            if int(he.t) != params.plain_modulus:      # integer_slots and the planner rely on it
+                raise HepixError(f"SEAL chose t = {int(he.t)} for {params.describe()}, not the expected "
+                                 f"{params.plain_modulus}")
         else:
             he.contextGen(
                 scheme=params.scheme, n=params.n, scale=2.0 ** params.scale_bits,
@@ -65,22 +68,23 @@ def _pyfhel_for(params: Params) -> Pyfhel:
 
 
 def integer_slots(values, params: Params) -> np.ndarray:
-    """``values`` as int64 slots for BFV/BGV: whole numbers within ``±t/2``, or a ValueError naming the first bad one."""
+    """``values`` as int64 slots for BFV/BGV: whole numbers within ``±(t-1)/2``, or a ValueError naming the first bad one."""
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
         bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.rint(arr)))
         if bad.size:
             raise ValueError(
-                f"{params.scheme.upper()} slots hold integers; value {arr.flat[bad[0]]!r} at slot {int(bad[0])} is not "
+                f"{params.scheme.upper()} slots hold integers; value {float(arr.flat[bad[0]])!r} at slot {int(bad[0])} is not "
                 "one (use a CKKS preset for fractional values)"
             )
     ints = np.ascontiguousarray(arr, dtype=np.int64)
-    half = 1 << (params.plain_modulus_bits - 1)
-    bad = np.flatnonzero(np.abs(ints) >= half)
+    t = params.plain_modulus
+    half = (t - 1) // 2                 # the centred representatives: -half .. half
+    bad = np.flatnonzero(np.abs(ints) > half)
     if bad.size:
         raise ValueError(
             f"value {int(ints.flat[bad[0]])} at slot {int(bad[0])} does not fit the plaintext modulus of "
-            f"{params.name} ({params.plain_modulus_bits} bits: |value| < 2^{params.plain_modulus_bits - 1})"
+            f"{params.name} (t = {t}, {params.plain_modulus_bits} bits: |value| <= {half})"
         )
     return ints
 
@@ -141,6 +145,11 @@ class HEContext:
     def _check_params(self) -> None:
         n = self._he.get_poly_modulus_degree()
         sizes = [int(b) for b in self._he.qi_sizes]
+        if not sizes and n == self.params.n:
+            # Pyfhel 3.5 restores no prime sizes for BFV/BGV contexts: compare the whole context
+            # with the one the parameters generate instead (raises HepixError if they differ).
+            _ = self.primes
+            return
         if n != self.params.n or sizes != list(self.params.qi_sizes):
             raise HepixError(
                 f"the stored context (N={n}, primes of {sizes} bits) does not match the recorded "
@@ -240,10 +249,16 @@ class HEContext:
         return np.asarray(self._he.decryptInt(c)[:count], dtype=np.float64)
 
     def noise_budget(self, ct: bytes | memoryview | PyCtxt) -> int:
-        """BFV/BGV: the bits of noise budget left (0 means decryption fails).  Needs the secret key."""
+        """BFV: the bits of noise budget left (0 means decryption fails).  Needs the secret key.
+
+        BGV has one too, but Pyfhel 3.5 does not expose it: a :class:`HepixError` says so.
+        """
         self._require_secret("measuring the noise budget")
         if not self.params.is_integer:
             raise HepixError("CKKS has no noise budget; its error shows as the difference to the exact value")
+        if self.params.scheme != "bfv":
+            raise HepixError(f"Pyfhel 3.5 measures the noise budget of BFV ciphertexts only, not "
+                             f"{self.params.scheme.upper()} ({self.params.name})")
         c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
         return int(self._he.noise_level(c))
 
