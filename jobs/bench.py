@@ -6,7 +6,9 @@ for every image size, next to the NumPy memory-copy bandwidth measured in
 the same run.  ``--suite spark`` measures the encrypt job on Spark
 (``OUT/bench_spark/``); ``--suite packed`` the packed layout against TenSEAL and
 the pixel layout's ``full`` caching (``OUT/bench_packed/``, see
-:mod:`hecore.bench_packed`).
+:mod:`hecore.bench_packed`); ``--suite ops`` the paper's §4.4 cases (mean
+filter, brightness, matching, watermark) encrypted in both layouts
+(``OUT/bench_ops/``, see :mod:`hecore.bench_ops`).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from hecore.context import HEContext
 from hecore.images import center_crop, load_image, resize
 from hecore.params import DEFAULT_PRESET, PRESETS, preset
 from hecore.strategies import strategy_names
-from schemas.tables import BENCH_PACKED, BENCH_PIXEL
+from schemas.tables import BENCH_OPS, BENCH_PACKED, BENCH_PIXEL
 
 from . import runinfo
 from .report import table
@@ -46,10 +48,12 @@ def _int_list(s: str) -> list[int]:
 
 
 def add_arguments(p):
-    p.add_argument("--suite", choices=("pixel", "spark", "packed"), default="pixel",
+    p.add_argument("--suite", choices=("pixel", "spark", "packed", "ops"), default="pixel",
                    help="pixel: every strategy against fresh in one process (default); spark: the encrypt "
                         "job against hecore alone, and local[1] against local[2]; packed: the packed layout "
-                        "against TenSEAL and the pixel layout's full caching, one process")
+                        "against TenSEAL and the pixel layout's full caching, one process; ops: the paper's "
+                        "4.4 cases (mean filter, brightness, matching, watermark) encrypted in both layouts, "
+                        "encrypt / op / decrypt timed apart (takes --out and --quick only)")
     p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
     p.add_argument("--images", type=int, default=None,
                    help=f"spark suite: number of sample images (default 12); packed suite: number of "
@@ -65,7 +69,8 @@ def add_arguments(p):
     p.add_argument("--repeats", type=int, default=None,
                    help="packed suite: timed passes per image and implementation, median reported (default 5)")
     p.add_argument("--quick", action="store_true",
-                   help="packed suite: one image and 2 repeats (a smoke run, not a measurement to quote)")
+                   help="packed suite: one image and 2 repeats; ops suite: smaller pixel-layout cases, "
+                        "about a minute (smoke runs, not measurements to quote)")
     p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help=f"comma-separated, from {', '.join(strategy_names())} (fresh always runs)")
     p.add_argument("--tile", type=int, default=DEFAULT_TILE, help="tile side in pixels (default %(default)s)")
@@ -85,6 +90,8 @@ def run(args) -> int:
         return run_spark(args)
     if args.suite == "packed":
         return run_packed(args)
+    if args.suite == "ops":
+        return run_ops(args)
     sizes = _int_list(args.sizes)
     strategies = [s for s in args.strategies.split(",") if s]
     for s in strategies:
@@ -267,3 +274,77 @@ def summary(rows: list[dict]) -> str:
               ("bytes_per_pixel", "B/px", ",.1f"), ("vs_tenseal_public", "x TS pub", ".2f"),
               ("vs_tenseal_symmetric", "x TS sym", ".2f"), ("vs_pixel_full", "x pixel full", ".1f"),
               ("exact_fraction", "exact", ".4f")])
+
+
+# --- the ops suite -----------------------------------------------------------------------------
+
+def _refuse_for_ops(args) -> None:
+    given = [flag for flag, value, default in (
+        ("--images", args.images, None), ("--preset", args.preset, None), ("--image", args.image, None),
+        ("--repeats", args.repeats, None), ("--sizes", args.sizes, ",".join(map(str, DEFAULT_SIZES))),
+        ("--strategies", args.strategies, ",".join(DEFAULT_STRATEGIES)), ("--tile", args.tile, DEFAULT_TILE),
+    ) if value != default]
+    if given:
+        raise SystemExit(f"hepix bench: the ops suite runs fixed cases (see hecore.bench_ops) and takes only "
+                         f"--out and --quick, not {', '.join(given)}")
+
+
+def run_ops(args) -> int:
+    from hecore import bench_ops
+
+    _refuse_for_ops(args)
+    config = bench_ops.QUICK if args.quick else bench_ops.DEFAULT
+    sources = bench_ops.load_sources(DATASETS / "usc-sipi", config)
+    if sources.origin != "usc-sipi":
+        print("no USC-SIPI images in ../shared/datasets/usc-sipi: using scikit-image's sample images")
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    print(f"hepix bench {run_id}: the paper's 4.4 cases in both layouts{' (quick)' if args.quick else ''}, "
+          f"image {sources.main[0]}, matching {sources.match1[0]} / +{config.match_brighten} / "
+          f"{sources.match3[0]}, one process, {runinfo.cores()} cores")
+    print("pixel-layout rows with strategy 'full' use the paper's leaking caching (security='leaks')")
+
+    def progress(m):
+        what = (f"exact {m.exact_fraction:.4f}" if m.exact_fraction is not None
+                else f"d12 {m.d12:,.0f} d23 {m.d23:,.0f} d13 {m.d13:,.0f}")
+        print(f"  {m.case:<13} {m.layout:<6} {m.preset:<12} {m.strategy:<5} {m.size:>4}px  "
+              f"enc {m.encrypt_seconds:8.3f} s  op {m.op_seconds:8.3f} s  dec {m.decrypt_seconds:8.3f} s  {what}",
+              flush=True)
+
+    rows = [m.as_dict() for m in bench_ops.run_ops_bench(sources, config, progress=progress)]
+    common = {
+        "run_id": run_id, "started": started, "machine": runinfo.machine(), "cores": runinfo.cores(),
+        "hepix_version": runinfo.version("hepix"), "git_commit": runinfo.git_commit(),
+    }
+    out = Path(args.out) / "bench_ops"
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{run_id}.parquet.tmp"
+    pq.write_table(pa.Table.from_pylist([{**common, **r} for r in rows], schema=BENCH_OPS), tmp,
+                   compression="zstd")
+    os.replace(tmp, out / f"{run_id}.parquet")
+
+    images = [r for r in rows if r["case"] != "matching"]
+    matching = [r for r in rows if r["case"] == "matching"]
+    print()
+    print(table(images, [
+        ("case", "case", ""), ("section", "section", ""), ("layout", "layout", ""), ("preset", "preset", ""),
+        ("strategy", "strategy", ""), ("security", "security", ""), ("size", "size", "d"),
+        ("ciphertexts", "cts", ",d"), ("encrypt_seconds", "encrypt s", ".3f"), ("op_seconds", "op s", ".3f"),
+        ("decrypt_seconds", "decrypt s", ".3f"), ("exact_fraction", "exact", ".4f"),
+        ("max_abs_err", "max err", ".1e"), ("detected", "detected", ""),
+    ]))
+    print()
+    print("matching (d12: image 1 to its brightened copy; d13, d23: to the other image; l2 is squared; "
+          "the paper's Table 3 has d12 < d23 < d13)")
+    print(table(matching, [
+        ("layout", "layout", ""), ("preset", "preset", ""), ("metric", "metric", ""), ("size", "size", "d"),
+        ("ciphertexts", "cts", ",d"), ("encrypt_seconds", "encrypt s", ".3f"), ("op_seconds", "op s", ".3f"),
+        ("decrypt_seconds", "decrypt s", ".3f"), ("d12", "d12", ",.1f"), ("d23", "d23", ",.1f"),
+        ("d13", "d13", ",.1f"), ("ref_d12", "plain d12", ",.0f"), ("ref_d23", "plain d23", ",.0f"),
+        ("ref_d13", "plain d13", ",.0f"), ("distance_rel_err", "rel err", ".1e"),
+        ("order_as_paper", "order ok", ""),
+    ]))
+    bad = [r for r in images if r["exact_fraction"] != 1.0] + [r for r in images if r["detected"] is False]
+    if bad:
+        print(f"\nnot exact (or watermark not found): {len(bad)} row(s)")
+    print(f"\nwrote {out / (run_id + '.parquet')}")
+    return 0
