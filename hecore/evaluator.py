@@ -73,8 +73,16 @@ class Evaluator:
         return self._he.add(a, b, in_new_ctxt=True)
 
     def sub(self, a: PyCtxt, b: PyCtxt) -> PyCtxt:
+        """``a - b``.  When ``b`` is ``a`` itself (or byte-identical to it, as equal pixels of a
+        deterministic strategy are) the result is an exact zero, which SEAL refuses to hold
+        ("result ciphertext is transparent"); a fresh encryption of 0 stands in for it."""
         self._check_aligned(a, b, "subtract")
-        return self._he.sub(a, b, in_new_ctxt=True)
+        try:
+            return self._he.sub(a, b, in_new_ctxt=True)
+        except RuntimeError as e:
+            if "transparent" not in str(e):
+                raise
+            return self._zero_like(a)
 
     def negate(self, c: PyCtxt) -> PyCtxt:
         return self._he.negate(c, in_new_ctxt=True)
@@ -140,10 +148,11 @@ class Evaluator:
     def square(self, c: PyCtxt) -> PyCtxt:
         """``c * c``, relinearised, and for CKKS rescaled (one level spent)."""
         self._need_relin_key()
+        if not self.params.is_integer:
+            self._need_level(c, "a squaring")        # before SEAL fails with "scale out of bounds"
         out = self._he.square(c, in_new_ctxt=True)
         self._he.relinearize(out)
         if not self.params.is_integer:
-            self._need_level(c, "a squaring")
             self._he.rescale_to_next(out)
         return out
 
@@ -151,10 +160,11 @@ class Evaluator:
         """``a * b``, relinearised, and for CKKS rescaled (one level spent)."""
         self._check_aligned(a, b, "multiply")
         self._need_relin_key()
+        if not self.params.is_integer:
+            self._need_level(a, "a multiplication")
         out = self._he.multiply(a, b, in_new_ctxt=True)
         self._he.relinearize(out)
         if not self.params.is_integer:
-            self._need_level(a, "a multiplication")
             self._he.rescale_to_next(out)
         return out
 
@@ -175,6 +185,18 @@ class Evaluator:
     # --- helpers -----------------------------------------------------------------------------
     def _copy(self, c: PyCtxt) -> PyCtxt:
         return PyCtxt(copy_ctxt=c)
+
+    def _zero_like(self, c: PyCtxt) -> PyCtxt:
+        """A fresh (public-key) encryption of 0 in every slot, at the level and scale of ``c``."""
+        he = self._he
+        if self.params.is_integer:
+            zeros = np.zeros(self.slots, dtype=np.int64)
+            z = he.encryptBGV(zeros) if self.params.scheme == "bgv" else he.encryptInt(zeros)
+        else:
+            z = he.encryptFrac(np.zeros(self.slots), scale=float(c.scale))
+        for _ in range(self.level(c) - self.level(z)):
+            he.mod_switch_to_next(z)
+        return z
 
     def _encode_like(self, c: PyCtxt, values: np.ndarray):
         """A plaintext of ``values`` at the level (and CKKS scale) of ``c``."""

@@ -129,8 +129,8 @@ def check_match_params(ev: Evaluator, match: Match) -> None:
     p = ev.params
     if "l1" in match.metrics and p.is_integer:
         raise InvalidParameters(
-            f"match L1 needs an approximation of |x| that {p.scheme.upper()} (integers mod t) cannot evaluate; "
-            "use `match:QUERY,l2` with BFV/BGV, or a CKKS preset such as tenseal-8192 for L1"
+            f"match L1 needs an approximation of |x| that {p.name} ({p.scheme.upper()}, integers mod t) cannot "
+            "evaluate; use `match:QUERY,l2` with BFV/BGV, or the CKKS preset match-8192 for L1"
         )
     if not p.supports_keyswitching or ev.ctx.public.relin_key is None:
         raise InvalidParameters(f"matching multiplies ciphertexts; {p.name} has no relinearisation key. "

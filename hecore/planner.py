@@ -18,7 +18,7 @@ from .matching import Match
 from .ops import Brightness, Contrast, MeanFilter, Op, Watermark, raw_range
 from .params import PRESETS, Params
 
-__all__ = ["Requirements", "requirements", "problems", "plan", "check", "LAYOUTS"]
+__all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "LAYOUTS"]
 
 LAYOUTS = ("pixel", "packed")
 
@@ -92,8 +92,9 @@ def problems(params: Params, req: Requirements) -> list[str]:
     if params.is_integer:
         if not req.integer_ok:
             out.append(f"{params.scheme.upper()} cannot: {req.why_not_integer}")
-        if req.integer_bound >= 2 ** (params.plain_modulus_bits - 1):
-            out.append(f"raw values up to {req.integer_bound:.3g} overflow t/2 = 2^{params.plain_modulus_bits - 1}")
+        if req.integer_bound > (params.plain_modulus - 1) // 2:
+            out.append(f"raw values up to {req.integer_bound:.3g} overflow t/2 = {params.plain_modulus // 2} "
+                       f"(~2^{params.plain_modulus_bits - 1})")
     else:
         if req.depth > params.depth:
             out.append(f"needs {req.depth} level(s), {params.name} has {params.depth}")
