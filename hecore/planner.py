@@ -10,6 +10,7 @@ names the preset that would work.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -35,6 +36,7 @@ class Requirements:
     rotations: bool             # needs Galois keys
     raw_bound: float            # largest |raw value| a fresh-level ciphertext will hold (CKKS)
     spent_bounds: tuple         # CKKS: (levels spent, largest |value| then), for the match's results
+    l1_bound: float             # D, the largest raw |difference|, when L1 is asked for (CKKS scale growth); else 0
     integer_bound: float        # the same for BFV/BGV, where a distance is summed over a whole image
     fractional: list[str]       # ops whose raw constants are not integers (CKKS only)
     integer_ok: bool            # BFV/BGV can run it at all
@@ -82,7 +84,8 @@ def requirements(ops: Sequence[Op], layout: str, match: Match | None = None) -> 
             integer_ok, why = False, "L1 needs an approximation of |x| (CKKS)"
     else:
         integer_bound, spent = bound, ()
-    return Requirements(layout, depth, multiplies, rotations, bound, spent, integer_bound, fractional,
+    l1 = (hi - lo) if match is not None and "l1" in match.metrics else 0.0
+    return Requirements(layout, depth, multiplies, rotations, bound, spent, l1, integer_bound, fractional,
                         integer_ok, why)
 
 
@@ -102,6 +105,14 @@ def problems(params: Params, req: Requirements) -> list[str]:
             return sum(params.qi_sizes[:max(1, params.data_primes - spent)]) - params.scale_bits - 1
         if req.raw_bound >= 2 ** room(0):
             out.append(f"raw values up to {req.raw_bound:.3g} do not fit 2^{room(0)}")
+        if req.l1_bound and params.depth >= 3:
+            # L1 divides by D through the scale (free), which grows it to 2^(scale + 4 log2 D) before the
+            # last rescale, times a tile's sum: that must fit the primes left after two rescales.
+            need = params.scale_bits + 4 * math.log2(max(req.l1_bound, 1)) + math.log2(params.slots) + 1
+            have = sum(params.qi_sizes[:params.data_primes - 2])
+            if need > have:
+                out.append(f"L1 with differences up to {req.l1_bound:g} needs {need:.0f} bits after two rescales, "
+                           f"{params.name} has {have}")
         for spent, bound in req.spent_bounds:
             if spent <= params.depth and bound >= 2 ** room(spent):
                 out.append(f"values up to {bound:.3g} after {spent} rescale(s) do not fit 2^{room(spent)}")

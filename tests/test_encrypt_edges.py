@@ -102,12 +102,16 @@ def test_packed_layout_decrypts_exactly(packed_run):
     assert sum(r["ciphertexts"] for r in metrics) == 7
 
 
-def test_process_refuses_packed_input_for_now_with_a_clear_message(packed_run, capsys):
+def test_process_runs_packed_pointwise_ops_on_addonly_keys_and_refuses_a_filter_naming_a_preset(packed_run, capsys):
     root, _, enc = packed_run
-    code = main(["process", "--keys", str(root / "pub"), "--input", str(enc), "--out", str(root / "proc"),
-                 "--op", "brightness:5", "--master", "local[2]", "--quiet"])
-    assert code == 2
-    assert "packed layout" in capsys.readouterr().err
+    base = ["process", "--keys", str(root / "pub"), "--input", str(enc), "--master", "local[2]", "--quiet"]
+    assert main(base + ["--out", str(root / "proc"), "--op", "brightness:5"]) == 0
+    t = ds.dataset(root / "proc" / "ciphertexts").to_table()
+    assert t.num_rows == 7 and set(map(tuple, t.column("ops").to_pylist())) == {("brightness:5",)}
+    # addonly-2048 has no key switching, so no rotations: the planner names a preset that has them
+    assert main(base + ["--out", str(root / "filt"), "--op", "meanfilter:3"]) == 2
+    err = capsys.readouterr().err
+    assert "no key switching" in err and "hepix keygen --preset paper-4096" in err
 
 
 def test_packed_layout_refuses_a_caching_strategy_and_an_oversized_tile(tmp_path, capsys):
