@@ -31,7 +31,6 @@ factor goes into the pair's public ``post_scale``.
 """
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
@@ -50,7 +49,6 @@ METRICS = ("l2", "l1")
 L1_DEGREE = 4
 
 
-@functools.lru_cache(maxsize=None)
 def _fit_l1() -> tuple[float, float, float]:
     nodes = np.cos(np.pi * (np.arange(2000) + 0.5) / 2000)           # Chebyshev nodes on [-1, 1]
     u = nodes ** 2

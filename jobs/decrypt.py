@@ -122,7 +122,7 @@ def _decrypt_match(args, spark, ctx, out, parent, run_id, started) -> int:
     from .match import decrypt_distances
 
     t0 = time.perf_counter()
-    rows = decrypt_distances(spark, ctx, parent, args.input, run_id)
+    rows = decrypt_distances(spark, ctx, args.input, run_id)
     spark.createDataFrame(rows, spark_schema(DISTANCES)).write.options(**PARQUET_OPTIONS["distances"]).mode(
         "overwrite").parquet(out.table("distances"))
     secs = time.perf_counter() - t0

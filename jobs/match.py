@@ -12,7 +12,7 @@ import time
 
 from hecore.errors import HepixError
 from hecore.keys import read_public
-from hecore.matching import check_match_params, parse_match
+from hecore.matching import parse_match
 from hecore.ops import parse_ops, raw_range
 from hecore.planner import check as check_params
 from schemas.manifest import Counts, RunManifest
@@ -24,7 +24,7 @@ from .inputs import complete_run, same_key
 from .progress import Progress
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
-from .tasks import build_evaluator, match_group
+from .tasks import match_group
 
 KEYS = ["tile_y", "tile_x", "channel", "index"]
 
@@ -66,8 +66,7 @@ def run_match(args) -> int:
             raise HepixError(f"{args.input} already holds distances, not images")
         done = parse_ops(list(parent.ops))
         try:
-            check_params(material.params, done, parent.layout, match)
-            check_match_params(build_evaluator(material), match)
+            check_params(material.params, done, parent.layout, match)   # scheme, depth, keys, value room
         except ValueError as e:
             raise HepixError(str(e)) from None
         lo, hi = raw_range(done)
@@ -135,7 +134,7 @@ def run_match(args) -> int:
     return 0
 
 
-def decrypt_distances(spark, ctx, parent, source_dir: str, run_id: str) -> list[dict]:
+def decrypt_distances(spark, ctx, source_dir: str, run_id: str) -> list[dict]:
     """The data owner's side: the encrypted distances of a match run, decrypted (on the driver:
     one ciphertext per image and metric)."""
     from hecore.matching import l1_poly_error
@@ -145,8 +144,8 @@ def decrypt_distances(spark, ctx, parent, source_dir: str, run_id: str) -> list[
         t = time.perf_counter()
         raw = float(ctx.decrypt_slots(r["ct"], 1)[0])
         secs = time.perf_counter() - t
-        l1_err = l1_poly_error() * r["bound"] * abs(r["distance_scale"] / r["bound"] / r["parts"]) \
-            if r["metric"] == "l1" and not ctx.params.is_integer else None
+        # per pixel: the polynomial's error (in units of D) x D x post_scale = x distance_scale / parts
+        l1_err = l1_poly_error() * abs(r["distance_scale"]) / r["parts"] if r["metric"] == "l1" else None
         rows.append({"run_id": run_id, "query_source": r["query_source"], "source": r["source"],
                      "metric": r["metric"], "distance": raw * r["distance_scale"], "l1_poly_max_error": l1_err,
                      "parts": r["parts"], "process_seconds": r["process_seconds"], "decrypt_seconds": secs})

@@ -87,9 +87,10 @@ def run(args) -> int:
         parent = complete_run(storage, args.input, ("encrypt", "process"))
         same_key(parent, fingerprint, args.input)             # before any work
         try:
-            check_params(material.params, parse_ops(list(parent.ops)) + ops, parent.layout)
+            done = parse_ops(list(parent.ops))
+            check_params(material.params, done + ops, parent.layout)
             if parent.layout == "packed":
-                check_packed_chain(parse_ops(list(parent.ops)), ops, int(parent.options.get("halo", 0)))
+                check_packed_chain(done, ops, int(parent.options.get("halo", 0)))
         except ValueError as e:
             raise HepixError(str(e)) from None
         print(f"hepix process {run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
@@ -103,11 +104,14 @@ def run(args) -> int:
             df = spark.read.parquet(join(args.input, "ciphertexts"))
             check_ops_fit(df, ops)                                # before any work
             schema = spark_schema(CIPHERTEXTS)
-            if parent.layout == "packed":
+            if parent.layout == "packed":       # the whole chain within each ciphertext, one pass
                 df = df.mapInArrow(functools.partial(packed_partition, token=token, broadcast=bc,
                                                      specs=[o.spec for o in ops], run_id=run_id,
                                                      rebuilds=rebuilds, tasks=tasks), schema)
-            for op in ops if parent.layout == "pixel" else ():
+                ops_pixel = []
+            else:
+                ops_pixel = ops
+            for op in ops_pixel:
                 if isinstance(op, MeanFilter):
                     halo_schema = spark_schema(pa.schema(list(CIPHERTEXTS) + [
                         pa.field(name, type_, nullable=False) for name, type_ in HALO_COLUMNS]))
