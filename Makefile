@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hepix-setup
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench clean distclean
+.PHONY: setup demo test bench report clean distclean
 
 setup: $(STAMP)
 
@@ -22,6 +22,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/hepix bench --out bench-out
+
+report: $(STAMP)
+	$(VENV)/bin/hepix report --bench bench-out --out bench-out/report
 
 clean:
 	rm -rf bench-out demo-out .pytest_cache

@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -74,9 +75,13 @@ def memcpy_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
 
 def measure_strategy(ctx: HEContext, name: str, image: np.ndarray, *, image_name: str = "image",
                      tile: int = DEFAULT_TILE, reuse_buffer: bool = True, options: dict | None = None,
-                     allow_leaky: bool = False) -> PixelMeasurement:
-    """Prepare, encrypt (timed), decrypt (timed) and score one strategy on one image."""
+                     allow_leaky: bool = False, meter=None) -> PixelMeasurement:
+    """Prepare, encrypt (timed), decrypt (timed) and score one strategy on one image.
+
+    ``meter``: a :class:`hecore.peakmem.PeakMeter` that records the peak memory of the
+    ``encrypt`` and ``decrypt`` stages (the ciphertexts kept for decryption count in both)."""
     options = options or {}
+    stage = meter.stage if meter is not None else (lambda _name: nullcontext())
     strategy = make_strategy(name, ctx, allow_leaky=allow_leaky, **options).prepare(image)
     # Warm the output buffer (and the kernels) on the first tile: steady state is what we time.
     grid, tiles = encrypt_tiles(image, strategy, tile, tile, reuse_buffer=reuse_buffer)
@@ -86,18 +91,20 @@ def measure_strategy(ctx: HEContext, name: str, image: np.ndarray, *, image_name
     kept = []
     nbytes = 0
     grid, tiles = encrypt_tiles(image, strategy, tile, tile, reuse_buffer=reuse_buffer)
-    t = time.perf_counter()
-    for pt in tiles:
-        nbytes += pt.batch.nbytes
-        # Keep a copy for decryption, outside the timed region.
-        t_pause = time.perf_counter()
-        kept.append(pt if not reuse_buffer else _owned(pt))
-        t += time.perf_counter() - t_pause
-    encrypt_seconds = time.perf_counter() - t
+    with stage("encrypt"):
+        t = time.perf_counter()
+        for pt in tiles:
+            nbytes += pt.batch.nbytes
+            # Keep a copy for decryption, outside the timed region.
+            t_pause = time.perf_counter()
+            kept.append(pt if not reuse_buffer else _owned(pt))
+            t += time.perf_counter() - t_pause
+        encrypt_seconds = time.perf_counter() - t
 
-    t = time.perf_counter()
-    decrypted = decrypt_tiles(ctx, grid, kept)
-    decrypt_seconds = time.perf_counter() - t
+    with stage("decrypt"):
+        t = time.perf_counter()
+        decrypted = decrypt_tiles(ctx, grid, kept)
+        decrypt_seconds = time.perf_counter() - t
     q = compare(image, decrypted)
     pixels = int(image.size)
     return PixelMeasurement(

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -289,28 +290,33 @@ class _Result:
     setup_seconds: float = 0.0
 
 
-def _packed_run(ctx: HEContext, ev: Evaluator, img: np.ndarray, ops: Sequence[Op]) -> _Result:
+def _packed_run(ctx: HEContext, ev: Evaluator, img: np.ndarray, ops: Sequence[Op], meter=None) -> _Result:
     """Packed layout: encrypt every tile channel, apply ``ops`` to each (load, operate, serialize),
-    decrypt; the raw values (before the finish) of the whole image."""
+    decrypt; the raw values (before the finish) of the whole image.  ``meter``: a
+    :class:`hecore.peakmem.PeakMeter` recording each stage's peak memory."""
+    stage = meter.stage if meter is not None else (lambda _name: nullcontext())
     halo = _halo(ops)
     th, tw = default_tile(ctx.params, halo)
     h, w = img.shape[:2]
-    t = time.perf_counter()
-    grid, produce = packed_encrypt_tiles(img, ctx, th, tw, halo)
-    tiles = list(produce)
-    encrypt_seconds = time.perf_counter() - t
+    with stage("encrypt"):
+        t = time.perf_counter()
+        grid, produce = packed_encrypt_tiles(img, ctx, th, tw, halo)
+        tiles = list(produce)
+        encrypt_seconds = time.perf_counter() - t
 
-    t = time.perf_counter()
-    done = []
-    for pt in tiles:
-        geom = PackedGeometry(th, tw, halo, pt.y, pt.x, h, w)
-        c, _post_scale = apply_ops(ev, ev.load(pt.ct), ops, geom)
-        done.append(replace(pt, ct=ev.dump(c)))
-    op_seconds = time.perf_counter() - t
+    with stage("op"):
+        t = time.perf_counter()
+        done = []
+        for pt in tiles:
+            geom = PackedGeometry(th, tw, halo, pt.y, pt.x, h, w)
+            c, _post_scale = apply_ops(ev, ev.load(pt.ct), ops, geom)
+            done.append(replace(pt, ct=ev.dump(c)))
+        op_seconds = time.perf_counter() - t
 
-    t = time.perf_counter()
-    raw = packed_decrypt_tiles(ctx, grid, done)
-    decrypt_seconds = time.perf_counter() - t
+    with stage("decrypt"):
+        t = time.perf_counter()
+        raw = packed_decrypt_tiles(ctx, grid, done)
+        decrypt_seconds = time.perf_counter() - t
     return _Result(raw, encrypt_seconds, op_seconds, decrypt_seconds, len(tiles),
                    sum(len(pt.ct) for pt in tiles))
 

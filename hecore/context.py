@@ -208,6 +208,18 @@ class HEContext:
         data = ct.to_bytes(compr_mode="none")
         return data, t1 - t0, time.perf_counter() - t1
 
+    def encode_seconds(self, values: np.ndarray) -> float:
+        """Seconds to encode ``values`` into a plaintext, without encrypting it: the encoding share of
+        :meth:`encrypt_vector_timed` (for ``hepix bench``'s physical limits)."""
+        t0 = time.perf_counter()
+        if not self.params.is_integer:
+            self._he.encodeFrac(np.ascontiguousarray(values, dtype=np.float64))
+        elif self.params.scheme == "bgv":
+            self._he.encodeBGV(integer_slots(values, self.params))
+        else:
+            self._he.encodeInt(integer_slots(values, self.params))
+        return time.perf_counter() - t0
+
     @cached_property
     def layout(self) -> CiphertextLayout:
         """The byte layout of this context's fresh ciphertexts (measured on an encryption of 0)."""

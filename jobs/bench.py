@@ -1,5 +1,7 @@
 """`hepix bench`: the pixel layout's strategies against fresh encryption, written to Parquet.
 
+The default suite ``all`` (:mod:`jobs.bench_all`) runs the seeds' experiments into one
+``OUT/bench/`` table for ``hepix report``; ``--suite pixel`` is what follows.
 Writes ``OUT/bench_pixel/<run_id>.parquet`` (schema ``schemas.tables.BENCH_PIXEL``)
 and prints time, pixels/s, ciphertext MB/s and the speedup over ``fresh``
 for every image size, next to the NumPy memory-copy bandwidth measured in
@@ -48,8 +50,11 @@ def _int_list(s: str) -> list[int]:
 
 
 def add_arguments(p):
-    p.add_argument("--suite", choices=("pixel", "spark", "packed", "ops"), default="pixel",
-                   help="pixel: every strategy against fresh in one process (default); spark: the encrypt "
+    p.add_argument("--suite", choices=("all", "pixel", "spark", "packed", "ops"), default=None,
+                   help="all: the seeds' experiments (Fig. 3, Table 2, Fig. 10, seed 001, physical limits, "
+                        "packed) into one `bench` table for `hepix report` (default, takes --out and --quick; "
+                        "without --suite, any of --sizes --strategies --tile --preset --image selects pixel); "
+                        "pixel: every strategy against fresh in one process; spark: the encrypt "
                         "job against hecore alone, and local[1] against local[2]; packed: the packed layout "
                         "against TenSEAL and the pixel layout's full caching, one process; ops: the paper's "
                         "4.4 cases (mean filter, brightness, matching, watermark) encrypted in both layouts, "
@@ -85,7 +90,20 @@ def sample_image(path: str | None):
     return "skimage-camera", skimage.data.camera()
 
 
+def _resolve_suite(args) -> str:
+    """``--suite`` as given, else ``pixel`` when a pixel-suite option is given (as before ``all``), else ``all``."""
+    if args.suite:
+        return args.suite
+    pixel_only = (args.sizes != ",".join(map(str, DEFAULT_SIZES)) or args.strategies != ",".join(DEFAULT_STRATEGIES)
+                  or args.tile != DEFAULT_TILE or args.preset is not None or args.image is not None)
+    return "pixel" if pixel_only else "all"
+
+
 def run(args) -> int:
+    args.suite = _resolve_suite(args)
+    if args.suite == "all":
+        from .bench_all import run_all
+        return run_all(args)
     if args.suite == "spark":
         return run_spark(args)
     if args.suite == "packed":

@@ -159,6 +159,75 @@ BENCH_OPS = pa.schema([
     pa.field("ref_order_as_paper", pa.bool_()),               # plaintext (exact) distances
 ])
 
+#: One row per measured configuration of ``hepix bench`` (the default suite, ``--suite all``), read by
+#: ``hepix report`` and notebooks/results.ipynb.  ``experiment``: fig3 (iCHEETAH Fig. 3 / Table 2),
+#: fig10, seed001 (brightness +60), limits (memcpy; packed encode/encrypt/serialise split), packed
+#: (``hecore.bench_packed``), spark (the jobs on local Spark).  Times are seconds measured on
+#: ``pixels_measured`` channel values; when that is fewer than ``pixels`` (the whole image) or the row
+#: is an extrapolation to a size not run, ``extrapolated`` is true and only ``pixels_per_second`` /
+#: ``seconds`` (= pixels / pixels_per_second) describe the whole image.  ``*_peak_rss_<stage>``: bytes;
+#: driver = this process (plus Spark's JVM), workers = other child processes (null: none).
+BENCH = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("quick", pa.bool_()),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("load_1m", pa.float64()),                     # 1-minute load average when the row started
+    pa.field("hepix_version", pa.string()),
+    pa.field("versions", pa.string()),                     # JSON: Pyfhel, numpy, pyspark, ...
+    pa.field("git_commit", pa.string()),
+    pa.field("experiment", pa.string(), nullable=False),
+    pa.field("layout", pa.string()),                       # pixel | packed | none
+    pa.field("implementation", pa.string()),               # hepix-pixel | hepix-packed | tenseal | numpy-memcpy | ...
+    pa.field("library", pa.string()),
+    pa.field("scheme", pa.string()),
+    pa.field("preset", pa.string()),
+    pa.field("n", pa.int32()),
+    pa.field("qi_sizes", pa.list_(pa.int32())),
+    pa.field("scale_bits", pa.int32()),
+    pa.field("strategy", pa.string()),
+    pa.field("strategy_options", pa.string()),
+    pa.field("encryption", pa.string()),                   # public | symmetric | cached | ...
+    pa.field("security", pa.string()),                     # ind-cpa | leaks
+    pa.field("image", pa.string()),
+    pa.field("size", pa.int32()),
+    pa.field("width", pa.int32()),
+    pa.field("height", pa.int32()),
+    pa.field("channels", pa.int32()),
+    pa.field("pixels", pa.int64()),
+    pa.field("pixels_measured", pa.int64()),
+    pa.field("extrapolated", pa.bool_()),
+    pa.field("ops", pa.string()),
+    pa.field("repeats", pa.int32()),
+    pa.field("setup_seconds", pa.float64()),
+    pa.field("encode_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("serialize_seconds", pa.float64()),
+    pa.field("op_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("seconds", pa.float64()),
+    pa.field("pixels_per_second", pa.float64()),
+    pa.field("ciphertexts", pa.int64()),
+    pa.field("bytes", pa.int64()),
+    pa.field("bytes_per_second", pa.float64()),
+    pa.field("memcpy_bytes_per_second", pa.float64()),
+    pa.field("speedup_vs_fresh", pa.float64()),
+    pa.field("driver_peak_rss_encrypt", pa.int64()),
+    pa.field("driver_peak_rss_op", pa.int64()),
+    pa.field("driver_peak_rss_decrypt", pa.int64()),
+    pa.field("workers_peak_rss_encrypt", pa.int64()),
+    pa.field("workers_peak_rss_op", pa.int64()),
+    pa.field("workers_peak_rss_decrypt", pa.int64()),
+    pa.field("reference", pa.string()),                    # original | plaintext-processed
+    pa.field("mse", pa.float64()),
+    pa.field("psnr", pa.float64()),
+    pa.field("ssim", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),
+    pa.field("extra", pa.string()),                        # JSON: experiment-specific values
+])
+
 #: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
@@ -306,6 +375,7 @@ TABLES = {
     "bench_spark": BENCH_SPARK,
     "bench_packed": BENCH_PACKED,
     "bench_ops": BENCH_OPS,
+    "bench": BENCH,
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are

@@ -1,0 +1,51 @@
+"""A tiny but real `hepix bench` table (every experiment of hecore.bench_repro, on small images),
+shared by tests/test_bench_report.py and tests/test_notebook.py.  Not a test module."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from hecore import bench_repro
+from hecore.bench_ops import _Keys
+from hecore.images import center_crop, resize
+from jobs import runinfo
+from jobs.bench_all import write_rows
+
+SEED_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
+
+
+def tiny_bench(out: Path) -> Path:
+    """Measure every experiment at toy sizes and write ``out/bench/<run_id>.parquet``."""
+    import skimage.data
+
+    camera, astronaut = skimage.data.camera(), skimage.data.astronaut()
+    keys = _Keys()
+    ctx, _ev = keys.get("paper-4096")
+    rows = bench_repro.fig3(ctx, camera, "skimage-camera", (8, 16), ("fresh", "scan", "full"), extrapolate_to=(64,))
+    folder = out / "usc"
+    folder.mkdir(parents=True)
+    files = []
+    for name in ("coins", "moon"):
+        path = folder / f"{name}.png"
+        Image.fromarray(resize(center_crop(getattr(skimage.data, name)()), 32)).save(path)
+        files.append(path)
+    rows += bench_repro.fig10(ctx, files, size=32, subset=8, budget_seconds=120.0)
+    small = resize(center_crop(astronaut), 16)
+    rows += bench_repro.seed001(keys, [("astronaut@16", small)], SEED_PRESETS)
+    rows += bench_repro.limits(keys, resize(center_crop(camera), 16), "camera@16", ("paper-4096",))
+    rows += bench_repro.packed({"astronaut@16": small}, ("paper-4096",), 1)
+    run_id = runinfo.new_run_id()
+    common = {"run_id": run_id, "started": runinfo.now(), "quick": True, "machine": runinfo.machine(),
+              "cores": runinfo.cores(), "git_commit": runinfo.git_commit(), "versions": "{}"}
+    return write_rows([{**r, **common} for r in rows], out / "bench", run_id)
+
+
+def as_rows(path: Path) -> list[dict]:
+    import pyarrow.dataset as ds
+    return ds.dataset(path, format="parquet").to_table().to_pylist()
+
+
+def assert_close(a: float, b: float) -> None:
+    assert np.isclose(a, b, rtol=1e-9), (a, b)
