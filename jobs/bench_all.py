@@ -180,10 +180,11 @@ def write_rows(rows: list[dict], folder: Path, run_id: str) -> Path:
 
 
 def spark_seed001(files: list[Path], master: str, *, preset_name: str = "tenseal-8192", size: int = 512,
-                  progress=None) -> list[dict]:
+                  progress=None, workdir: Path | None = None) -> list[dict]:
     """Brightness +60 through the real jobs (keygen, encrypt, process, decrypt) on local Spark; one row
     with each job's wall time (Spark start-up included) and the peak memory of the driver (this process
-    and Spark's JVM) and of the Python workers during it; SSIM/PSNR from the decrypt job's metrics."""
+    and Spark's JVM) and of the Python workers during it; SSIM/PSNR from the decrypt job's metrics.
+    ``workdir``: keep the runs (keys, tables) there instead of a temporary directory that is removed."""
     import shutil
     import tempfile
 
@@ -192,10 +193,10 @@ def spark_seed001(files: list[Path], master: str, *, preset_name: str = "tenseal
     from hecore.peakmem import PeakMeter
     from .cli import main as hepix
 
-    tmp = Path(tempfile.mkdtemp(prefix="hepix-bench-spark-"))
+    tmp = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="hepix-bench-spark-"))
     try:
         images = tmp / "images"
-        images.mkdir()
+        images.mkdir(parents=True)
         for f in files:
             (images / f.name).symlink_to(f.resolve())
         keys, pub = tmp / "keys", tmp / "public"
@@ -246,4 +247,5 @@ def spark_seed001(files: list[Path], master: str, *, preset_name: str = "tenseal
             progress(row)
         return [row]
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not workdir:
+            shutil.rmtree(tmp, ignore_errors=True)

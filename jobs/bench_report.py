@@ -256,20 +256,32 @@ def render(df, out: Path) -> Path:
     import pandas as pd
     psnr = _psnr_mean(pd.Series(psnr_src, dtype=float)) if psnr_src else None
     head = [
-        ["full over fresh, best size (Fig. 3)", _f(SEED["speedup_max"][0]), _f(sp_max, ".2f"), _ratio(sp_max, SEED["speedup_max"][0])],
-        [f"full over fresh, average over {len(f10)} USC-SIPI 256x256 images (Fig. 10)", _f(SEED["speedup_avg"][0]),
+        ["full over fresh, best size (Fig. 3)", _f(SEED["speedup_max"][0], "g"), _f(sp_max, ".2f"), _ratio(sp_max, SEED["speedup_max"][0])],
+        [f"full over fresh, average over {len(f10)} USC-SIPI 256x256 images (Fig. 10)", _f(SEED["speedup_avg"][0], "g"),
          _f(sp_avg, ".2f"), _ratio(sp_avg, SEED["speedup_avg"][0])],
-        ["MSE decrypted vs original (full)", _f(SEED["mse"][0]), _f(mse, ".4f"), _ratio(mse, SEED["mse"][0])],
-        ["PSNR dB (full)", _f(SEED["psnr"][0]), _f(psnr, ".2f"), _ratio(psnr, SEED["psnr"][0])],
+        ["MSE decrypted vs original (full)", _f(SEED["mse"][0], "g"), _f(mse, ".4f"), _ratio(mse, SEED["mse"][0])],
+        ["PSNR dB (full)", _f(SEED["psnr"][0], "g"), _f(psnr, ".2f"), _ratio(psnr, SEED["psnr"][0])],
     ]
     for scheme, key in (("ckks", "ckks"), ("bgv", "bgv")):
         g = seed[seed.scheme == scheme]
         ssim = _mean(g.ssim) if len(g) else None
         ps = _psnr_mean(g.psnr) if len(g) else None
-        head.append([f"seed 001 {scheme.upper()} SSIM vs plaintext +60", _f(SEED[f'{key}_ssim'][0]), _f(ssim, ".4f"),
+        head.append([f"seed 001 {scheme.upper()} SSIM vs plaintext +60", _f(SEED[f'{key}_ssim'][0], "g"), _f(ssim, ".4f"),
                      _ratio(ssim, SEED[f'{key}_ssim'][0])])
-        head.append([f"seed 001 {scheme.upper()} PSNR dB", _f(SEED[f'{key}_psnr'][0]), _f(ps, ".2f"),
+        head.append([f"seed 001 {scheme.upper()} PSNR dB", _f(SEED[f'{key}_psnr'][0], "g"), _f(ps, ".2f"),
                      _ratio(ps, SEED[f'{key}_psnr'][0])])
+    pk = df[df.experiment == "packed"]
+    full_ref = pk[pk.implementation == "hepix-pixel-full"].pixels_per_second
+    full_ref = float(full_ref.median()) if len(full_ref) else None
+    hp = pk[pk.implementation == "hepix-packed"]
+    for (pre, enc), g in hp.groupby(["preset", "encryption"], sort=False):
+        pps = float(g.pixels.sum() / g.seconds.sum())
+        head.append([f"ours only: packed layout, {enc} encryption, {pre} ({g.security.iloc[0]}), values/s "
+                     f"(x our pixel full, which leaks)", "-", f"{pps:,.0f} (x{_ratio(pps, full_ref)})", "-"])
+    if not len(hp):
+        head.append(["ours only: packed layout", "-", "not measured", "-"])
+    if not len(hp[hp.encryption != "public"]):
+        head.append(["ours only: packed secure symmetric fast path", "-", "not measured (not in this table)", "-"])
     md += ["## Headline: the seeds' figures next to ours", "",
            _md(head, ["figure", "seed (reference)", "ours (measured)", "ours / seed"]), "",
            "Sources: " + "; ".join(f"{v[1]}" for v in SEED.values()) + ".",
@@ -277,7 +289,6 @@ def render(df, out: Path) -> Path:
            "the ratio is then not defined.", ""]
 
     # packed and secure
-    pk = df[df.experiment == "packed"]
     md += ["## Packed layout and the secure (IND-CPA) figures", ""]
     if len(pk):
         full_pps = pk[pk.implementation == "hepix-pixel-full"].pixels_per_second
@@ -371,8 +382,9 @@ def render(df, out: Path) -> Path:
                                     for c in ("driver_peak_rss_encrypt", "driver_peak_rss_op", "driver_peak_rss_decrypt")),
                          _f(r.ssim, ".5f"), _f(r.psnr, ".2f"), _f(r.exact_fraction, ".4f")])
         md += ["![seed 001](seed001.png)", "",
-               "Times per stage in seconds; peak RSS of the process per stage in MiB (encrypt / +60 / decrypt; "
-               "one process, so no separate workers); SSIM/PSNR of the decrypted result against the plaintext "
+               "Times per stage in seconds; peak RSS per stage in MiB (encrypt / +60 / decrypt) of the process "
+               "that ran it (each preset in its own process when `hepix bench` runs it: libraries, keys and "
+               "images of that scheme only; no separate workers); SSIM/PSNR of the decrypted result against the plaintext "
                "+60 image (clipped to 0..255).", "",
                _md(rows, ["image", "scheme", "preset", "ciphertexts", "encrypt s", "+60 s", "decrypt s",
                           "peak MiB", "SSIM", "PSNR dB", "exact"]), ""]
@@ -384,18 +396,42 @@ def render(df, out: Path) -> Path:
             if not len(g):
                 continue
             ours = (g.encrypt_seconds.mean(), g.op_seconds.mean(), g.decrypt_seconds.mean())
-            mem = tuple(g[c].max() / MIB for c in ("driver_peak_rss_encrypt", "driver_peak_rss_op", "driver_peak_rss_decrypt"))
+            mem = tuple(g[c].max() / 1e6 for c in ("driver_peak_rss_encrypt", "driver_peak_rss_op", "driver_peak_rss_decrypt"))
             for i, stage in enumerate(("encrypt", "+60", "decrypt")):
                 rows.append([scheme.upper(), stage, _f(ref[0][i] if ref else None), _f(ours[i], ".3f"),
                              _ratio(ours[i], ref[0][i] if ref else None), _f(ref[1][i] if ref else None),
                              _f(mem[i], ",.0f"), _ratio(mem[i], ref[1][i] if ref else None)])
         rows.append(["TFHE", "all", "70 / 100 / 60", "not measured", "-", "500 / 510 / 500", "not measured", "-"])
         md += ["Against seed 001's Tables 2 and 3 (512x512 RGB; the seed's seconds, stated \"for 1000 images\", are "
-               "read as per image; our memory is the peak RSS of the whole process, keys and libraries included):", "",
-               _md(rows, ["scheme", "stage", "seed s", "ours s", "ours / seed", "seed MB", "ours MiB", "ours / seed"]),
+               "read as per image; our memory is the highest peak RSS of the preset's process over the 512x512 images, "
+               "keys and libraries included, in MB of 10^6 bytes):", "",
+               _md(rows, ["scheme", "stage", "seed s", "ours s", "ours / seed", "seed MB", "ours MB (peak)", "ours / seed"]),
                "", TFHE_WHY, ""]
     else:
         md += ["**not measured** (no DIV2K images found).", "", TFHE_WHY, ""]
+
+    # seed 001 through the jobs on Spark: driver and worker memory
+    sp = df[df.experiment == "spark"]
+    md += ["## seed 001 on Spark: the jobs, with driver and worker memory per stage", ""]
+    if len(sp):
+        rows = []
+        for _, r in sp.iterrows():
+            for stage, col in (("encrypt", "encrypt_seconds"), ("process +60", "op_seconds"),
+                               ("decrypt", "decrypt_seconds")):
+                key = {"encrypt": "encrypt", "process +60": "op", "decrypt": "decrypt"}[stage]
+                drv, wrk = r[f"driver_peak_rss_{key}"], r[f"workers_peak_rss_{key}"]
+                rows.append([r.implementation, r.image, stage, _f(r[col], ".1f"),
+                             _f(drv / MIB if drv == drv and drv is not None else None, ",.0f"),
+                             _f(wrk / MIB if wrk == wrk and wrk is not None else None, ",.0f")])
+        first_sp = sp.iloc[0]
+        md += [f"`hepix encrypt`, `process --op brightness:60` and `decrypt` on {first_sp.image} "
+               f"({first_sp.preset}); wall seconds per job, Spark start-up included; peak RSS sampled every 50 ms: "
+               "driver = the hepix process plus Spark's JVM, workers = PySpark's Python workers together. "
+               f"Decrypted vs plaintext +60: SSIM {_f(first_sp.ssim, '.5f')} (worst image), PSNR "
+               f"{_f(first_sp.psnr, '.2f')} dB, exact {_f(first_sp.exact_fraction, '.4f')}.", "",
+               _md(rows, ["run", "images", "stage", "seconds", "driver peak MiB", "workers peak MiB"]), ""]
+    else:
+        md += ["**not measured** in this run (no DIV2K images, or the Spark step was skipped).", ""]
 
     # limits
     md += ["## Physical limits", ""]

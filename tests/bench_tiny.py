@@ -16,8 +16,9 @@ from jobs.bench_all import write_rows
 SEED_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
 
 
-def tiny_bench(out: Path) -> Path:
-    """Measure every experiment at toy sizes and write ``out/bench/<run_id>.parquet``."""
+def tiny_bench(out: Path, extra_rows: list[dict] = ()) -> Path:
+    """Measure every experiment at toy sizes and write ``out/bench/<run_id>.parquet`` (with ``extra_rows``,
+    e.g. :func:`spark_row`'s)."""
     import skimage.data
 
     camera, astronaut = skimage.data.camera(), skimage.data.astronaut()
@@ -36,6 +37,7 @@ def tiny_bench(out: Path) -> Path:
     rows += bench_repro.seed001(keys, [("astronaut@16", small)], SEED_PRESETS)
     rows += bench_repro.limits(keys, resize(center_crop(camera), 16), "camera@16", ("paper-4096",))
     rows += bench_repro.packed({"astronaut@16": small}, ("paper-4096",), 1)
+    rows += list(extra_rows)
     run_id = runinfo.new_run_id()
     common = {"run_id": run_id, "started": runinfo.now(), "quick": True, "machine": runinfo.machine(),
               "cores": runinfo.cores(), "git_commit": runinfo.git_commit(), "versions": "{}"}
@@ -49,3 +51,17 @@ def as_rows(path: Path) -> list[dict]:
 
 def assert_close(a: float, b: float) -> None:
     assert np.isclose(a, b, rtol=1e-9), (a, b)
+
+
+def spark_row(workdir: Path) -> dict:
+    """The Spark experiment on one generated 32x32 RGB image (kept in ``workdir``: its metrics table is
+    ``workdir/dec/metrics``)."""
+    import skimage.data
+
+    from jobs.bench_all import spark_seed001
+
+    src = workdir / "src"
+    src.mkdir(parents=True)
+    Image.fromarray(resize(center_crop(skimage.data.astronaut()), 48)).save(src / "astronaut.png")
+    (row,) = spark_seed001([src / "astronaut.png"], "local[1]", size=32, workdir=workdir / "run")
+    return row

@@ -98,9 +98,10 @@ def test_report_fills_every_section_and_draws_the_plots(report):
         assert (rep / png).stat().st_size > 1000
     for title in ("Fig. 3", "Table 2", "Fig. 10", "seed 001", "Physical limits", "Packed layout"):
         assert title in md
-    # Only the secure fast path (absent from this table) and TFHE may be missing.
+    # Only the secure fast path (absent from this table), TFHE and the Spark run may be missing
     missing = [line for line in md.splitlines() if "not measured" in line]
-    assert all("symmetric fast path" in line or "TFHE" in line for line in missing), missing
+    # (the Spark experiment is in tests/test_notebook.py's table, not this one's).
+    assert all("symmetric fast path" in line or "TFHE" in line or "Spark step" in line for line in missing), missing
     assert "concrete-python" in md
 
 
@@ -187,3 +188,12 @@ def test_the_default_suite_is_all_unless_a_pixel_option_is_given(given, suite):
     for k, v in given.items():
         setattr(args, k, v)
     assert _resolve_suite(args) == suite
+
+
+def test_seed001_isolated_runs_each_preset_in_its_own_process():
+    from hecore.bench_repro import seed001_isolated
+    img = (np.arange(16 * 16 * 3).reshape(16, 16, 3) % 200).astype(np.uint8)
+    rows = seed001_isolated([("ramp@16", img)], ("bfv-4096",))
+    (r,) = rows
+    assert r["scheme"] == "bfv" and r["exact_fraction"] == 1.0 and r["mse"] == 0
+    assert r["driver_peak_rss_op"] > 10 * 2**20 and "own process" in r["extra"]

@@ -1,4 +1,5 @@
-"""notebooks/results.ipynb runs on a tiny real run (a `hepix demo` metrics table and a tiny bench table),
+"""notebooks/results.ipynb runs on a tiny real run (the bench's Spark experiment -- keygen, encrypt, process,
+decrypt on local Spark, whose metrics table it reads -- and a tiny bench table),
 and the notebooks are stored without outputs."""
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_tiny import tiny_bench
-from jobs.cli import main
+from bench_tiny import spark_row, tiny_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "results.ipynb"
@@ -40,12 +40,21 @@ def test_the_strip_check_fails_on_a_notebook_with_outputs(tmp_path):
 def test_results_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    demo = tmp_path / "demo"
-    assert main(["demo", "--out", str(demo), "--size", "8", "--skip-strategies", "--master", "local[1]"]) == 0
-    tiny_bench(tmp_path / "bench-out")
+    spark = spark_row(tmp_path / "spark")
+    # The Spark experiment's row: every job's time and the driver's and workers' peak memory per stage.
+    for stage in ("encrypt", "op", "decrypt"):
+        assert spark[f"{stage}_seconds"] > 0
+        assert spark[f"driver_peak_rss_{stage}"] > 50 * 2**20 and spark[f"workers_peak_rss_{stage}"] > 10 * 2**20
+    assert spark["ssim"] > 0.99 and spark["reference"] == "plaintext-processed"
+    tiny_bench(tmp_path / "bench-out", [spark])
+    from jobs.cli import main
+    assert main(["report", "--bench", str(tmp_path / "bench-out"), "--out", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    section = md.split("## seed 001 on Spark")[1].split("\n## ")[0]
+    assert "not measured" not in section and "| process +60 |" in section
     # The kernel is a child process: it inherits these, and runs this interpreter (ipykernel's own spec).
     monkeypatch.setenv("HEPIX_BENCH", str(tmp_path / "bench-out"))
-    monkeypatch.setenv("HEPIX_METRICS", str(demo / "decrypted" / "metrics"))
+    monkeypatch.setenv("HEPIX_METRICS", str(tmp_path / "spark" / "run" / "dec" / "metrics"))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
@@ -54,7 +63,8 @@ def test_results_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     text = "\n".join(str(o.get("data", {}).get("text/plain", "")) + str(o.get("text", "")) for o in outputs)
     assert "fig3" in text and "seed001" in text                     # the DuckDB summary of the bench table
-    assert "brightness:50" in text                                   # the metrics table's ops
+    assert "brightness:60" in text                                   # the metrics table's ops
+    assert "spark" in text
     assert any("image/png" in o.get("data", {}) for o in outputs)    # the plots
     # Executing in memory never touches the stored notebook.
     assert not any(c.get("outputs") for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code")
