@@ -1,7 +1,7 @@
 """The seeds' experiments measured here, as rows of one ``bench`` table (``hepix bench``).
 
-Each function runs one experiment in this process and returns rows (dicts with
-the columns of ``schemas.tables.BENCH``; missing columns are null):
+Each function runs one experiment in this process and returns :class:`BenchRow`
+records (the columns of ``schemas.tables.BENCH``; null where not applicable):
 
 * :func:`fig3` -- iCHEETAH Fig. 3 and Table 2: pixel-layout encryption time, MSE
   and PSNR against image size for ``fresh`` and the leaking caching strategies,
@@ -31,6 +31,7 @@ import json
 import math
 import os
 import time
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -51,7 +52,67 @@ from .pixel import channel_plane
 from .quality import compare, round_to_uint8
 from .tiling import tile_image
 
-Progress = Callable[[dict], None] | None
+Progress = Callable[["BenchRow"], None] | None
+
+
+@dataclass
+class BenchRow:
+    """One measured configuration (the run-independent columns of ``schemas.tables.BENCH``;
+    ``jobs.bench_all`` adds the run's: id, machine, versions, commit).  Null: not applicable."""
+
+    experiment: str
+    layout: str | None = None
+    implementation: str | None = None
+    library: str | None = None
+    scheme: str | None = None
+    preset: str | None = None
+    n: int | None = None
+    qi_sizes: list | None = None
+    scale_bits: int | None = None
+    strategy: str | None = None
+    strategy_options: str | None = None
+    encryption: str | None = None
+    security: str | None = None
+    image: str | None = None
+    size: int | None = None
+    width: int | None = None
+    height: int | None = None
+    channels: int | None = None
+    pixels: int | None = None
+    pixels_measured: int | None = None
+    extrapolated: bool | None = None
+    ops: str | None = None
+    repeats: int | None = None
+    setup_seconds: float | None = None
+    encode_seconds: float | None = None
+    encrypt_seconds: float | None = None
+    serialize_seconds: float | None = None
+    op_seconds: float | None = None
+    decrypt_seconds: float | None = None
+    seconds: float | None = None
+    pixels_per_second: float | None = None
+    ciphertexts: int | None = None
+    bytes: int | None = None
+    bytes_per_second: float | None = None
+    memcpy_bytes_per_second: float | None = None
+    speedup_vs_fresh: float | None = None
+    driver_peak_rss_encrypt: int | None = None
+    driver_peak_rss_op: int | None = None
+    driver_peak_rss_decrypt: int | None = None
+    workers_peak_rss_encrypt: int | None = None
+    workers_peak_rss_op: int | None = None
+    workers_peak_rss_decrypt: int | None = None
+    reference: str | None = None
+    mse: float | None = None
+    psnr: float | None = None
+    ssim: float | None = None
+    max_abs_err: float | None = None
+    exact_fraction: float | None = None
+    load_1m: float | None = None
+    extra: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 def _load() -> float | None:
@@ -61,15 +122,13 @@ def _load() -> float | None:
         return None
 
 
-def _base(experiment: str, ctx: HEContext, **kw) -> dict:
+def _base(experiment: str, ctx: HEContext, **kw) -> BenchRow:
     p = ctx.params
-    row = {"experiment": experiment, "scheme": p.scheme, "preset": p.name, "n": p.n,
-           "qi_sizes": list(p.qi_sizes), "scale_bits": p.scale_bits, "load_1m": _load()}
-    row.update(kw)
-    return row
+    return BenchRow(experiment=experiment, scheme=p.scheme, preset=p.name, n=p.n, qi_sizes=list(p.qi_sizes),
+                    scale_bits=p.scale_bits, load_1m=_load(), **kw)
 
 
-def _emit(rows: list, row: dict, progress: Progress) -> None:
+def _emit(rows: list, row: BenchRow, progress: Progress) -> None:
     rows.append(row)
     if progress:
         progress(row)
@@ -82,7 +141,7 @@ def _channels(img: np.ndarray) -> int:
 # --- Fig. 3 and Table 2 ------------------------------------------------------------------------
 
 def packed_row(experiment: str, ctx: HEContext, img: np.ndarray, name: str, meter: PeakMeter | None = None
-               ) -> dict:
+               ) -> BenchRow:
     """Packed layout, public-key encryption of one image, decrypted and scored."""
     meter = meter or PeakMeter()
     th, tw = default_tile(ctx.params)
@@ -108,7 +167,7 @@ def packed_row(experiment: str, ctx: HEContext, img: np.ndarray, name: str, mete
 
 
 def pixel_row(experiment: str, ctx: HEContext, strategy: str, img: np.ndarray, name: str, tile: int,
-              pixels: int | None = None, fresh: dict | None = None) -> dict:
+              pixels: int | None = None, fresh: BenchRow | None = None) -> BenchRow:
     """Pixel layout, one strategy on one image (``pixels``: the whole image's values when ``img`` is a
     crop of it; the row is then marked extrapolated)."""
     meter = PeakMeter()
@@ -127,20 +186,20 @@ def pixel_row(experiment: str, ctx: HEContext, strategy: str, img: np.ndarray, n
                 mse=m.mse, psnr=m.psnr, ssim=m.ssim, max_abs_err=m.max_abs_err, exact_fraction=m.exact_fraction,
                 **meter.as_columns())
     if fresh is not None:
-        row["speedup_vs_fresh"] = fresh["encrypt_seconds"] / m.encrypt_seconds
+        row.speedup_vs_fresh = fresh.encrypt_seconds / m.encrypt_seconds
     elif strategy == "fresh":
-        row["speedup_vs_fresh"] = 1.0
+        row.speedup_vs_fresh = 1.0
     return row
 
 
 def fig3(ctx: HEContext, source: np.ndarray, source_name: str, sizes, strategies, *, extrapolate_to=(),
-         tile: int = 32, progress: Progress = None) -> list[dict]:
+         tile: int = 32, progress: Progress = None) -> list[BenchRow]:
     """Every strategy (``fresh`` first) and the packed layout at every size; then, for each size in
     ``extrapolate_to`` above the largest measured one, a row per strategy and layout with
     ``extrapolated=True`` and the time at the largest measured size's per-value rate."""
     warm_up()
     square = center_crop(source)
-    rows: list[dict] = []
+    rows: list[BenchRow] = []
     names = ["fresh"] + [s for s in strategies if s != "fresh"]
     for size in sizes:
         img = resize(square, size)
@@ -152,18 +211,16 @@ def fig3(ctx: HEContext, source: np.ndarray, source_name: str, sizes, strategies
             _emit(rows, r, progress)
         _emit(rows, packed_row("fig3", ctx, img, name), progress)
     top = max(sizes)
-    last = [r for r in rows if r["size"] == top]
+    last = [r for r in rows if r.size == top]
+    unmeasured = {f.name: None for f in fields(BenchRow) if f.name.startswith(("driver_peak_rss", "workers_peak_rss"))}
     for size in sorted(s for s in extrapolate_to if s > top):
         for r in last:
-            pixels = r["pixels"] // (top * top) * size * size
-            est = dict(r, size=size, width=size, height=size, pixels=pixels, extrapolated=True,
-                       image=f"{source_name}@{size}", seconds=pixels / r["pixels_per_second"],
-                       encrypt_seconds=None, decrypt_seconds=None, ciphertexts=None, bytes=None,
-                       mse=None, psnr=None, ssim=None, max_abs_err=None, exact_fraction=None,
-                       load_1m=_load())
-            for k in list(est):
-                if k.startswith(("driver_peak_rss", "workers_peak_rss")):
-                    est[k] = None
+            pixels = r.pixels // (top * top) * size * size
+            est = replace(r, size=size, width=size, height=size, pixels=pixels, extrapolated=True,
+                          image=f"{source_name}@{size}", seconds=pixels / r.pixels_per_second,
+                          encrypt_seconds=None, decrypt_seconds=None, ciphertexts=None, bytes=None,
+                          bytes_per_second=None, mse=None, psnr=None, ssim=None, max_abs_err=None,
+                          exact_fraction=None, load_1m=_load(), **unmeasured)
             _emit(rows, est, progress)
     return rows
 
@@ -171,11 +228,11 @@ def fig3(ctx: HEContext, source: np.ndarray, source_name: str, sizes, strategies
 # --- Fig. 10 -----------------------------------------------------------------------------------
 
 def fig10(ctx: HEContext, files: list[Path], *, size: int = 256, subset: int = 32, budget_seconds: float = 60.0,
-          tile: int = 32, progress: Progress = None) -> list[dict]:
+          tile: int = 32, progress: Progress = None) -> list[BenchRow]:
     """``fresh`` and ``full`` on USC-SIPI images at ``size`` x ``size``, each measured on its centre
     ``subset`` x ``subset`` crop, image after image until ``budget_seconds`` have passed (at least one)."""
     warm_up()
-    rows: list[dict] = []
+    rows: list[BenchRow] = []
     start = time.perf_counter()
     for path in files:
         if rows and time.perf_counter() - start >= budget_seconds:
@@ -192,12 +249,12 @@ def fig10(ctx: HEContext, files: list[Path], *, size: int = 256, subset: int = 3
 # --- seed 001 ----------------------------------------------------------------------------------
 
 def seed001(keys: _Keys, images: list[tuple[str, np.ndarray]], presets, *, ops_spec: str = "brightness:60",
-            progress: Progress = None) -> list[dict]:
+            progress: Progress = None) -> list[BenchRow]:
     """Brightness +60 (packed layout) on each image at each preset, stages timed apart with their peak
     memory, scored against the plaintext-brightened image (SSIM, PSNR, exactness)."""
     ops = parse_ops([ops_spec])
     finish = finish_for(ops)
-    rows: list[dict] = []
+    rows: list[BenchRow] = []
     for name, img in images:
         expected = round_to_uint8(reference(img, ops))
         for p in presets:
@@ -229,14 +286,14 @@ def _seed001_child(preset_name: str, images, ops_spec: str, conn) -> None:
 
 
 def seed001_isolated(images: list[tuple[str, np.ndarray]], presets, *, ops_spec: str = "brightness:60",
-                     progress: Progress = None) -> list[dict]:
+                     progress: Progress = None) -> list[BenchRow]:
     """:func:`seed001`, each preset in a fresh process (``spawn``), so that its stages' peak memory is
     that preset's alone (libraries, keys, its images) and not what earlier experiments left behind,
     as seed 001 measured one scheme at a time."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    rows: list[dict] = []
+    rows: list[BenchRow] = []
     for p in presets:
         parent, child = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_seed001_child, args=(p, images, ops_spec, child), name=f"seed001-{p}")
@@ -247,21 +304,21 @@ def seed001_isolated(images: list[tuple[str, np.ndarray]], presets, *, ops_spec:
         if status != "ok":
             raise RuntimeError(f"seed 001 at {p} failed in its process: {got}")
         for r in got:
-            _emit(rows, dict(r, extra=json.dumps({"process": "own process per preset"})), progress)
+            _emit(rows, replace(r, extra=json.dumps({"process": "own process per preset"})), progress)
     return rows
 
 
 # --- physical limits ---------------------------------------------------------------------------
 
-def limits(keys: _Keys, img: np.ndarray, name: str, presets, *, progress: Progress = None) -> list[dict]:
+def limits(keys: _Keys, img: np.ndarray, name: str, presets, *, progress: Progress = None) -> list[BenchRow]:
     """A NumPy memcpy row (bytes/s of a plain copy: the floor of any cache-and-add scheme), and per
     preset the packed path's time split: encoding, encryption (encode+encrypt minus encode) and
     serialisation, summed over the image's tile channels, next to the whole pass's time."""
-    rows: list[dict] = []
+    rows: list[BenchRow] = []
     bw = memcpy_bandwidth()
-    rows.append({"experiment": "limits", "implementation": "numpy-memcpy", "layout": "none", "image": "256 MiB buffer",
-                 "bytes": 256 * 2**20, "seconds": 256 * 2**20 / bw, "bytes_per_second": bw,
-                 "memcpy_bytes_per_second": bw, "load_1m": _load()})
+    rows.append(BenchRow(experiment="limits", implementation="numpy-memcpy", layout="none", image="256 MiB buffer",
+                         bytes=256 * 2**20, seconds=256 * 2**20 / bw, bytes_per_second=bw,
+                         memcpy_bytes_per_second=bw, load_1m=_load()))
     if progress:
         progress(rows[-1])
     for p in presets:
@@ -293,26 +350,26 @@ def limits(keys: _Keys, img: np.ndarray, name: str, presets, *, progress: Progre
 
 # --- the packed suite --------------------------------------------------------------------------
 
-def packed(images: dict[str, np.ndarray], presets, repeats: int, *, progress: Progress = None) -> list[dict]:
+def packed(images: dict[str, np.ndarray], presets, repeats: int, *, progress: Progress = None) -> list[BenchRow]:
     """:func:`hecore.bench_packed.run_packed_bench` as ``bench`` rows (experiment ``packed``)."""
     from .bench_packed import run_packed_bench
 
-    rows: list[dict] = []
+    rows: list[BenchRow] = []
     for m in run_packed_bench(images, presets=presets, repeats=repeats):
         d = m.as_dict()
         layout = "pixel" if d["implementation"] == "hepix-pixel-full" else "packed"
-        _emit(rows, {
-            "experiment": "packed", "layout": layout, "implementation": d["implementation"],
-            "library": d["library"], "scheme": "ckks", "preset": d["preset"], "n": d["n"],
-            "qi_sizes": d["qi_sizes"], "scale_bits": d["scale_bits"], "encryption": d["encryption"],
-            "strategy": "full" if layout == "pixel" else "fresh", "security": d["security"], "image": d["image"],
-            "size": d["height"], "width": d["width"], "height": d["height"], "channels": d["channels"],
-            "pixels": d["pixels"], "pixels_measured": d["pixels"], "extrapolated": False,
-            "repeats": d["repeats"], "seconds": d["seconds"], "encrypt_seconds": d["encrypt_seconds"],
-            "serialize_seconds": d["serialize_seconds"], "setup_seconds": d["setup_seconds"],
-            "pixels_per_second": d["pixels_per_second"], "ciphertexts": d["ciphertexts"], "bytes": d["bytes"],
-            "bytes_per_second": d["bytes"] / d["seconds"], "exact_fraction": d["exact_fraction"],
-            "max_abs_err": d["max_abs_err"], "reference": "original", "load_1m": _load(),
-            "extra": json.dumps({k: d[k] for k in ("vs_tenseal_public", "vs_tenseal_symmetric", "vs_pixel_full")}),
-        }, progress)
+        _emit(rows, BenchRow(
+            experiment="packed", layout=layout, implementation=d["implementation"],
+            library=d["library"], scheme="ckks", preset=d["preset"], n=d["n"],
+            qi_sizes=d["qi_sizes"], scale_bits=d["scale_bits"], encryption=d["encryption"],
+            strategy="full" if layout == "pixel" else "fresh", security=d["security"], image=d["image"],
+            size=d["height"], width=d["width"], height=d["height"], channels=d["channels"],
+            pixels=d["pixels"], pixels_measured=d["pixels"], extrapolated=False,
+            repeats=d["repeats"], seconds=d["seconds"], encrypt_seconds=d["encrypt_seconds"],
+            serialize_seconds=d["serialize_seconds"], setup_seconds=d["setup_seconds"],
+            pixels_per_second=d["pixels_per_second"], ciphertexts=d["ciphertexts"], bytes=d["bytes"],
+            bytes_per_second=d["bytes"] / d["seconds"], exact_fraction=d["exact_fraction"],
+            max_abs_err=d["max_abs_err"], reference="original", load_1m=_load(),
+            extra=json.dumps({k: d[k] for k in ("vs_tenseal_public", "vs_tenseal_symmetric", "vs_pixel_full")}),
+        ), progress)
     return rows

@@ -87,14 +87,14 @@ def _fig3_source():
     return "skimage-camera", skimage.data.camera()
 
 
-def _progress(row: dict) -> None:
-    what = row.get("strategy") or row.get("implementation")
-    t = row.get("seconds")
-    extra = " (extrapolated)" if row.get("extrapolated") else ""
-    mem = row.get("driver_peak_rss_encrypt")
+def _progress(row) -> None:
+    what = row.strategy or row.implementation
+    t = row.seconds
+    extra = " (extrapolated)" if row.extrapolated else ""
+    mem = row.driver_peak_rss_encrypt
     mem = f"  peak {mem / 2**20:,.0f} MiB" if mem else ""
-    print(f"  {row['experiment']:<8} {row.get('layout') or '':<6} {row.get('preset') or '':<12} "
-          f"{what or '':<16} {row.get('encryption') or '':<9} {row.get('image') or '':<34} "
+    print(f"  {row.experiment:<8} {row.layout or '':<6} {row.preset or '':<12} "
+          f"{what or '':<16} {row.encryption or '':<9} {row.image or '':<34} "
           f"{t if t is not None else float('nan'):9.3f} s{extra}{mem}", flush=True)
 
 
@@ -108,7 +108,7 @@ def run_all(args) -> int:
     print("pixel-layout caching strategies are research modes that leak (security='leaks' in their rows)")
     keys = _Keys()
     ctx, _ev = keys.get(config.pixel_preset)
-    rows: list[dict] = []
+    rows: list[bench_repro.BenchRow] = []
 
     name, source = _fig3_source()
     print(f"\nFig. 3 / Table 2: {name}, sizes {list(config.fig3_sizes)}, extrapolated to "
@@ -158,7 +158,7 @@ def run_all(args) -> int:
         "cores": runinfo.cores(), "hepix_version": runinfo.version("hepix"), "git_commit": runinfo.git_commit(),
         "versions": json.dumps({**runinfo.versions(), "tenseal": runinfo.version("tenseal")}, sort_keys=True),
     }
-    path = write_rows([{**r, **common} for r in rows], Path(args.out) / "bench", run_id)
+    path = write_rows([{**r.as_dict(), **common} for r in rows], Path(args.out) / "bench", run_id)
     print(f"\n{len(rows)} rows in {time.perf_counter() - t0:.0f} s; load average {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after ({runinfo.cores()} cores)")
     print(f"wrote {path}\nnext: hepix report --bench {args.out} --out REPORT")
@@ -180,7 +180,7 @@ def write_rows(rows: list[dict], folder: Path, run_id: str) -> Path:
 
 
 def spark_seed001(files: list[Path], master: str, *, preset_name: str = "tenseal-8192", size: int = 512,
-                  progress=None, workdir: Path | None = None) -> list[dict]:
+                  progress=None, workdir: Path | None = None) -> list[bench_repro.BenchRow]:
     """Brightness +60 through the real jobs (keygen, encrypt, process, decrypt) on local Spark; one row
     with each job's wall time (Spark start-up included) and the peak memory of the driver (this process
     and Spark's JVM) and of the Python workers during it; SSIM/PSNR from the decrypt job's metrics.
@@ -227,22 +227,22 @@ def spark_seed001(files: list[Path], master: str, *, preset_name: str = "tenseal
         pixels = sum(r["width"] * r["height"] * r["channels"] for r in metrics)
         total = sum(seconds.values())
         mse = sum(r["mse"] for r in metrics) / len(metrics)
-        row = {
-            "experiment": "spark", "layout": "packed", "implementation": f"hepix jobs, Spark {master}",
-            "scheme": p.scheme, "preset": p.name, "n": p.n, "qi_sizes": list(p.qi_sizes), "scale_bits": p.scale_bits,
-            "strategy": "fresh", "encryption": "public", "security": metrics[0]["security"],
-            "image": f"{len(metrics)} DIV2K image(s)@{size}", "size": size, "width": size, "height": size,
-            "channels": metrics[0]["channels"], "pixels": pixels, "pixels_measured": pixels, "extrapolated": False,
-            "ops": "brightness:60", "encrypt_seconds": seconds["encrypt"], "op_seconds": seconds["op"],
-            "decrypt_seconds": seconds["decrypt"], "seconds": total, "pixels_per_second": pixels / total,
-            "ciphertexts": cts.num_rows, "bytes": nbytes, "reference": metrics[0]["reference"],
-            "mse": mse, "psnr": min(r["psnr"] for r in metrics), "ssim": min(r["ssim"] for r in metrics),
-            "max_abs_err": max(r["max_abs_err"] for r in metrics),
-            "exact_fraction": min(r["exact_fraction"] for r in metrics), "load_1m": load,
-            "extra": json.dumps({"times": "wall seconds of each job, Spark start-up included",
-                                 "images": [r["source"].rsplit("/", 1)[-1] for r in metrics]}),
+        row = bench_repro.BenchRow(
+            experiment="spark", layout="packed", implementation=f"hepix jobs, Spark {master}",
+            scheme=p.scheme, preset=p.name, n=p.n, qi_sizes=list(p.qi_sizes), scale_bits=p.scale_bits,
+            strategy="fresh", encryption="public", security=metrics[0]["security"],
+            image=f"{len(metrics)} DIV2K image(s)@{size}", size=size, width=size, height=size,
+            channels=metrics[0]["channels"], pixels=pixels, pixels_measured=pixels, extrapolated=False,
+            ops="brightness:60", encrypt_seconds=seconds["encrypt"], op_seconds=seconds["op"],
+            decrypt_seconds=seconds["decrypt"], seconds=total, pixels_per_second=pixels / total,
+            ciphertexts=cts.num_rows, bytes=nbytes, reference=metrics[0]["reference"],
+            mse=mse, psnr=min(r["psnr"] for r in metrics), ssim=min(r["ssim"] for r in metrics),
+            max_abs_err=max(r["max_abs_err"] for r in metrics),
+            exact_fraction=min(r["exact_fraction"] for r in metrics), load_1m=load,
+            extra=json.dumps({"times": "wall seconds of each job, Spark start-up included",
+                              "images": [r["source"].rsplit("/", 1)[-1] for r in metrics]}),
             **meter.as_columns(),
-        }
+        )
         if progress:
             progress(row)
         return [row]

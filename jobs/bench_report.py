@@ -330,7 +330,7 @@ def render(df, out: Path) -> Path:
             rows.append(row)
         src = fig3.image.iloc[0].split("@")[0]
         md += ["## iCHEETAH Fig. 3: encryption time against image size", "",
-               f"![Fig. 3](fig3.png)", "",
+               "![Fig. 3](fig3.png)", "",
                f"Image {src}, centre-cropped and resized; preset {fig3.preset.iloc[0]}; seconds to encrypt all "
                "values (pixel layout: one ciphertext per value; caching strategies leak and are research modes). "
                "Rows marked *extrap.* were not run: their time is the per-value rate measured at "

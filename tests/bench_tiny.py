@@ -16,7 +16,7 @@ from jobs.bench_all import write_rows
 SEED_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
 
 
-def tiny_bench(out: Path, extra_rows: list[dict] = ()) -> Path:
+def tiny_bench(out: Path, extra_rows=()) -> Path:
     """Measure every experiment at toy sizes and write ``out/bench/<run_id>.parquet`` (with ``extra_rows``,
     e.g. :func:`spark_row`'s)."""
     import skimage.data
@@ -41,7 +41,7 @@ def tiny_bench(out: Path, extra_rows: list[dict] = ()) -> Path:
     run_id = runinfo.new_run_id()
     common = {"run_id": run_id, "started": runinfo.now(), "quick": True, "machine": runinfo.machine(),
               "cores": runinfo.cores(), "git_commit": runinfo.git_commit(), "versions": "{}"}
-    return write_rows([{**r, **common} for r in rows], out / "bench", run_id)
+    return write_rows([{**r.as_dict(), **common} for r in rows], out / "bench", run_id)
 
 
 def as_rows(path: Path) -> list[dict]:
@@ -53,7 +53,7 @@ def assert_close(a: float, b: float) -> None:
     assert np.isclose(a, b, rtol=1e-9), (a, b)
 
 
-def spark_row(workdir: Path) -> dict:
+def spark_row(workdir: Path):
     """The Spark experiment on one generated 32x32 RGB image (kept in ``workdir``: its metrics table is
     ``workdir/dec/metrics``)."""
     import skimage.data

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -195,5 +194,5 @@ def test_seed001_isolated_runs_each_preset_in_its_own_process():
     img = (np.arange(16 * 16 * 3).reshape(16, 16, 3) % 200).astype(np.uint8)
     rows = seed001_isolated([("ramp@16", img)], ("bfv-4096",))
     (r,) = rows
-    assert r["scheme"] == "bfv" and r["exact_fraction"] == 1.0 and r["mse"] == 0
-    assert r["driver_peak_rss_op"] > 10 * 2**20 and "own process" in r["extra"]
+    assert r.scheme == "bfv" and r.exact_fraction == 1.0 and r.mse == 0
+    assert r.driver_peak_rss_op > 10 * 2**20 and "own process" in r.extra
