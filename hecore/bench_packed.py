@@ -10,6 +10,11 @@ Everything runs in one process, one thread, on the same images in the same run:
   the same tiles (N/2 values per vector), with public-key and with symmetric
   (secret-key) encryption.  TenSEAL is a comparison baseline, imported lazily;
   without it those rows are skipped with a logged message.
+* ``hepix-packed-symmetric`` (``-complex``, ``-complex-zstd``): :mod:`hecore.symmetric`, the key
+  owner's secure fast path: seeded secret-key encryption through the native extension, the whole
+  image in one call; real packing (one tile channel per ciphertext) and complex packing (two per
+  ciphertext), serialized uncompressed and, for the complex packing, also with zstd.  Skipped with
+  a logged message when the extension is not installed.
 * ``hepix-pixel-full``: the pixel layout's ``full`` caching (iCHEETAH's
   fastest mode; it leaks) at ``paper-4096``, the baseline of the issue's goal
   "packed >= 100x the paper's fastest pixel mode, at IND-CPA".
@@ -47,6 +52,9 @@ log = logging.getLogger(__name__)
 HEPIX_PACKED = "hepix-packed"
 TENSEAL = "tenseal"
 PIXEL_FULL = "hepix-pixel-full"
+HEPIX_SYMMETRIC = "hepix-packed-symmetric"
+#: (complex packing, compression) of the symmetric rows.
+SYMMETRIC_VARIANTS = ((False, "none"), (True, "none"), (True, "zstd"))
 
 DEFAULT_PRESETS = ("paper-4096", "tenseal-8192")
 #: The pixel-layout baseline runs at the paper's parameters.
@@ -88,6 +96,7 @@ class PackedMeasurement:
     vs_tenseal_public: float | None = None
     vs_tenseal_symmetric: float | None = None
     vs_pixel_full: float | None = None
+    bytes_vs_tenseal_symmetric: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -211,6 +220,52 @@ class _TenSEAL(_Impl):
             for tl, c, d in out))
 
 
+class _HepixSymmetric(_Impl):
+    encryption = "symmetric"
+    security = SECURITY_IND_CPA
+
+    def __init__(self, params: Params, complex_packing: bool, compression: str):
+        from . import symmetric
+
+        t = time.perf_counter()
+        self.ctx, secret = HEContext.generate(params, rotations=False)   # throwaway keys, never written
+        self.enc = symmetric.SymmetricEncryptor(self.ctx.public, secret, compression=compression)
+        self.setup_seconds = time.perf_counter() - t
+        self.sym = symmetric
+        self.params = params
+        self.tile = default_tile(params)
+        self.complex_packing = complex_packing
+        self.implementation = HEPIX_SYMMETRIC + ("-complex" if complex_packing else "") + (
+            f"-{compression}" if compression != "none" else "")
+        self.library = f"hepix / hepix_seal (SEAL {symmetric.native_module().SEAL_VERSION})"
+
+    def once(self, image):
+        th, tw = self.tile
+        encrypt = self.sym.encrypt_tiles_complex if self.complex_packing else self.sym.encrypt_tiles
+        t = time.perf_counter()
+        grid, tiles = encrypt(image, self.enc, th, tw)
+        seconds = time.perf_counter() - t
+        return _Run(seconds, None, None, len(tiles), sum(len(pt.ct) for pt in tiles), (grid, tiles))
+
+    def decrypt(self, image, payload):
+        grid, tiles = payload
+        if self.complex_packing:
+            return self.sym.decrypt_tiles_complex(self.ctx, grid, tiles)
+        return packed_decrypt_tiles(self.ctx, grid, tiles)
+
+
+def symmetric_impls(params: list[Params]) -> list[_Impl]:
+    """The symmetric rows, or none (with the reason logged) when the native extension is missing."""
+    from .symmetric import NativeExtensionMissing, native_module
+
+    try:
+        native_module()
+    except NativeExtensionMissing as e:
+        log.warning("hepix-packed-symmetric rows skipped: %s", e)
+        return []
+    return [_HepixSymmetric(p, cplx, compr) for p in params for cplx, compr in SYMMETRIC_VARIANTS]
+
+
 class _PixelFull(_Impl):
     implementation = PIXEL_FULL
     encryption = "cached"
@@ -261,6 +316,7 @@ def _median(values):
 
 def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
                      repeats: int = DEFAULT_REPEATS, tenseal: bool = True, pixel_full: bool = True,
+                     symmetric: bool = True,
                      progress: Callable[[PackedMeasurement], None] | None = None) -> list[PackedMeasurement]:
     """Measure every implementation on every image (keyed by a display name); see the module docstring.
 
@@ -277,7 +333,9 @@ def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
     impls: list[_Impl] = [_HepixPacked(p) for p in params]
     ts = import_tenseal() if tenseal else None
     if ts is not None:
-        impls += [_TenSEAL(ts, p, symmetric) for p in params for symmetric in (False, True)]
+        impls += [_TenSEAL(ts, p, sym) for p in params for sym in (False, True)]
+    if symmetric:
+        impls += symmetric_impls(params)
     full = None
     if pixel_full:
         base = next((i.ctx for i in impls if isinstance(i, _HepixPacked) and i.params.name == BASELINE_PRESET),
@@ -348,4 +406,7 @@ def _fill_ratios(rows: list[PackedMeasurement]) -> None:
         if r.implementation != PIXEL_FULL:
             r.vs_tenseal_public = r.pixels_per_second / pub if pub else None
             r.vs_tenseal_symmetric = r.pixels_per_second / sym if sym else None
+            sym_bpp = next((t.bytes_per_pixel for t in rows if t.implementation == TENSEAL
+                            and t.encryption == "symmetric" and t.n == r.n), None)
+            r.bytes_vs_tenseal_symmetric = r.bytes_per_pixel / sym_bpp if sym_bpp else None
         r.vs_pixel_full = r.pixels_per_second / full if full else None

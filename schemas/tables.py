@@ -107,6 +107,7 @@ BENCH_PACKED = pa.schema([
     pa.field("vs_pixel_full", pa.float64()),
     pa.field("exact_fraction", pa.float64()),                  # after decryption and rounding; null: not decrypted
     pa.field("max_abs_err", pa.float64()),
+    pa.field("bytes_vs_tenseal_symmetric", pa.float64()),      # bytes_per_pixel over TenSEAL symmetric's, same N
 ])
 
 #: One row per (case, layout, parameters, strategy) of ``hepix bench --suite ops``: the iCHEETAH §4.4 cases
