@@ -2,7 +2,8 @@
 
 Thin: parse -> session -> decode tiles on the executors -> (scan) -> broadcast
 the strategy's cache once -> encrypt tiles with hecore -> write -> commit.
-Encryption needs only the public key; the secret key file is never opened.
+Encryption needs only the public key; the secret key file is never opened -- except with
+``--encryption symmetric``, the key owner's fast path (hecore.symmetric), which needs it.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from hecore.images import CONVERSIONS
 from hecore.keys import read_public
 from hecore.packed import check_tile_fits, default_tile
 from hecore.strategies import security_of, strategy_class, strategy_names
+from hecore.symmetric import COMPRESSIONS, DEFAULT_COMPRESSION, ENCRYPTIONS
 from hecore.tiling import parse_tile_spec
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, REJECTS, TILES, spark_schema
@@ -53,6 +55,13 @@ def add_arguments(p) -> None:
                    help="pixel-layout strategy (default fresh; others leak and need --allow-leaky)")
     p.add_argument("--allow-leaky", action="store_true",
                    help="permit the paper's caching strategies, which are not IND-CPA secure")
+    p.add_argument("--encryption", choices=ENCRYPTIONS, default="public",
+                   help="packed layout: public (default; needs only the public key) or symmetric: the key owner's "
+                        "seeded secret-key encryption, about 2x faster and half the bytes (reads secret.key, which "
+                        "must be mode 0600; needs the native extension make setup builds)")
+    p.add_argument("--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
+                   help="--encryption symmetric: serialization of the seeded ciphertexts (default %(default)s; "
+                        "zstd stores ~35%% fewer bytes at N=4096 and costs ~40%% more time)")
     p.add_argument("--pool-size", type=int, help="randomness pool size for scan/full (default 64)")
     p.add_argument("--top-k", type=int, help="values cached by scan (default: all values found)")
     p.add_argument("--radix", type=int, help="base of radix/radix-rand (default 2)")
@@ -131,6 +140,25 @@ def write_from_workers(units, directory: str, **task_args) -> None:
         pq.write_table(CIPHERTEXTS.empty_table(), os.path.join(directory, "part-00000-empty.parquet"))
 
 
+def symmetric_secret(args, material) -> bytes | None:
+    """``--encryption symmetric``: the secret key bytes, once proven to belong to ``material``
+    (and the native extension present); None for public-key encryption."""
+    if args.encryption != "symmetric":
+        if args.compression != DEFAULT_COMPRESSION:
+            raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
+                             "uncompressed")
+        return None
+    if args.layout != "packed" or args.strategy != "fresh":
+        raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layout), each fresh: use "
+                         "--layout packed without --strategy")
+    from hecore.keys import read_secret_key
+    from hecore.symmetric import SymmetricEncryptor
+
+    secret = read_secret_key(args.keys)
+    SymmetricEncryptor(material, secret, compression=args.compression)   # refuses a key of another key set
+    return secret
+
+
 def run(args) -> int:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -140,6 +168,7 @@ def run(args) -> int:
     options = strategy_options(args)
     material = read_public(args.keys, eval_keys=False)   # never opens secret.key; no eval keys needed
     params = material.params
+    secret_key = symmetric_secret(args, material)
     tile_spec = parse_tile(args.tile)
     if args.layout == "packed":
         if args.strategy != "fresh":
@@ -171,8 +200,10 @@ def run(args) -> int:
     sc = spark.sparkContext
     storage = Storage(spark)
     out = Output(storage, args.out, run_id)
-    print(f"hepix encrypt {run_id}: {args.input} -> {args.out}; {args.layout} layout, strategy "
-          f"{args.strategy} ({security_of(args.strategy)}), {params.name}, key {fingerprint[:16]}")
+    label = "symmetric" if secret_key is not None else args.strategy
+    print(f"hepix encrypt {run_id}: {args.input} -> {args.out}; {args.layout} layout, "
+          f"{'encryption' if secret_key is not None else 'strategy'} {label} ({security_of(args.strategy)}), "
+          f"{params.name}, key {fingerprint[:16]}")
     try:
         with Progress(spark, "encrypt", enabled=not args.quiet) as progress:
             t0 = time.perf_counter()
@@ -214,12 +245,14 @@ def run(args) -> int:
             timings["cache_build_seconds"] = time.perf_counter() - t0
 
             payload = EncryptPayload(public=material, strategy=strategy.name, strategy_state=state,
-                                     allow_leaky=args.allow_leaky)
+                                     allow_leaky=args.allow_leaky, secret_key=secret_key,
+                                     compression=args.compression)
             bc = sc.broadcast(payload)
             token = f"{run_id}/{bc._jbroadcast.id()}"
             rebuilds = sc.accumulator([], ListAccumulator())
             tasks = sc.accumulator([], ListAccumulator())
-            meta = EncryptMeta(run_id=run_id, layout=args.layout, preset=params.name, key_fingerprint=fingerprint)
+            meta = EncryptMeta(run_id=run_id, layout=args.layout, preset=params.name, key_fingerprint=fingerprint,
+                               encryption=args.encryption)
             n_tiles = int(stats["tiles"] or 0)
             n_units = int(stats["units"] or 0)              # tile channels: the unit of work
             parts = args.partitions or max(1, min(n_units, sc.defaultParallelism * 4))
@@ -253,14 +286,20 @@ def run(args) -> int:
                     spark_schema(REJECTS)))
             spark.createDataFrame(rejects.rdd, spark_schema(REJECTS)).write.options(
                 **PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(out.table("rejects"))
-            n_cts = spark.read.parquet(out.table("ciphertexts")).count()
+            written = spark.read.parquet(out.table("ciphertexts"))
+            if secret_key is None:
+                n_cts, ct_bytes = written.count(), None
+            else:           # seeded (and maybe compressed) ciphertexts: their sizes vary
+                agg = written.agg(F.count("*").alias("n"), F.sum(F.length("ct")).alias("b")).collect()[0]
+                n_cts, ct_bytes = int(agg["n"]), int(agg["b"] or 0)
             decoded.unpersist()
 
         rejected = int(stats["rejected"] or 0) + len(empties)
         encrypted = int(stats["images_ok"] or 0)
         counts = Counts(images_in=encrypted + rejected, images_encrypted=encrypted,
                         images_rejected=rejected, tiles=n_tiles, ciphertexts=n_cts,
-                        ciphertext_bytes=n_cts * ctx.layout.stride, rejects=rejected)
+                        ciphertext_bytes=n_cts * ctx.layout.stride if ct_bytes is None else ct_bytes,
+                        rejects=rejected)
         files_seen = files.count() + len(empties)       # a metadata-only count of the input listing
         if counts.images_in != files_seen:
             raise HepixError(f"internal error: {files_seen} input files, but {counts.images_encrypted} encrypted + "
@@ -268,9 +307,11 @@ def run(args) -> int:
         manifest = RunManifest(
             job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=args.layout,
-            strategy=strategy.name, security=strategy.security, preset=params.name, params=params.to_json(),
+            strategy=label, security=strategy.security, preset=params.name, params=params.to_json(),
             key_fingerprint=fingerprint, options={"tile": [tile_h, tile_w], "halo": halo, "resize": args.resize,
-                                                  "conversions": list(args.convert), **strategy.options()},
+                                                  "conversions": list(args.convert), **strategy.options(),
+                                                  **({"encryption": "symmetric", "compression": args.compression}
+                                                     if secret_key is not None else {})},
             counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
             versions=runinfo.versions(), spark=spark_info(spark))
         out.commit(manifest, ["ciphertexts", "rejects"])

@@ -96,12 +96,18 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
 
 @dataclass(frozen=True)
 class EncryptPayload:
-    """What the driver broadcasts to the encrypt tasks: public material and the strategy cache."""
+    """What the driver broadcasts to the encrypt tasks: public material and the strategy cache.
+
+    With symmetric encryption (the key owner's run, ``hepix encrypt --encryption symmetric``)
+    also the secret key: never in a log line or an error message.
+    """
 
     public: object              # hecore.context.PublicMaterial
     strategy: str
     strategy_state: bytes | None
     allow_leaky: bool
+    secret_key: bytes | None = field(default=None, repr=False)
+    compression: str = "none"
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -124,6 +130,37 @@ class EncryptMeta:
     layout: str
     preset: str
     key_fingerprint: str
+    encryption: str = "public"          # public | symmetric (hecore.symmetric, packed layout only)
+
+
+def build_symmetric_encryptor(payload: EncryptPayload):
+    from hecore.symmetric import SymmetricEncryptor
+
+    # The driver already proved that the secret key belongs to the public key.
+    return SymmetricEncryptor(payload.public, payload.secret_key, compression=payload.compression,
+                              check_key=False)
+
+
+def _encrypt_symmetric_batch(rb: pa.RecordBatch, *, token: str, broadcast, meta: EncryptMeta, rebuilds=None
+                             ) -> Iterator[pa.RecordBatch]:
+    """Every tile channel of ``rb`` in one native call (seeded secret-key encryption), a row each."""
+    from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
+    from hecore.symmetric import STRATEGY
+
+    enc = worker_state(token + "/symmetric", broadcast, build_symmetric_encryptor, rebuilds)
+    params = enc.params
+    tiles = rb.to_pylist()
+    if not tiles:
+        return
+    planes = np.stack([np.frombuffer(t["pixels"], dtype=np.uint8) for t in tiles]).astype(np.float64)
+    t0 = time.perf_counter()
+    cts = enc.encrypt_real(planes)
+    per_ct = (time.perf_counter() - t0) / len(tiles)
+    for tile, ct in zip(tiles, cts):
+        yield ciphertext_rows(
+            meta, tile, tile["channel"], CiphertextBatch.from_list([ct], STRATEGY, SECURITY_IND_CPA), STRATEGY,
+            SECURITY_IND_CPA, params.scheme, level=params.data_primes, scale_bits=params.scale_bits, ops=[],
+            post_scale=1.0, encrypt_seconds=np.full(1, per_ct), process_seconds=np.zeros(1))
 
 
 def _const(value, n: int, type_: pa.DataType) -> pa.Array:
@@ -169,9 +206,13 @@ def ciphertext_rows(meta: EncryptMeta, tile: dict, channel: int, batch, strategy
 def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, meta: EncryptMeta,
                       rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
     """Encrypt every tile channel of the partition, one record batch each."""
-    ctx, strategy = worker_state(token, broadcast, build_encryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
+    if meta.encryption == "symmetric":
+        for rb in batches:
+            yield from _encrypt_symmetric_batch(rb, token=token, broadcast=broadcast, meta=meta, rebuilds=rebuilds)
+        return
+    ctx, strategy = worker_state(token, broadcast, build_encryptor, rebuilds)
     from hecore.ciphertexts import CiphertextBatch
     from hecore.packed import encrypt_plane
 
