@@ -102,7 +102,8 @@ def test_tenseal_rows_at_equal_parameters_public_and_symmetric(bench):
 def test_without_tenseal_its_rows_are_skipped_with_a_message(monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "tenseal", None)        # makes `import tenseal` raise ImportError
     with caplog.at_level(logging.WARNING, logger="hecore.bench_packed"):
-        rows = run_packed_bench({"camera@32": _camera(32)}, presets=("paper-4096",), repeats=1, pixel_full=False)
+        rows = run_packed_bench({"camera@32": _camera(32)}, presets=("paper-4096",), repeats=1, pixel_full=False,
+                                symmetric=False)
     assert [r.implementation for r in rows] == [HEPIX_PACKED]
     assert rows[0].exact_fraction == 1.0
     assert rows[0].vs_tenseal_public is None and rows[0].vs_pixel_full is None
