@@ -173,7 +173,7 @@ def test_a_missing_extension_is_a_clear_error(monkeypatch, he_addonly2048):
 
 @needs_native
 def test_bench_has_symmetric_rows_next_to_the_baselines():
-    from hecore.bench_packed import HEPIX_SYMMETRIC, run_packed_bench
+    from hecore.bench_packed import HEPIX_SYMMETRIC, PIXEL_FULL, PIXEL_SYMMETRIC, run_packed_bench
 
     img = usc_crop(GREY)
     try:
@@ -182,7 +182,7 @@ def test_bench_has_symmetric_rows_next_to_the_baselines():
     except Exception:
         with_tenseal = False
     rows = run_packed_bench({"grey": img}, presets=("paper-4096",), repeats=1, tenseal=with_tenseal,
-                            pixel_full=False)
+                            pixel_full=True)
     sym = [r for r in rows if r.implementation.startswith(HEPIX_SYMMETRIC)]
     assert {r.implementation for r in sym} == {HEPIX_SYMMETRIC, HEPIX_SYMMETRIC + "-complex",
                                                HEPIX_SYMMETRIC + "-complex-zstd"}
@@ -193,6 +193,11 @@ def test_bench_has_symmetric_rows_next_to_the_baselines():
     cplx = next(r for r in sym if r.implementation == HEPIX_SYMMETRIC + "-complex")
     real = next(r for r in sym if r.implementation == HEPIX_SYMMETRIC)
     assert cplx.ciphertexts * 2 == real.ciphertexts
+    pixel = next(r for r in rows if r.implementation == PIXEL_SYMMETRIC)
+    full = next(r for r in rows if r.implementation == PIXEL_FULL)
+    assert (pixel.security, pixel.width, pixel.height, pixel.pixels, pixel.ciphertexts) == ("ind-cpa", 32, 32, 1024, 1024)
+    assert pixel.exact_fraction == 1.0
+    assert pixel.vs_pixel_full == pytest.approx(pixel.pixels_per_second / full.pixels_per_second)
     if with_tenseal:
         ts = next(r for r in rows if r.implementation == "tenseal" and r.encryption == "symmetric")
         for r in sym:
