@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup: Debian packages (only if missing), a virtualenv, the
-# cached Pyfhel wheel, then the project in editable mode with its test and bench extras.
+# cached Pyfhel wheel, then the project in editable mode with its test and bench extras, and
+# the native extension (tools/build_native.sh, cached likewise).
 #
 #   tools/setup.sh VENV CACHE_DIR
 set -euo pipefail
