@@ -176,7 +176,8 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     from hecore.packed import encrypt_plane
 
     params = ctx.params
-    packed = meta.layout == "packed"
+    packed = meta.layout != "pixel"
+    complex_packing = meta.layout == "packed-complex"
     for rb in batches:
         for tile in rb.to_pylist():
             r = tile["halo"]
@@ -184,7 +185,8 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                                                                           tile["tile_w"] + 2 * r)
             t = time.perf_counter()
             if packed:      # the whole (edge-padded) tile channel and its halo in one fresh ciphertext
-                batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane)], strategy.name, strategy.security)
+                batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane, r, complex_packing)],
+                                                  strategy.name, strategy.security)
             else:           # the valid pixels, one ciphertext each
                 batch = strategy.encrypt(plane[: tile["h"], : tile["w"]])
             per_ct = (time.perf_counter() - t) / max(1, len(batch))
@@ -281,7 +283,8 @@ def build_evaluator(public):
 def packed_geometry(r: dict):
     from hecore.packed_ops import PackedGeometry
 
-    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"])
+    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"],
+                          complex_packing=r["layout"] == "packed-complex")
 
 
 def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
@@ -328,7 +331,7 @@ def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], q
         return ENCRYPTED_DISTANCES.empty_table()
     rows = table.to_pylist()
     first = rows[0]
-    packed = first["layout"] == "packed"
+    packed = first["layout"] != "pixel"
     t = time.perf_counter()
     loaded = [(ev.load(r["ct"]), ev.load(r["query_ct"]), packed_geometry(r) if packed else None) for r in rows]
     load_seconds = time.perf_counter() - t
@@ -485,10 +488,10 @@ def _decrypt_packed_row(ctx, row: pa.RecordBatch) -> pa.RecordBatch:
     from hecore.packed import decrypt_block
 
     th, tw, h, w = r["tile_h"], r["tile_w"], r["h"], r["w"]
-    if r["layout"] != "packed":
+    if r["layout"] not in ("packed", "packed-complex"):
         raise ValueError(f"{r['source']}: unknown layout {r['layout']!r}")
     t = time.perf_counter()
-    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"])[:h, :w]
+    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"], r["layout"] == "packed-complex")[:h, :w]
     dt = time.perf_counter() - t
     n = h * w
     yy, xx = np.divmod(np.arange(n), w)
