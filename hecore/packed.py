@@ -55,15 +55,6 @@ class PackedTile:
     complex_packing: bool = False
 
 
-LAYOUT_REAL, LAYOUT_COMPLEX = "packed", "packed-complex"
-PACKED_LAYOUTS = (LAYOUT_REAL, LAYOUT_COMPLEX)
-
-
-def is_complex_layout(layout: str) -> bool:
-    """Whether a ``layout`` column value means two pixels per slot."""
-    return layout == LAYOUT_COMPLEX
-
-
 def block_rows(tile_h: int, halo: int, complex_packing: bool = False) -> int:
     """Rows of the slot block a ciphertext holds: the tile's (or, complex, half the tile's) plus the halo."""
     return (tile_h // 2 if complex_packing else tile_h) + 2 * halo
