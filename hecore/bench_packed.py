@@ -6,15 +6,17 @@ Everything runs in one process, one thread, on the same images in the same run:
   to N/2 pixels per fresh public-key ciphertext, IND-CPA), at each preset; a
   second pass through :meth:`HEContext.encrypt_vector_timed` splits the time
   into encoding + encryption and serialization.
+* ``hepix-packed-complex``: the same with complex packing (two pixels per
+  slot, layout ``packed-complex``): twice the pixels per ciphertext.
 * ``tenseal``: TenSEAL ``ckks_vector`` at the same N, primes and scale, on
   the same tiles (N/2 values per vector), with public-key and with symmetric
   (secret-key) encryption.  TenSEAL is a comparison baseline, imported lazily;
   without it those rows are skipped with a logged message.
 * ``hepix-packed-symmetric`` (``-complex``, ``-complex-zstd``): :mod:`hecore.symmetric`, the key
   owner's secure fast path: seeded secret-key encryption through the native extension, the whole
-  image in one call; real packing (one tile channel per ciphertext) and complex packing (two per
-  ciphertext), serialized uncompressed and, for the complex packing, also with zstd.  Skipped with
-  a logged message when the extension is not installed.
+  image in one call; real packing and complex packing (layout ``packed-complex``, two pixels per
+  slot), serialized uncompressed and, for the complex packing, also with zstd.  Skipped with a
+  logged message when the extension is not installed.
 * ``hepix-pixel-symmetric``: the secure path in the pixel layout (one seeded secret-key
   ciphertext per pixel value, batched in one native call) at ``paper-4096``, against ``full``
   caching; measured on the image's top-left 32x32 crop of its first channel (1,024 ciphertexts
@@ -42,7 +44,7 @@ from .ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS
 from .context import HEContext
 from .kernels import warm_up
 from .packed import decrypt_tiles as packed_decrypt_tiles
-from .packed import default_tile
+from .packed import complex_halves, default_tile
 from .packed import encrypt_tiles as packed_encrypt_tiles
 from .params import Params, preset
 from .pixel import channel_plane
@@ -54,6 +56,7 @@ from .tiling import tile_image, untile_channels
 log = logging.getLogger(__name__)
 
 HEPIX_PACKED = "hepix-packed"
+HEPIX_PACKED_COMPLEX = "hepix-packed-complex"
 TENSEAL = "tenseal"
 PIXEL_FULL = "hepix-pixel-full"
 HEPIX_SYMMETRIC = "hepix-packed-symmetric"
@@ -150,20 +153,25 @@ class _HepixPacked(_Impl):
     encryption = "public"
     security = SECURITY_IND_CPA
 
-    def __init__(self, params: Params):
+    def __init__(self, params: Params, complex_packing: bool = False, ctx: HEContext | None = None):
         from importlib import metadata
 
         t = time.perf_counter()
-        self.ctx, _secret = HEContext.generate(params)   # throwaway keys, never written anywhere
+        if ctx is None:
+            ctx, _secret = HEContext.generate(params)     # throwaway keys, never written anywhere
+        self.ctx = ctx
         self.setup_seconds = time.perf_counter() - t
         self.params = params
-        self.tile = default_tile(params)
+        self.complex_packing = complex_packing
+        if complex_packing:
+            self.implementation = HEPIX_PACKED_COMPLEX
+        self.tile = default_tile(params, complex_packing=complex_packing)
         self.library = f"hepix / Pyfhel {metadata.version('Pyfhel')}"
 
     def once(self, image):
         th, tw = self.tile
         t = time.perf_counter()
-        grid, produce = packed_encrypt_tiles(image, self.ctx, th, tw)
+        grid, produce = packed_encrypt_tiles(image, self.ctx, th, tw, complex_packing=self.complex_packing)
         tiles = list(produce)
         seconds = time.perf_counter() - t
         # The split, through the same HEContext call encrypt_plane makes, timed inside.
@@ -171,8 +179,10 @@ class _HepixPacked(_Impl):
         _grid, plain = tile_image(image, th, tw)
         for tl in plain:
             for c in range(_grid.channels):
-                _ct, e, s = self.ctx.encrypt_vector_timed(
-                    np.asarray(channel_plane(tl.pixels, c), dtype=np.float64).reshape(-1))
+                plane = channel_plane(tl.pixels, c)
+                values = (complex_halves(plane, 0) if self.complex_packing
+                          else np.asarray(plane, dtype=np.float64).reshape(-1))
+                _ct, e, s = self.ctx.encrypt_vector_timed(values)
                 enc += e
                 ser += s
         return _Run(seconds, enc, ser, len(tiles), sum(len(pt.ct) for pt in tiles), (grid, tiles))
@@ -242,7 +252,7 @@ class _HepixSymmetric(_Impl):
         self.setup_seconds = time.perf_counter() - t
         self.sym = symmetric
         self.params = params
-        self.tile = default_tile(params)
+        self.tile = default_tile(params, complex_packing=complex_packing)
         self.complex_packing = complex_packing
         self.implementation = HEPIX_SYMMETRIC + ("-complex" if complex_packing else "") + (
             f"-{compression}" if compression != "none" else "")
@@ -250,16 +260,13 @@ class _HepixSymmetric(_Impl):
 
     def once(self, image):
         th, tw = self.tile
-        encrypt = self.sym.encrypt_tiles_complex if self.complex_packing else self.sym.encrypt_tiles
         t = time.perf_counter()
-        grid, tiles = encrypt(image, self.enc, th, tw)
+        grid, tiles = self.sym.encrypt_tiles(image, self.enc, th, tw, complex_packing=self.complex_packing)
         seconds = time.perf_counter() - t
         return _Run(seconds, None, None, len(tiles), sum(len(pt.ct) for pt in tiles), (grid, tiles))
 
     def decrypt(self, image, payload):
         grid, tiles = payload
-        if self.complex_packing:
-            return self.sym.decrypt_tiles_complex(self.ctx, grid, tiles)
         return packed_decrypt_tiles(self.ctx, grid, tiles)
 
 
@@ -376,6 +383,7 @@ def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
             raise ValueError(f"the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
                              f"{p.name} is {p.scheme.upper()}: choose a CKKS preset")
     impls: list[_Impl] = [_HepixPacked(p) for p in params]
+    impls += [_HepixPacked(i.params, complex_packing=True, ctx=i.ctx) for i in list(impls)]
     ts = import_tenseal() if tenseal else None
     if ts is not None:
         impls += [_TenSEAL(ts, p, sym) for p in params for sym in (False, True)]

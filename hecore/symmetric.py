@@ -12,31 +12,22 @@ are loaded, so Pyfhel -- and every hepix job after encryption -- reads them like
 Only the holder of the secret key can encrypt this way: parties that must encrypt without it
 keep using public-key encryption (:func:`hecore.packed.encrypt_tiles`).
 
-Two packings of the packed layout (tiles, halo and slot order as in :mod:`hecore.packed`):
-
-* real (:func:`encrypt_tiles`): one tile channel per ciphertext, the pixel values as the real
-  parts of the slots; decrypts with :func:`hecore.packed.decrypt_tiles`, goes through
-  ``hepix process`` like a public-key ciphertext;
-* complex (:func:`encrypt_tiles_complex`): two tile channels per ciphertext, one in the real
-  and one in the imaginary parts of the slots (twice the pixels per encryption and per byte);
-  decrypts with :func:`decrypt_tiles_complex`.  Additions and real plaintext products act on
-  both parts alike; ops that mix slots with conjugation do not, so the table jobs use the
-  real packing.
+Both packings of :mod:`hecore.packed` (layout ``packed``: a pixel per slot; ``packed-complex``:
+the tile's halves in the real and imaginary parts, two pixels per slot) are encrypted this way by
+:func:`encrypt_tiles`, and ``hepix encrypt --encryption symmetric`` does it for the tables.
 """
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, replace
-from typing import Iterable
+from dataclasses import replace
 
 import numpy as np
 
-from .ciphertexts import SECURITY_IND_CPA
 from .context import HEContext, PublicMaterial
 from .errors import HepixError, KeyMismatch
-from .packed import PackedTile, check_tile_fits
+from .packed import PackedTile, check_tile_fits, complex_halves
 from .pixel import channel_plane
-from .tiling import TileGrid, tile_image, untile_channels
+from .tiling import TileGrid, tile_image
 
 #: The ``strategy`` label of rows encrypted this way (the ``security`` label stays ind-cpa).
 STRATEGY = "symmetric"
@@ -183,79 +174,28 @@ def _check_secret_matches(public: PublicMaterial, secret_key: bytes) -> None:
 
 # --- the packed layout ----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class TileRef:
-    """Where one tile channel's values belong (what :func:`hecore.tiling.untile_channels` needs)."""
-
-    ty: int
-    tx: int
-    y: int
-    x: int
-    h: int
-    w: int
-    channel: int
+def block_values(block: np.ndarray, halo: int, complex_packing: bool = False) -> np.ndarray:
+    """One tile channel's block (tile + halo) as the slot values :mod:`hecore.packed` encrypts:
+    row-major reals, or with complex packing the two half-blocks as complex numbers."""
+    if complex_packing:
+        return complex_halves(np.asarray(block), halo)
+    return np.asarray(block, dtype=np.float64).reshape(-1)
 
 
-@dataclass(frozen=True)
-class ComplexTile:
-    """One ciphertext holding two tile channels: ``real`` in the real parts of the slots, ``imag`` in
-    the imaginary parts (None when an image has an odd number of tile channels: imaginary parts 0)."""
-
-    real: TileRef
-    imag: TileRef | None
-    ct: bytes
-    halo: int = 0
-    security: str = SECURITY_IND_CPA
+def encrypt_blocks(enc: SymmetricEncryptor, blocks, halo: int, complex_packing: bool = False) -> list[bytes]:
+    """Tile-channel blocks of one shape, each into its own seeded ciphertext, in one native call."""
+    values = np.stack([block_values(b, halo, complex_packing) for b in blocks])
+    return enc.encrypt_complex(values) if complex_packing else enc.encrypt_real(values)
 
 
-def _units(pixels: np.ndarray, tile_h: int, tile_w: int, halo: int):
+def encrypt_tiles(pixels: np.ndarray, enc: SymmetricEncryptor, tile_h: int, tile_w: int, halo: int = 0,
+                  complex_packing: bool = False) -> tuple[TileGrid, list[PackedTile]]:
+    """As :func:`hecore.packed.encrypt_tiles` (layout ``packed``, or ``packed-complex`` with
+    ``complex_packing``), every tile channel encrypted with the secret key, the whole image in one
+    native call.  Decrypt with :func:`hecore.packed.decrypt_tiles`."""
+    check_tile_fits(enc.params, tile_h, tile_w, halo, complex_packing)
     grid, tiles = tile_image(pixels, tile_h, tile_w, halo)
-    refs, planes = [], []
-    for t in tiles:
-        for c in range(grid.channels):
-            refs.append(TileRef(t.ty, t.tx, t.y, t.x, t.h, t.w, c))
-            planes.append(np.asarray(channel_plane(t.pixels, c), dtype=np.float64).reshape(-1))
-    return grid, refs, np.stack(planes)
-
-
-def encrypt_tiles(pixels: np.ndarray, enc: SymmetricEncryptor, tile_h: int, tile_w: int, halo: int = 0
-                  ) -> tuple[TileGrid, list[PackedTile]]:
-    """Real packing: as :func:`hecore.packed.encrypt_tiles`, every tile channel encrypted with the
-    secret key in one native call for the whole image."""
-    check_tile_fits(enc.params, tile_h, tile_w, halo)
-    grid, refs, planes = _units(pixels, tile_h, tile_w, halo)
-    cts = enc.encrypt_real(planes)
-    return grid, [PackedTile(r.ty, r.tx, r.y, r.x, r.h, r.w, r.channel, ct, halo=halo) for r, ct in zip(refs, cts)]
-
-
-def encrypt_tiles_complex(pixels: np.ndarray, enc: SymmetricEncryptor, tile_h: int, tile_w: int,
-                          halo: int = 0) -> tuple[TileGrid, list[ComplexTile]]:
-    """Complex packing: tile channels in row-major order, paired (1st real + 2nd imaginary, ...)."""
-    check_tile_fits(enc.params, tile_h, tile_w, halo)
-    grid, refs, planes = _units(pixels, tile_h, tile_w, halo)
-    if len(refs) % 2:
-        planes = np.vstack([planes, np.zeros((1, planes.shape[1]))])
-    values = planes[0::2] + 1j * planes[1::2]
-    cts = enc.encrypt_complex(values)
-    out = [ComplexTile(refs[2 * i], refs[2 * i + 1] if 2 * i + 1 < len(refs) else None, ct, halo)
-           for i, ct in enumerate(cts)]
-    return grid, out
-
-
-def decrypt_block_complex(ctx: HEContext, ct, tile_h: int, tile_w: int, halo: int = 0
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """The two ``tile_h x tile_w`` blocks (real part, imaginary part; halo cut off) of one ciphertext."""
-    bh, bw = tile_h + 2 * halo, tile_w + 2 * halo
-    block = ctx.decrypt_complex_slots(ct, bh * bw).reshape(bh, bw)[halo:halo + tile_h, halo:halo + tile_w]
-    return block.real, block.imag
-
-
-def decrypt_tiles_complex(ctx: HEContext, grid: TileGrid, tiles: Iterable[ComplexTile]) -> np.ndarray:
-    """Decrypt complex-packed tiles into a float image of the grid's size (raw values before rounding)."""
-    def pieces():
-        for ct in tiles:
-            re, im = decrypt_block_complex(ctx, ct.ct, grid.tile_h, grid.tile_w, ct.halo)
-            yield ct.real, ct.real.channel, re
-            if ct.imag is not None:
-                yield ct.imag, ct.imag.channel, im
-    return untile_channels(grid, pieces())
+    units = [(t, c) for t in tiles for c in range(grid.channels)]
+    cts = encrypt_blocks(enc, [channel_plane(t.pixels, c) for t, c in units], halo, complex_packing)
+    return grid, [PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, ct, halo=halo, complex_packing=complex_packing)
+                  for (t, c), ct in zip(units, cts)]

@@ -35,7 +35,7 @@ from .tasks import (WRITTEN, DecodeOptions, EncryptMeta, EncryptPayload, decode_
 
 log = logging.getLogger(__name__)
 
-LAYOUTS = ("pixel", "packed")
+LAYOUTS = ("pixel", "packed", "packed-complex")
 DEFAULT_TILE = "16x16"
 DEFAULT_HALO = 1            # enough for the paper's 3x3 mean filter
 DEFAULT_MAX_PIXELS = 2**26
@@ -46,8 +46,10 @@ def add_arguments(p) -> None:
     p.add_argument("--input", required=True, help="directory, glob or URI (file://, hdfs://) of images")
     p.add_argument("--out", required=True, help="output directory: ciphertexts/, rejects/, _manifest.json")
     p.add_argument("--layout", choices=LAYOUTS, default="packed",
-                   help="packed: one fresh ciphertext per tile channel, a pixel per slot (default); pixel: one "
-                        "ciphertext per pixel value (iCHEETAH, with its caching strategies)")
+                   help="packed: one fresh ciphertext per tile channel, a pixel per slot (default); "
+                        "packed-complex: the same with two pixels per slot (CKKS only, twice the pixels per "
+                        "ciphertext; no matching); pixel: one ciphertext per pixel value (iCHEETAH, with its "
+                        "caching strategies)")
     p.add_argument("--halo", type=int, default=None, metavar="R",
                    help=f"packed layout: pixels of the neighbouring tiles each ciphertext also holds, for filters "
                         f"reaching R pixels (meanfilter:K needs K//2; default {DEFAULT_HALO})")
@@ -56,7 +58,7 @@ def add_arguments(p) -> None:
     p.add_argument("--allow-leaky", action="store_true",
                    help="permit the paper's caching strategies, which are not IND-CPA secure")
     p.add_argument("--encryption", choices=ENCRYPTIONS, default="public",
-                   help="packed layout: public (default; needs only the public key) or symmetric: the key owner's "
+                   help="packed layouts: public (default; needs only the public key) or symmetric: the key owner's "
                         "seeded secret-key encryption, about 2x faster and half the bytes (reads secret.key, which "
                         "must be mode 0600; needs the native extension make setup builds)")
     p.add_argument("--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
@@ -66,7 +68,8 @@ def add_arguments(p) -> None:
     p.add_argument("--top-k", type=int, help="values cached by scan (default: all values found)")
     p.add_argument("--radix", type=int, help="base of radix/radix-rand (default 2)")
     p.add_argument("--tile", help=f"tile size HxW (default: {DEFAULT_TILE} for the pixel layout; for the packed "
-                                  "layout the largest that fills a ciphertext's slots, 32x64 at N=4096)")
+                                  "layouts the largest that fills a ciphertext's slots: 30x62 at N=4096 with the default halo, "
+                                  "60x62 complex-packed)")
     p.add_argument("--resize", type=int, metavar="S",
                    help="centre-crop to a square and resize to SxS first (the paper's preprocessing)")
     p.add_argument("--convert", action="append", default=[], choices=sorted(CONVERSIONS),
@@ -148,9 +151,9 @@ def symmetric_secret(args, material) -> bytes | None:
             raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
                              "uncompressed")
         return None
-    if args.layout != "packed" or args.strategy != "fresh":
-        raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layout), each fresh: use "
-                         "--layout packed without --strategy")
+    if args.layout == "pixel" or args.strategy != "fresh":
+        raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layouts), each fresh: use "
+                         "--layout packed or packed-complex without --strategy")
     from hecore.keys import read_secret_key
     from hecore.symmetric import SymmetricEncryptor
 
@@ -170,7 +173,8 @@ def run(args) -> int:
     params = material.params
     secret_key = symmetric_secret(args, material)
     tile_spec = parse_tile(args.tile)
-    if args.layout == "packed":
+    complex_packing = args.layout == "packed-complex"
+    if args.layout != "pixel":
         if args.strategy != "fresh":
             raise HepixError(f"--strategy {args.strategy} is a pixel-layout mode (iCHEETAH); the packed layout "
                              "encrypts each tile channel fresh with the public key: drop --strategy or use "
@@ -179,8 +183,8 @@ def run(args) -> int:
         if halo < 0:
             raise HepixError(f"--halo {halo}: must be 0 or more")
         try:
-            tile_h, tile_w = tile_spec or default_tile(params, halo)
-            check_tile_fits(params, tile_h, tile_w, halo)
+            tile_h, tile_w = tile_spec or default_tile(params, halo, complex_packing)
+            check_tile_fits(params, tile_h, tile_w, halo, complex_packing)
         except ValueError as e:
             raise HepixError(str(e)) from None
     else:

@@ -145,16 +145,18 @@ def _encrypt_symmetric_batch(rb: pa.RecordBatch, *, token: str, broadcast, meta:
                              ) -> Iterator[pa.RecordBatch]:
     """Every tile channel of ``rb`` in one native call (seeded secret-key encryption), a row each."""
     from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
-    from hecore.symmetric import STRATEGY
+    from hecore.symmetric import STRATEGY, encrypt_blocks
 
     enc = worker_state(token + "/symmetric", broadcast, build_symmetric_encryptor, rebuilds)
     params = enc.params
     tiles = rb.to_pylist()
     if not tiles:
         return
-    planes = np.stack([np.frombuffer(t["pixels"], dtype=np.uint8) for t in tiles]).astype(np.float64)
+    r = tiles[0]["halo"]          # one run: one tile size and halo
+    blocks = [np.frombuffer(t["pixels"], dtype=np.uint8).reshape(t["tile_h"] + 2 * r, t["tile_w"] + 2 * r)
+              for t in tiles]
     t0 = time.perf_counter()
-    cts = enc.encrypt_real(planes)
+    cts = encrypt_blocks(enc, blocks, r, complex_packing=meta.layout == "packed-complex")
     per_ct = (time.perf_counter() - t0) / len(tiles)
     for tile, ct in zip(tiles, cts):
         yield ciphertext_rows(
@@ -217,7 +219,8 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     from hecore.packed import encrypt_plane
 
     params = ctx.params
-    packed = meta.layout == "packed"
+    packed = meta.layout != "pixel"
+    complex_packing = meta.layout == "packed-complex"
     for rb in batches:
         for tile in rb.to_pylist():
             r = tile["halo"]
@@ -225,7 +228,8 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                                                                           tile["tile_w"] + 2 * r)
             t = time.perf_counter()
             if packed:      # the whole (edge-padded) tile channel and its halo in one fresh ciphertext
-                batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane)], strategy.name, strategy.security)
+                batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane, r, complex_packing)],
+                                                  strategy.name, strategy.security)
             else:           # the valid pixels, one ciphertext each
                 batch = strategy.encrypt(plane[: tile["h"], : tile["w"]])
             per_ct = (time.perf_counter() - t) / max(1, len(batch))
@@ -322,7 +326,8 @@ def build_evaluator(public):
 def packed_geometry(r: dict):
     from hecore.packed_ops import PackedGeometry
 
-    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"])
+    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"],
+                          complex_packing=r["layout"] == "packed-complex")
 
 
 def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
@@ -369,7 +374,7 @@ def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], q
         return ENCRYPTED_DISTANCES.empty_table()
     rows = table.to_pylist()
     first = rows[0]
-    packed = first["layout"] == "packed"
+    packed = first["layout"] != "pixel"
     t = time.perf_counter()
     loaded = [(ev.load(r["ct"]), ev.load(r["query_ct"]), packed_geometry(r) if packed else None) for r in rows]
     load_seconds = time.perf_counter() - t
@@ -526,10 +531,10 @@ def _decrypt_packed_row(ctx, row: pa.RecordBatch) -> pa.RecordBatch:
     from hecore.packed import decrypt_block
 
     th, tw, h, w = r["tile_h"], r["tile_w"], r["h"], r["w"]
-    if r["layout"] != "packed":
+    if r["layout"] not in ("packed", "packed-complex"):
         raise ValueError(f"{r['source']}: unknown layout {r['layout']!r}")
     t = time.perf_counter()
-    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"])[:h, :w]
+    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"], r["layout"] == "packed-complex")[:h, :w]
     dt = time.perf_counter() - t
     n = h * w
     yy, xx = np.divmod(np.arange(n), w)

@@ -27,8 +27,7 @@ from hecore.packed import PackedTile, decrypt_tiles, default_tile
 from hecore.packed_ops import PackedGeometry, apply_ops
 from hecore.params import preset
 from hecore.quality import round_to_uint8
-from hecore.symmetric import (NativeExtensionMissing, SymmetricEncryptor, decrypt_tiles_complex, encrypt_tiles,
-                              encrypt_tiles_complex)
+from hecore.symmetric import NativeExtensionMissing, SymmetricEncryptor, encrypt_tiles
 
 needs_native = pytest.mark.skipif(
     not symmetric.available(),
@@ -60,15 +59,16 @@ def test_real_packing_round_trip_is_exact(owner, crop):
 
 
 @needs_native
-@pytest.mark.parametrize("tile", [(32, 64), (22, 64)])      # an even and an odd number of tile channels (grey)
-def test_complex_packing_round_trip_is_exact_with_two_tile_channels_per_ciphertext(owner, crop, tile):
+def test_complex_packing_round_trip_is_exact_with_two_pixels_per_slot(owner, crop):
     ctx, _, enc = owner
-    grid, cts = encrypt_tiles_complex(crop, enc, *tile)
-    units = grid.count * grid.channels
-    assert len(cts) == (units + 1) // 2
-    assert (cts[-1].imag is None) == (units % 2 == 1)
-    raw = decrypt_tiles_complex(ctx, grid, cts)
+    th, tw = default_tile(ctx.params, halo=1, complex_packing=True)     # 60x62: twice the real tile
+    grid, tiles = encrypt_tiles(crop, enc, th, tw, halo=1, complex_packing=True)
+    real_grid, real_tiles = encrypt_tiles(crop, enc, *default_tile(ctx.params, halo=1), halo=1)
+    assert len(tiles) == grid.count * grid.channels < len(real_tiles)
+    assert all(t.complex_packing for t in tiles)
+    raw = decrypt_tiles(ctx, grid, tiles)                    # hecore.packed's decryption of packed-complex
     assert np.array_equal(round_to_uint8(raw), crop), float(np.max(np.abs(raw - crop)))
+    assert float(np.max(np.abs(raw - crop))) < 1e-3
 
 
 @needs_native
@@ -89,21 +89,23 @@ def test_seeded_ciphertexts_load_in_pyfhel_at_half_the_size(owner):
 
 
 @needs_native
-@pytest.mark.parametrize("specs", [["brightness:20", "meanfilter:3"], ["contrast:1.5", "watermark:5,7,3"]])
-def test_packed_ops_work_on_symmetric_ciphertexts(owner, specs):
+@pytest.mark.parametrize("complex_packing", [False, True], ids=["real", "complex"])
+@pytest.mark.parametrize("specs", [["brightness:20", "meanfilter:3"], ["contrast:1.5", "watermark:5,31,3"]])
+def test_packed_ops_work_on_symmetric_ciphertexts(owner, specs, complex_packing):
     ctx, _, enc = owner
     img = usc_crop(COLOUR)
     halo = 1
-    th, tw = default_tile(ctx.params, halo)
+    th, tw = default_tile(ctx.params, halo, complex_packing=complex_packing)
     ops = parse_ops(specs)
     ev = Evaluator(ctx)
-    grid, tiles = encrypt_tiles(img, enc, th, tw, halo)
+    grid, tiles = encrypt_tiles(img, enc, th, tw, halo, complex_packing=complex_packing)
     out, scales = [], set()
     for t in tiles:
-        geom = PackedGeometry(th, tw, halo, t.y, t.x, grid.height, grid.width)
+        geom = PackedGeometry(th, tw, halo, t.y, t.x, grid.height, grid.width, complex_packing)
         c, ps = apply_ops(ev, ev.load(t.ct), ops, geom)
         scales.add(ps)
-        out.append(PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, t.channel, ev.dump(c), halo=halo))
+        out.append(PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, t.channel, ev.dump(c), halo=halo,
+                              complex_packing=complex_packing))
     (ps,) = scales
     values = finish_for(ops).apply(decrypt_tiles(ctx, grid, out))
     expected = round_to_uint8(reference(img, ops))
@@ -229,6 +231,16 @@ def sym_run(tmp_path_factory):
     return root, src, main
 
 
+def _process_and_decrypt(root, src, main, enc: str, ops: list[str]) -> list[dict]:
+    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / enc), "--out", str(root / f"{enc}-proc")]
+    for op in ops:
+        argv += ["--op", op]
+    assert main(argv + SPARK) == 0
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / f"{enc}-proc"),
+                 "--out", str(root / f"{enc}-dec"), "--images", str(src)] + SPARK) == 0
+    return ds.dataset(root / f"{enc}-dec" / "metrics").to_table().to_pylist()
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_encrypt_symmetric_rows_are_labelled_and_seeded(sym_run):
@@ -253,16 +265,26 @@ def test_encrypt_symmetric_rows_are_labelled_and_seeded(sym_run):
 def test_symmetric_ciphertexts_go_through_process_with_public_keys_and_decrypt_exactly(sym_run):
     root, src, main = sym_run
     ops = ["brightness:20", "meanfilter:3"]
-    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc")]
-    for op in ops:
-        argv += ["--op", op]
-    assert main(argv + SPARK) == 0
-    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc"), "--out", str(root / "dec"),
-                 "--images", str(src)] + SPARK) == 0
-    metrics = ds.dataset(root / "dec" / "metrics").to_table().to_pylist()
+    metrics = _process_and_decrypt(root, src, main, "enc", ops)
     assert len(metrics) == 2
     for r in metrics:
         assert r["strategy"] == "symmetric" and r["ops"] == "|".join(ops), r
+        assert r["exact_fraction"] == 1.0, (r["source"], r["exact_fraction"], r["max_abs_err"])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_symmetric_complex_packing_goes_through_the_pipeline_exactly(sym_run):
+    root, src, main = sym_run
+    assert main(["encrypt", "--keys", str(root / "keys"), "--input", str(src), "--out", str(root / "encc"),
+                 "--encryption", "symmetric", "--layout", "packed-complex", "--compression", "zstd"] + SPARK) == 0
+    m = json.loads((root / "encc" / "_manifest.json").read_text())
+    assert (m["layout"], m["strategy"], m["options"]["compression"]) == ("packed-complex", "symmetric", "zstd")
+    ops = ["watermark:3,4,5", "meanfilter:3"]
+    metrics = _process_and_decrypt(root, src, main, "encc", ops)
+    assert len(metrics) == 2
+    for r in metrics:
+        assert r["layout"] == "packed-complex" and r["strategy"] == "symmetric", r
         assert r["exact_fraction"] == 1.0, (r["source"], r["exact_fraction"], r["max_abs_err"])
 
 
@@ -278,4 +300,4 @@ def test_encrypt_symmetric_refuses_a_public_only_key_directory(sym_run, capsys):
     argv = ["encrypt", "--keys", str(root / "keys"), "--input", str(src), "--out", str(root / "nope"),
             "--encryption", "symmetric", "--layout", "pixel"] + SPARK
     assert main(argv) == 2
-    assert "packed layout" in capsys.readouterr().err
+    assert "packed layouts" in capsys.readouterr().err
