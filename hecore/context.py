@@ -337,3 +337,10 @@ def chain_primes(params: Params) -> tuple[int, ...]:
     """Every prime of the coefficient modulus ``params`` gives (special prime last): SEAL chooses
     them deterministically from (N, bit sizes), so no key is needed."""
     return tuple(int(q) for q in _pyfhel_for(params).qi)
+
+
+def uncompressed_ciphertexts(params: Params, cts) -> list[bytes]:
+    """``cts`` (serialized ciphertexts of ``params``, compressed or seeded) re-serialized
+    uncompressed with every component expanded -- SEAL does that when it loads them; no key."""
+    he = _pyfhel_for(params)
+    return [PyCtxt(pyfhel=he, bytestring=bytes(c)).to_bytes(compr_mode="none") for c in cts]

@@ -25,6 +25,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from hecore.audit import LEAKS, Geometry, audit_group
+from hecore.audit.sealbytes import plain_layout
 from hecore.context import PlainCodec, chain_primes
 from hecore.errors import HepixError, ImageError
 from hecore.params import Params
@@ -119,7 +120,7 @@ def run(args) -> int:
         _, off_buf, data_buf = arr.buffers()
         off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
         offsets = np.frombuffer(off_buf, dtype=off_type)[arr.offset: arr.offset + len(arr) + 1].astype(np.int64)
-        data = np.frombuffer(data_buf, dtype=np.uint8)
+        data, offsets = plain_layout(np.frombuffer(data_buf, dtype=np.uint8), offsets, params)
         for v in audit_group(data, offsets, primes, codec, geom, truth, rng):
             picture = None
             if v.picture is not None:

@@ -179,3 +179,20 @@ def test_class_recovery_counts_only_exact_classes():
     truth = np.array([1, 1, 2, 2, 3, 3, 4])
     assert class_recovery(np.array([0, 0, 1, 1, 2, 2, 3]), truth) == (3, 1.0)
     assert class_recovery(np.array([0, 0, 1, 1, 1, 1, 3]), truth) == (3, 1 / 3)
+
+
+def test_compressed_ciphertexts_are_expanded_before_the_tests(he_paper4096, public_side):
+    """Layout-agnostic: zstd-compressed (or seeded) serializations are re-serialized by SEAL first."""
+    from hecore.audit.sealbytes import plain_layout
+
+    ctx, _ = he_paper4096
+    primes, codec = public_side
+    cts = [ctx._encrypt(np.array([float(v)])).to_bytes(compr_mode="zstd") for v in (1, 2, 3, 4)]
+    cts.append(cts[0])                                  # one byte-identical repeat
+    data = np.frombuffer(b"".join(cts), dtype=np.uint8)
+    offsets = np.r_[0, np.cumsum([len(c) for c in cts])].astype(np.int64)
+    data, offsets = plain_layout(data, offsets, preset("paper-4096"))
+    assert (np.diff(offsets) == ctx.layout.stride).all()
+    result = {v.test: v for v in audit_group(data, offsets, primes, codec, rng=np.random.default_rng(0))}
+    assert result["identical"].verdict == LEAKS and result["identical"].classes_found == 4
+    assert result["linear-dependence"].verdict == PASS

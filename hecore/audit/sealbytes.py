@@ -74,3 +74,19 @@ def coefficient_rows(data: np.ndarray, offsets: np.ndarray, shape: CiphertextSha
     else:                  # 113-byte headers leave the coefficients unaligned: copy once
         words = np.ascontiguousarray(body).view(np.uint64)
     return words.reshape(count, shape.size, shape.primes, shape.n)
+
+
+def plain_layout(data: np.ndarray, offsets: np.ndarray, params) -> tuple[np.ndarray, np.ndarray]:
+    """``(data, offsets)`` as uncompressed ciphertexts of one stride: unchanged when they already
+    are, else re-serialized by SEAL (compressed or seeded ciphertexts, e.g. symmetric ones)."""
+    try:
+        shape = parse_shape(data[int(offsets[0]):int(offsets[1])])
+        if (np.diff(offsets) == shape.stride).all():
+            return data, offsets
+    except HepixError:
+        pass
+    from ..context import uncompressed_ciphertexts
+
+    cts = uncompressed_ciphertexts(params, (data[int(a):int(b)] for a, b in zip(offsets[:-1], offsets[1:])))
+    offsets = np.r_[0, np.cumsum([len(c) for c in cts])].astype(np.int64)
+    return np.frombuffer(b"".join(cts), dtype=np.uint8), offsets
