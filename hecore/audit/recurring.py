@@ -26,7 +26,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 #: Unique ciphertexts compared pairwise at most (pairs grow quadratically).
-MAX_UNIQUE = 6000
+MAX_UNIQUE = 4096
 
 
 @dataclass
