@@ -494,9 +494,9 @@ def build_decryptor(payload: SecretPayload):
 
 
 def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast,
-                      rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
-    from hecore.ciphertexts import CiphertextBatch
-
+                      rebuilds=None, tasks=None, flood_std: float = 0.0) -> Iterator[pa.RecordBatch]:
+    """Decrypt rows; ``flood_std`` > 0 adds noise flooding (hecore.flooding) of that standard
+    deviation, in pixel units, to every decrypted value."""
     ctx = worker_state(token, broadcast, build_decryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
@@ -504,17 +504,20 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         if rb.num_rows == 0:
             continue
         if set(pc_unique(rb.column("layout"))) == {"pixel"}:
-            yield _decrypt_pixel_rows(ctx, rb)
+            yield _decrypt_pixel_rows(ctx, rb, flood_std)
         else:
             for i in range(rb.num_rows):
-                yield _decrypt_packed_row(ctx, rb.slice(i, 1))
+                yield _decrypt_packed_row(ctx, rb.slice(i, 1), flood_std)
 
 
-def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch) -> pa.RecordBatch:
+def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, flood_std: float = 0.0) -> pa.RecordBatch:
     from hecore.ciphertexts import CiphertextBatch
+    from hecore.flooding import flooding_noise
 
     t = time.perf_counter()
     raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
+    if flood_std:      # raw x post_scale is the pixel value: scale the noise into raw units
+        raw = raw + flooding_noise(len(raw), flood_std) / np.abs(rb.column("post_scale").to_numpy())
     dt = (time.perf_counter() - t) / rb.num_rows
     pos = pixel_positions(rb)
     cols = {name: rb.column(name) for name in DECRYPTED.names if name in rb.schema.names}
@@ -525,7 +528,7 @@ def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
 
 
-def _decrypt_packed_row(ctx, row: pa.RecordBatch) -> pa.RecordBatch:
+def _decrypt_packed_row(ctx, row: pa.RecordBatch, flood_std: float = 0.0) -> pa.RecordBatch:
     """One packed ciphertext -> one row per valid pixel of its tile channel."""
     r = row.to_pylist()[0]
     from hecore.packed import decrypt_block
@@ -535,6 +538,9 @@ def _decrypt_packed_row(ctx, row: pa.RecordBatch) -> pa.RecordBatch:
         raise ValueError(f"{r['source']}: unknown layout {r['layout']!r}")
     t = time.perf_counter()
     slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"], r["layout"] == "packed-complex")[:h, :w]
+    if flood_std:
+        from hecore.flooding import flood
+        slots = flood(slots, flood_std / abs(r["post_scale"]))
     dt = time.perf_counter() - t
     n = h * w
     yy, xx = np.divmod(np.arange(n), w)
