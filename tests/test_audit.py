@@ -196,3 +196,28 @@ def test_compressed_ciphertexts_are_expanded_before_the_tests(he_paper4096, publ
     result = {v.test: v for v in audit_group(data, offsets, primes, codec, rng=np.random.default_rng(0))}
     assert result["identical"].verdict == LEAKS and result["identical"].classes_found == 4
     assert result["linear-dependence"].verdict == PASS
+
+
+@pytest.mark.parametrize("complex_packing", [False, True], ids=["real", "complex"])
+def test_fresh_symmetric_seeded_tiles_pass_every_test(he_paper4096, public_side, complex_packing):
+    """The secure fast path (seeded secret-key encryption, hecore.symmetric) passes the audit too;
+    its seeded serializations are expanded by SEAL before the tests."""
+    from hecore.audit.sealbytes import plain_layout
+    from hecore.symmetric import SymmetricEncryptor, available
+    from hecore.symmetric import encrypt_tiles as symmetric_tiles
+
+    if not available():
+        pytest.fail("the native extension hepix_seal is not installed; run `make setup`")
+    ctx, _ = he_paper4096
+    primes, codec = public_side
+    enc = SymmetricEncryptor.from_context(ctx)
+    th = 16 if complex_packing else 8                               # two 8x8 halves per ciphertext
+    tiles = symmetric_tiles(crop_plane("clock"), enc, th, 8, complex_packing=complex_packing)[1]
+    cts = [t.ct for t in tiles]
+    data = np.frombuffer(b"".join(cts), dtype=np.uint8)
+    offsets = np.r_[0, np.cumsum([len(c) for c in cts])].astype(np.int64)
+    data, offsets = plain_layout(data, offsets, preset("paper-4096"))
+    assert (np.diff(offsets) == ctx.layout.stride).all()            # expanded to two full components
+    result = audit_group(data, offsets, primes, codec, rng=np.random.default_rng(2))
+    assert len(cts) == (32 if complex_packing else 64)
+    assert all(v.verdict == PASS for v in result), [(v.test, v.detail) for v in result]
