@@ -10,7 +10,8 @@ PYTEST_ARGS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml tools/setup.sh tools/build_pyfhel.sh tools/patch_pyfhel_sdist.py
+$(STAMP): pyproject.toml tools/setup.sh tools/build_pyfhel.sh tools/patch_pyfhel_sdist.py \
+          tools/build_native.sh native/pyproject.toml native/setup.py native/src/hepix_seal.cpp
 	tools/setup.sh $(VENV) $(HEPIX_CACHE)
 	@touch $@
 

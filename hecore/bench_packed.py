@@ -6,10 +6,21 @@ Everything runs in one process, one thread, on the same images in the same run:
   to N/2 pixels per fresh public-key ciphertext, IND-CPA), at each preset; a
   second pass through :meth:`HEContext.encrypt_vector_timed` splits the time
   into encoding + encryption and serialization.
+* ``hepix-packed-complex``: the same with complex packing (two pixels per
+  slot, layout ``packed-complex``): twice the pixels per ciphertext.
 * ``tenseal``: TenSEAL ``ckks_vector`` at the same N, primes and scale, on
   the same tiles (N/2 values per vector), with public-key and with symmetric
   (secret-key) encryption.  TenSEAL is a comparison baseline, imported lazily;
   without it those rows are skipped with a logged message.
+* ``hepix-packed-symmetric`` (``-complex``, ``-complex-zstd``): :mod:`hecore.symmetric`, the key
+  owner's secure fast path: seeded secret-key encryption through the native extension, the whole
+  image in one call; real packing and complex packing (layout ``packed-complex``, two pixels per
+  slot), serialized uncompressed and, for the complex packing, also with zstd.  Skipped with a
+  logged message when the extension is not installed.
+* ``hepix-pixel-symmetric``: the secure path in the pixel layout (one seeded secret-key
+  ciphertext per pixel value, batched in one native call) at ``paper-4096``, against ``full``
+  caching; measured on the image's top-left 32x32 crop of its first channel (1,024 ciphertexts
+  of 66 KB: a whole image would hold gigabytes), its row says so in width/height/pixels.
 * ``hepix-pixel-full``: the pixel layout's ``full`` caching (iCHEETAH's
   fastest mode; it leaks) at ``paper-4096``, the baseline of the issue's goal
   "packed >= 100x the paper's fastest pixel mode, at IND-CPA".
@@ -33,7 +44,7 @@ from .ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS
 from .context import HEContext
 from .kernels import warm_up
 from .packed import decrypt_tiles as packed_decrypt_tiles
-from .packed import default_tile
+from .packed import complex_halves, default_tile
 from .packed import encrypt_tiles as packed_encrypt_tiles
 from .params import Params, preset
 from .pixel import channel_plane
@@ -45,8 +56,13 @@ from .tiling import tile_image, untile_channels
 log = logging.getLogger(__name__)
 
 HEPIX_PACKED = "hepix-packed"
+HEPIX_PACKED_COMPLEX = "hepix-packed-complex"
 TENSEAL = "tenseal"
 PIXEL_FULL = "hepix-pixel-full"
+HEPIX_SYMMETRIC = "hepix-packed-symmetric"
+PIXEL_SYMMETRIC = "hepix-pixel-symmetric"
+#: (complex packing, compression) of the symmetric rows.
+SYMMETRIC_VARIANTS = ((False, "none"), (True, "none"), (True, "zstd"))
 
 DEFAULT_PRESETS = ("paper-4096", "tenseal-8192")
 #: The pixel-layout baseline runs at the paper's parameters.
@@ -88,6 +104,7 @@ class PackedMeasurement:
     vs_tenseal_public: float | None = None
     vs_tenseal_symmetric: float | None = None
     vs_pixel_full: float | None = None
+    bytes_vs_tenseal_symmetric: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -122,6 +139,10 @@ class _Impl:
     def decrypt(self, image: np.ndarray, payload) -> np.ndarray | None:
         return None
 
+    def region(self, image: np.ndarray) -> np.ndarray:
+        """The part of ``image`` a pass encrypts (the whole image but for the pixel-symmetric row)."""
+        return image
+
     @property
     def label(self) -> str:
         return f"{self.implementation} {self.params.name} {self.encryption}"
@@ -132,20 +153,25 @@ class _HepixPacked(_Impl):
     encryption = "public"
     security = SECURITY_IND_CPA
 
-    def __init__(self, params: Params):
+    def __init__(self, params: Params, complex_packing: bool = False, ctx: HEContext | None = None):
         from importlib import metadata
 
         t = time.perf_counter()
-        self.ctx, _secret = HEContext.generate(params)   # throwaway keys, never written anywhere
+        if ctx is None:
+            ctx, _secret = HEContext.generate(params)     # throwaway keys, never written anywhere
+        self.ctx = ctx
         self.setup_seconds = time.perf_counter() - t
         self.params = params
-        self.tile = default_tile(params)
+        self.complex_packing = complex_packing
+        if complex_packing:
+            self.implementation = HEPIX_PACKED_COMPLEX
+        self.tile = default_tile(params, complex_packing=complex_packing)
         self.library = f"hepix / Pyfhel {metadata.version('Pyfhel')}"
 
     def once(self, image):
         th, tw = self.tile
         t = time.perf_counter()
-        grid, produce = packed_encrypt_tiles(image, self.ctx, th, tw)
+        grid, produce = packed_encrypt_tiles(image, self.ctx, th, tw, complex_packing=self.complex_packing)
         tiles = list(produce)
         seconds = time.perf_counter() - t
         # The split, through the same HEContext call encrypt_plane makes, timed inside.
@@ -153,8 +179,10 @@ class _HepixPacked(_Impl):
         _grid, plain = tile_image(image, th, tw)
         for tl in plain:
             for c in range(_grid.channels):
-                _ct, e, s = self.ctx.encrypt_vector_timed(
-                    np.asarray(channel_plane(tl.pixels, c), dtype=np.float64).reshape(-1))
+                plane = channel_plane(tl.pixels, c)
+                values = (complex_halves(plane, 0) if self.complex_packing
+                          else np.asarray(plane, dtype=np.float64).reshape(-1))
+                _ct, e, s = self.ctx.encrypt_vector_timed(values)
                 enc += e
                 ser += s
         return _Run(seconds, enc, ser, len(tiles), sum(len(pt.ct) for pt in tiles), (grid, tiles))
@@ -211,6 +239,85 @@ class _TenSEAL(_Impl):
             for tl, c, d in out))
 
 
+class _HepixSymmetric(_Impl):
+    encryption = "symmetric"
+    security = SECURITY_IND_CPA
+
+    def __init__(self, params: Params, complex_packing: bool, compression: str):
+        from . import symmetric
+
+        t = time.perf_counter()
+        self.ctx, secret = HEContext.generate(params, rotations=False)   # throwaway keys, never written
+        self.enc = symmetric.SymmetricEncryptor(self.ctx.public, secret, compression=compression)
+        self.setup_seconds = time.perf_counter() - t
+        self.sym = symmetric
+        self.params = params
+        self.tile = default_tile(params, complex_packing=complex_packing)
+        self.complex_packing = complex_packing
+        self.implementation = HEPIX_SYMMETRIC + ("-complex" if complex_packing else "") + (
+            f"-{compression}" if compression != "none" else "")
+        self.library = f"hepix / hepix_seal (SEAL {symmetric.native_module().SEAL_VERSION})"
+
+    def once(self, image):
+        th, tw = self.tile
+        t = time.perf_counter()
+        grid, tiles = self.sym.encrypt_tiles(image, self.enc, th, tw, complex_packing=self.complex_packing)
+        seconds = time.perf_counter() - t
+        return _Run(seconds, None, None, len(tiles), sum(len(pt.ct) for pt in tiles), (grid, tiles))
+
+    def decrypt(self, image, payload):
+        grid, tiles = payload
+        return packed_decrypt_tiles(self.ctx, grid, tiles)
+
+
+class _PixelSymmetric(_Impl):
+    implementation = PIXEL_SYMMETRIC
+    encryption = "symmetric"
+    security = SECURITY_IND_CPA
+    crop = 32
+
+    def __init__(self, params: Params):
+        from . import symmetric
+
+        t = time.perf_counter()
+        self.ctx, secret = HEContext.generate(params, rotations=False)   # throwaway keys, never written
+        self.enc = symmetric.SymmetricEncryptor(self.ctx.public, secret)
+        self.setup_seconds = time.perf_counter() - t
+        self.params = params
+        self.tile = (self.crop, self.crop)
+        self.library = f"hepix / hepix_seal (SEAL {symmetric.native_module().SEAL_VERSION})"
+
+    def region(self, image):
+        return np.ascontiguousarray(channel_plane(image, 0)[: self.crop, : self.crop])
+
+    def once(self, image):
+        crop = self.region(image)
+        t = time.perf_counter()
+        cts = self.enc.encrypt_real(crop.reshape(-1, 1))       # one ciphertext per pixel value
+        seconds = time.perf_counter() - t
+        return _Run(seconds, None, None, len(cts), sum(len(c) for c in cts), (crop.shape, cts))
+
+    def decrypt(self, image, payload):
+        shape, cts = payload
+        return np.array([self.ctx.decrypt_slots(c, 1)[0] for c in cts]).reshape(shape)
+
+
+def symmetric_impls(params: list[Params], pixel: bool = False) -> list[_Impl]:
+    """The symmetric rows (with ``pixel``, also the pixel layout's at the baseline preset), or none
+    (with the reason logged) when the native extension is missing."""
+    from .symmetric import NativeExtensionMissing, native_module
+
+    try:
+        native_module()
+    except NativeExtensionMissing as e:
+        log.warning("hepix-packed-symmetric rows skipped: %s", e)
+        return []
+    impls: list[_Impl] = [_HepixSymmetric(p, cplx, compr) for p in params for cplx, compr in SYMMETRIC_VARIANTS]
+    if pixel:
+        impls.append(_PixelSymmetric(preset(BASELINE_PRESET)))
+    return impls
+
+
 class _PixelFull(_Impl):
     implementation = PIXEL_FULL
     encryption = "cached"
@@ -261,6 +368,7 @@ def _median(values):
 
 def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
                      repeats: int = DEFAULT_REPEATS, tenseal: bool = True, pixel_full: bool = True,
+                     symmetric: bool = True,
                      progress: Callable[[PackedMeasurement], None] | None = None) -> list[PackedMeasurement]:
     """Measure every implementation on every image (keyed by a display name); see the module docstring.
 
@@ -275,9 +383,12 @@ def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
             raise ValueError(f"the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
                              f"{p.name} is {p.scheme.upper()}: choose a CKKS preset")
     impls: list[_Impl] = [_HepixPacked(p) for p in params]
+    impls += [_HepixPacked(i.params, complex_packing=True, ctx=i.ctx) for i in list(impls)]
     ts = import_tenseal() if tenseal else None
     if ts is not None:
-        impls += [_TenSEAL(ts, p, symmetric) for p in params for symmetric in (False, True)]
+        impls += [_TenSEAL(ts, p, sym) for p in params for sym in (False, True)]
+    if symmetric:
+        impls += symmetric_impls(params, pixel=pixel_full)
     full = None
     if pixel_full:
         base = next((i.ctx for i in impls if isinstance(i, _HepixPacked) and i.params.name == BASELINE_PRESET),
@@ -309,13 +420,14 @@ def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
         for impl, rs in measured:
             last = rs[-1]
             seconds = _median([r.seconds for r in rs])
-            pixels = int(image.size)
+            region = impl.region(image)
+            pixels = int(region.size)
             m = PackedMeasurement(
                 implementation=impl.implementation, library=impl.library, preset=impl.params.name,
                 n=impl.params.n, qi_sizes=list(impl.params.qi_sizes), scale_bits=impl.params.scale_bits,
                 encryption=impl.encryption, security=impl.security, image=name,
-                width=int(image.shape[1]), height=int(image.shape[0]),
-                channels=1 if image.ndim == 2 else int(image.shape[2]), pixels=pixels,
+                width=int(region.shape[1]), height=int(region.shape[0]),
+                channels=1 if region.ndim == 2 else int(region.shape[2]), pixels=pixels,
                 tile_h=impl.tile[0], tile_w=impl.tile[1], ciphertexts=last.ciphertexts, repeats=len(rs),
                 seconds=seconds, pixels_per_second=pixels / seconds,
                 encrypt_seconds=_median([r.encrypt_seconds for r in rs]),
@@ -324,7 +436,7 @@ def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
             )
             decrypted = impl.decrypt(image, last.payload)
             if decrypted is not None:
-                q = compare(image, decrypted)
+                q = compare(region, decrypted)
                 m.exact_fraction, m.max_abs_err = q.exact_fraction, q.max_abs_err
             image_rows.append(m)
 
@@ -348,4 +460,7 @@ def _fill_ratios(rows: list[PackedMeasurement]) -> None:
         if r.implementation != PIXEL_FULL:
             r.vs_tenseal_public = r.pixels_per_second / pub if pub else None
             r.vs_tenseal_symmetric = r.pixels_per_second / sym if sym else None
+            sym_bpp = next((t.bytes_per_pixel for t in rows if t.implementation == TENSEAL
+                            and t.encryption == "symmetric" and t.n == r.n), None)
+            r.bytes_vs_tenseal_symmetric = r.bytes_per_pixel / sym_bpp if sym_bpp else None
         r.vs_pixel_full = r.pixels_per_second / full if full else None

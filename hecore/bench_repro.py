@@ -19,7 +19,8 @@ records (the columns of ``schemas.tables.BENCH``; null where not applicable):
 * :func:`limits` -- NumPy memory-copy bandwidth, and the packed path's split of
   time into encoding, encryption and serialisation.
 * :func:`packed` -- the rows of :func:`hecore.bench_packed.run_packed_bench`
-  (packed layout, every encryption variant it measures, TenSEAL, pixel ``full``).
+  (every implementation and encryption variant it measures: the packed layout public-key and
+  symmetric, complex packing, TenSEAL, pixel ``full``).
 
 Timings are single runs in one process on a machine that may be shared: every
 row carries the 1-minute load average at its start (``load_1m``).  Ratios
@@ -357,12 +358,12 @@ def packed(images: dict[str, np.ndarray], presets, repeats: int, *, progress: Pr
     rows: list[BenchRow] = []
     for m in run_packed_bench(images, presets=presets, repeats=repeats):
         d = m.as_dict()
-        layout = "pixel" if d["implementation"] == "hepix-pixel-full" else "packed"
+        layout = "pixel" if d["implementation"].startswith("hepix-pixel") else "packed"
         _emit(rows, BenchRow(
             experiment="packed", layout=layout, implementation=d["implementation"],
             library=d["library"], scheme="ckks", preset=d["preset"], n=d["n"],
             qi_sizes=d["qi_sizes"], scale_bits=d["scale_bits"], encryption=d["encryption"],
-            strategy="full" if layout == "pixel" else "fresh", security=d["security"], image=d["image"],
+            strategy="full" if d["encryption"] == "cached" else "fresh", security=d["security"], image=d["image"],
             size=d["height"], width=d["width"], height=d["height"], channels=d["channels"],
             pixels=d["pixels"], pixels_measured=d["pixels"], extrapolated=False,
             repeats=d["repeats"], seconds=d["seconds"], encrypt_seconds=d["encrypt_seconds"],
@@ -370,6 +371,6 @@ def packed(images: dict[str, np.ndarray], presets, repeats: int, *, progress: Pr
             pixels_per_second=d["pixels_per_second"], ciphertexts=d["ciphertexts"], bytes=d["bytes"],
             bytes_per_second=d["bytes"] / d["seconds"], exact_fraction=d["exact_fraction"],
             max_abs_err=d["max_abs_err"], reference="original", load_1m=_load(),
-            extra=json.dumps({k: d[k] for k in ("vs_tenseal_public", "vs_tenseal_symmetric", "vs_pixel_full")}),
+            extra=json.dumps({k: v for k, v in d.items() if k.startswith(("vs_", "bytes_vs_"))}),
         ), progress)
     return rows

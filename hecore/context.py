@@ -199,11 +199,21 @@ class HEContext:
             return self._he.encryptBGV(ints)
         return self._he.encryptInt(ints)
 
+    def encrypt_complex(self, values: np.ndarray) -> bytes:
+        """CKKS: public-key encryption of up to N/2 complex values (two reals per slot), serialized
+        uncompressed."""
+        return self._encrypt_complex(values).to_bytes(compr_mode="none")
+
+    def _encrypt_complex(self, values: np.ndarray) -> PyCtxt:
+        if self.params.is_integer:
+            raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
+        return self._he.encryptComplex(np.ascontiguousarray(values, dtype=np.complex128))
+
     def encrypt_vector_timed(self, values: np.ndarray) -> tuple[bytes, float, float]:
-        """:meth:`encrypt_vector`, also returning the seconds spent encoding + encrypting and
-        serializing (for ``hepix bench --suite packed``)."""
+        """:meth:`encrypt_vector` (or :meth:`encrypt_complex` for complex values), also returning
+        the seconds spent encoding + encrypting and serializing (for ``hepix bench --suite packed``)."""
         t0 = time.perf_counter()
-        ct = self._encrypt(values)
+        ct = self._encrypt_complex(values) if np.iscomplexobj(values) else self._encrypt(values)
         t1 = time.perf_counter()
         data = ct.to_bytes(compr_mode="none")
         return data, t1 - t0, time.perf_counter() - t1
@@ -230,6 +240,11 @@ class HEContext:
         if header_len <= 0:
             raise HepixError(f"unexpected ciphertext serialization: {len(sample)} bytes for {self.params.describe()}")
         return CiphertextLayout(header=sample[:header_len], primes=primes, n=self.params.n)
+
+    @cached_property
+    def codec(self) -> "PlainCodec":
+        """Plaintext polynomials of this context (CKKS): see :class:`PlainCodec`."""
+        return PlainCodec(self.params, he=self._he)
 
     def secret_key_bytes(self) -> bytes:
         """The secret key, serialized: only for shipping to the data owner's own decrypt workers."""
@@ -260,6 +275,14 @@ class HEContext:
             return np.asarray(self._he.decryptBGV(c)[:count], dtype=np.float64)
         return np.asarray(self._he.decryptInt(c)[:count], dtype=np.float64)
 
+    def decrypt_complex(self, ct: bytes | memoryview | PyCtxt, count: int) -> np.ndarray:
+        """CKKS: the first ``count`` slots of one ciphertext as complex128 (complex packing)."""
+        self._require_secret("decryption")
+        if self.params.is_integer:
+            raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
+        c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
+        return np.asarray(self._he.decryptComplex(c)[:count], dtype=np.complex128)
+
     def noise_budget(self, ct: bytes | memoryview | PyCtxt) -> int:
         """BFV: the bits of noise budget left (0 means decryption fails).  Needs the secret key.
 
@@ -282,3 +305,72 @@ class HEContext:
         for i, ct in enumerate(batch):
             out[i] = he.decryptFrac(PyCtxt(pyfhel=he, bytestring=bytes(ct)))[0]
         return out
+
+
+# --- plaintext polynomials (public: no key involved) -------------------------------------------
+# An uncompressed SEAL 4.1 CKKS plaintext is an 88-byte prefix (SEAL header, parms_id, coefficient
+# count, scale, the data array's own header and size) followed by primes x N uint64 coefficients
+# in NTT form, one block per prime.  The audit and the Zinc research strategy work on these
+# coefficients directly; only this module turns them into Pyfhel objects.
+PLAINTEXT_SCALE_OFFSET = 56        # the double ``scale`` in the prefix
+PARMS_ID = slice(16, 48)           # parms_id (4 x uint64), same place in ciphertexts and plaintexts
+
+
+class PlainCodec:
+    """CKKS encoding and decoding of plaintext polynomials, from the parameters alone.
+
+    Encoding and decoding need no key: this codec is built from :class:`Params`
+    (SEAL regenerates the same primes from them), so an auditor without any key
+    can decode a difference of ciphertext components (see :mod:`hecore.audit`).
+    """
+
+    def __init__(self, params: Params, he: Pyfhel | None = None):
+        if params.is_integer:
+            raise HepixError(f"PlainCodec is for CKKS; {params.name} is {params.scheme.upper()}")
+        self.params = params
+        self._he = he if he is not None else _pyfhel_for(params)
+        self._templates: dict[bytes, bytes] = {}
+        template = self._he.encodeFrac(np.zeros(1)).to_bytes(compr_mode="none")
+        self.top_parms_id = template[PARMS_ID]
+        self._prefix_len = len(template) - 8 * params.data_primes * params.n
+        self._templates[self.top_parms_id] = template[: self._prefix_len]
+
+    def encode_coefficients(self, slots: np.ndarray) -> np.ndarray:
+        """The plaintext polynomial of complex ``slots`` at the top level and the default scale:
+        uint64 NTT coefficients of shape (data primes, N).  Encoding rounds Delta x (the slots'
+        inverse canonical embedding) to integers."""
+        p = self._he.encodeComplex(np.ascontiguousarray(slots, dtype=np.complex128))
+        raw = p.to_bytes(compr_mode="none")
+        return np.frombuffer(raw, dtype=np.uint64, offset=self._prefix_len).reshape(
+            self.params.data_primes, self.params.n)
+
+    def decode(self, coefficients: np.ndarray, parms_id: bytes, scale: float) -> np.ndarray:
+        """Decode NTT-form plaintext ``coefficients`` (primes x N uint64) at level ``parms_id``
+        and ``scale``: the complex slot values (SEAL's ``CKKSEncoder::decode``, no key).
+
+        Only the top level is supported (what ``encrypt`` writes); a :class:`HepixError` says so
+        for other levels."""
+        prefix = self._templates.get(bytes(parms_id))
+        if prefix is None:
+            raise HepixError("decoding is implemented for top-level (freshly encrypted) ciphertexts only; "
+                             "these were made at a lower level (after rescaling)")
+        coefficients = np.ascontiguousarray(coefficients, dtype=np.uint64)
+        raw = bytearray(prefix)
+        raw[PLAINTEXT_SCALE_OFFSET:PLAINTEXT_SCALE_OFFSET + 8] = np.float64(scale).tobytes()
+        from Pyfhel import PyPtxt
+
+        ptxt = PyPtxt(pyfhel=self._he, bytestring=bytes(raw) + coefficients.tobytes())
+        return np.asarray(self._he.decodeComplex(ptxt), dtype=np.complex128)
+
+
+def chain_primes(params: Params) -> tuple[int, ...]:
+    """Every prime of the coefficient modulus ``params`` gives (special prime last): SEAL chooses
+    them deterministically from (N, bit sizes), so no key is needed."""
+    return tuple(int(q) for q in _pyfhel_for(params).qi)
+
+
+def uncompressed_ciphertexts(params: Params, cts) -> list[bytes]:
+    """``cts`` (serialized ciphertexts of ``params``, compressed or seeded) re-serialized
+    uncompressed with every component expanded -- SEAL does that when it loads them; no key."""
+    he = _pyfhel_for(params)
+    return [PyCtxt(pyfhel=he, bytestring=bytes(c)).to_bytes(compr_mode="none") for c in cts]

@@ -15,7 +15,8 @@ Conventions
 * ``rotate(c, s)`` moves slot ``i + s`` to slot ``i`` (a left rotation for
   ``s > 0``), cyclically over the ``N/2`` slots (for BFV/BGV: over each of
   the two rows of ``N/2``; hepix uses the first row only).
-* CKKS values are real; BFV/BGV values are integers mod ``t``, and
+* CKKS values are real, or complex for complex packing (:meth:`add_values`
+  takes complex vectors); BFV/BGV values are integers mod ``t``, and
   :meth:`add_values` refuses values that are not whole numbers.
 
 The scale trick (CKKS)
@@ -100,10 +101,12 @@ class Evaluator:
         return acc
 
     def add_values(self, c: PyCtxt, values) -> PyCtxt:
-        """``c`` plus a plaintext: a scalar (every slot) or a vector of up to N/2 slots (the rest 0)."""
-        arr = np.asarray(values, dtype=np.float64)
+        """``c`` plus a plaintext: a scalar (every slot) or a vector of up to N/2 slots (the rest 0);
+        complex values (CKKS only) add to the real and imaginary parts apart."""
+        arr = np.asarray(values)
+        arr = arr.astype(np.complex128 if np.iscomplexobj(arr) else np.float64)
         if arr.ndim == 0:
-            arr = np.full(self.slots, float(arr))
+            arr = np.full(self.slots, arr[()])
         if arr.size > self.slots:
             raise ValueError(f"{arr.size} values do not fit {self.slots} slots")
         ptxt = self._encode_like(c, arr)
@@ -201,7 +204,11 @@ class Evaluator:
     def _encode_like(self, c: PyCtxt, values: np.ndarray):
         """A plaintext of ``values`` at the level (and CKKS scale) of ``c``."""
         he = self._he
-        if self.params.is_integer:
+        if np.iscomplexobj(values):
+            if self.params.is_integer:
+                raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
+            ptxt = he.encodeComplex(np.ascontiguousarray(values, dtype=np.complex128), scale=float(c.scale))
+        elif self.params.is_integer:
             ints = integer_slots(values, self.params)
             ptxt = he.encodeBGV(ints) if self.params.scheme == "bgv" else he.encodeInt(ints)
         else:

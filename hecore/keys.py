@@ -202,6 +202,26 @@ def load_secret(keys: str | os.PathLike) -> HEContext:
     return HEContext.from_public(material, secret_key=path.read_bytes())
 
 
+def read_secret_key(keys: str | os.PathLike) -> bytes:
+    """The secret key bytes of a key directory, for the key owner's own jobs (decryption, symmetric
+    encryption).  Refuses a missing key and one that others can read, like :func:`load_secret`."""
+    keys = Path(keys)
+    read_info(keys)
+    path = keys / SECRET
+    if not path.is_file():
+        raise SecretKeyMissing(
+            f"{keys} holds no {SECRET} (a public-only key directory); this needs the data owner's key "
+            "directory with its secret key"
+        )
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyDirectoryError(
+            f"{path} has mode {mode:04o}: the secret key is readable by other users; "
+            f"run `chmod 600 {path}` (and check who may have read it)"
+        )
+    return path.read_bytes()
+
+
 def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:
     """Copy the public part of ``keys`` into a new directory ``out`` (no secret key)."""
     keys, out = Path(keys), Path(out)

@@ -143,6 +143,10 @@ def _region_sum(ev: Evaluator, c, geom: PackedGeometry | None):
     """Slot 0 := the sum of the tile's valid region (packed), or ``c`` itself (pixel layout)."""
     if geom is None:
         return c
+    if geom.complex_packing:
+        raise InvalidParameters(
+            "matching squares differences, which mixes the two pixels of a complex-packed slot; encrypt the "
+            "images with --layout packed (one pixel per slot) to match them")
     c = ev.rotate(c, geom.core_slot)
     c = ev.window_sum(c, geom.w, 1)
     return ev.window_sum(c, geom.h, geom.cols)

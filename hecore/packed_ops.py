@@ -16,6 +16,15 @@ to its edge.  The operations, in CKKS, BFV or BGV alike:
   large ``k`` -- with the division by ``k^2`` deferred (``post_scale / k^2``),
   as in the pixel layout, so the result is exact after rounding.
 
+Complex packing (layout ``packed-complex``, see :mod:`hecore.packed`) holds
+the tile's top half in the real parts of the slots and its bottom half in the
+imaginary parts, each half-block with its own halo.  Every op above is linear
+with real coefficients, so it acts on both halves alike: constants are added
+as ``c + ci``, the watermark's slots get ``V`` in the real part where the
+pixel lies in the top half-block and ``Vi`` where it lies in the bottom one,
+and the filter's rotations move both parts together.  Matching squares the
+difference, which mixes the two parts; it needs the real packing.
+
 Post-scale, the clipping rule, the border rule and :func:`hecore.ops.reference`
 are those of :mod:`hecore.ops`: the same results as the pixel layout.
 
@@ -55,10 +64,21 @@ class PackedGeometry:
     x: int
     image_h: int
     image_w: int
+    complex_packing: bool = False
+
+    @property
+    def parts(self) -> int:
+        """Half-blocks per ciphertext: 2 with complex packing (real and imaginary parts), else 1."""
+        return 2 if self.complex_packing else 1
+
+    @property
+    def part_h(self) -> int:
+        """Tile rows per half-block (the whole tile without complex packing)."""
+        return self.tile_h // self.parts
 
     @property
     def rows(self) -> int:
-        return self.tile_h + 2 * self.halo
+        return self.part_h + 2 * self.halo
 
     @property
     def cols(self) -> int:
@@ -82,17 +102,27 @@ class PackedGeometry:
         """The slot of the tile's top-left pixel."""
         return self.halo * self.cols + self.halo
 
-    def source_pixels(self) -> tuple[np.ndarray, np.ndarray]:
-        """For every used slot, the (clamped) image row and column its value came from."""
+    def source_pixels(self, part: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """For every used slot, the (clamped) image row and column its value came from
+        (complex packing: ``part`` 0 the real parts, 1 the imaginary parts)."""
         r = self.halo
-        rows = np.clip(np.arange(self.y - r, self.y - r + self.rows), 0, self.image_h - 1)
+        top = self.y + part * self.part_h - r
+        rows = np.clip(np.arange(top, top + self.rows), 0, self.image_h - 1)
         cols = np.clip(np.arange(self.x - r, self.x - r + self.cols), 0, self.image_w - 1)
         return np.repeat(rows, self.cols), np.tile(cols, self.rows)
 
     def core(self, block: np.ndarray) -> np.ndarray:
-        """The tile's valid ``h x w`` pixels out of a decrypted ``rows x cols`` block."""
+        """The tile's valid ``h x w`` pixels out of a decrypted ``rows x cols`` block
+        (complex packing: a complex block, its two halves stacked)."""
         r = self.halo
+        if self.complex_packing:
+            block = np.concatenate([block.real[r:r + self.part_h], block.imag[r:r + self.part_h]], axis=0)
+            return block[:self.h, r:r + self.w]
         return block[r:r + self.h, r:r + self.w]
+
+    def constant(self, value: float):
+        """A constant for every pixel: ``value`` in each part of the slot."""
+        return complex(value, value) if self.complex_packing else value
 
 
 def _filters(ops: Sequence[Op]) -> list[MeanFilter]:
@@ -142,20 +172,21 @@ def constant_for(ev: Evaluator, value: float, post_scale: float, what: str):
 def apply_op(ev: Evaluator, c, op: Op, geom: PackedGeometry, post_scale: float):
     """``op`` on one packed tile channel ``c``: returns ``(ciphertext, new post_scale)``."""
     if isinstance(op, Brightness):
-        return ev.add_values(c, constant_for(ev, op.b, post_scale, op.spec)), post_scale
+        return ev.add_values(c, geom.constant(constant_for(ev, op.b, post_scale, op.spec))), post_scale
     if isinstance(op, Contrast):
         new_scale = post_scale * op.f
-        return ev.add_values(c, constant_for(ev, op.value, new_scale, op.spec)), new_scale
+        return ev.add_values(c, geom.constant(constant_for(ev, op.value, new_scale, op.spec))), new_scale
     if isinstance(op, Watermark):
         if not (0 <= op.y < geom.image_h and 0 <= op.x < geom.image_w):
             raise ValueError(f"{op.spec}: pixel (x={op.x}, y={op.y}) lies outside the "
                              f"{geom.image_w}x{geom.image_h} image")
-        src_y, src_x = geom.source_pixels()
-        hit = (src_y == op.y) & (src_x == op.x)
-        if not hit.any():
+        value = constant_for(ev, op.v, post_scale, op.spec)
+        vec = np.zeros(geom.slots_used, dtype=np.complex128 if geom.complex_packing else np.float64)
+        for part, unit in zip(range(geom.parts), (1, 1j)):
+            src_y, src_x = geom.source_pixels(part)
+            vec[(src_y == op.y) & (src_x == op.x)] += unit * value
+        if not vec.any():
             return c, post_scale                    # not in this tile or its halo: unchanged
-        vec = np.zeros(geom.slots_used)
-        vec[hit] = constant_for(ev, op.v, post_scale, op.spec)
         return ev.add_values(c, vec), post_scale
     if isinstance(op, MeanFilter):
         lo, hi = window_offsets(op.k)

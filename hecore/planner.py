@@ -21,7 +21,8 @@ from .params import PRESETS, Params
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "LAYOUTS"]
 
-LAYOUTS = ("pixel", "packed")
+LAYOUTS = ("pixel", "packed", "packed-complex")
+PACKED = ("packed", "packed-complex")
 
 #: The largest image (pixels x channels) whose exact BFV/BGV distance the bounds are checked for.
 #: (CKKS divides each tile's share by the number of shares, so its sums stay at one tile's size.)
@@ -66,14 +67,20 @@ def requirements(ops: Sequence[Op], layout: str, match: Match | None = None) -> 
     bound = max(abs(lo), abs(hi))
     fractional = [spec for spec, c in _raw_constants(ops) if c != round(c)]
     depth, multiplies = 0, False
-    rotations = layout == "packed" and any(isinstance(op, MeanFilter) for op in ops)
-    integer_ok, why = layout == "packed", "" if layout == "packed" else "the pixel layout is CKKS-only"
+    packed = layout in PACKED
+    rotations = packed and any(isinstance(op, MeanFilter) for op in ops)
+    integer_ok, why = layout == "packed", {"packed": "", "pixel": "the pixel layout is CKKS-only",
+                                           "packed-complex": "complex packing is CKKS-only"}[layout]
     if fractional and integer_ok:
         integer_ok, why = False, f"{', '.join(fractional)} add non-integer raw values"
     if match is not None:
+        if layout == "packed-complex":
+            raise InvalidParameters(
+                f"{match.spec} squares differences, which mixes the two pixels of a complex-packed slot; "
+                "encrypt with --layout packed (one pixel per slot) to match")
         multiplies = True
         depth = match.depth
-        rotations = rotations or layout == "packed"
+        rotations = rotations or packed
         d = hi - lo
         integer_bound = max(bound, d * d * MAX_MATCH_PIXELS)
         # CKKS: a tile's sum (at most N/2 = 8192 slots here) after the levels each metric spends;

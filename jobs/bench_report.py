@@ -131,10 +131,10 @@ def plot_fig3(df, path: Path) -> None:
         if len(extra):
             ax.plot([meas["size"].iloc[-1]] + list(extra["size"]), [meas["seconds"].iloc[-1]] + list(extra["seconds"]),
                     ls="--", marker="o", mfc="none", color=line.get_color())
-    packed = df[(df.experiment == "packed") & (df.implementation == "hepix-packed")]
-    for (enc, pre), g in packed.groupby(["encryption", "preset"]):
-        ax.plot(g["size"].median(), g["seconds"].median(), marker="*", ms=12, ls="none",
-                label=f"packed {enc} {pre} (packed suite)")
+    packed = df[(df.experiment == "packed") & df.implementation.str.startswith("hepix-packed")]
+    for (impl, enc, pre), g in packed.groupby(["implementation", "encryption", "preset"]):
+        ax.plot(g["size"].median(), g["seconds"].median(), marker="*", ms=10, ls="none",
+                label=f"{impl} {enc} {pre} (packed suite)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("image side (pixels)")
@@ -273,10 +273,10 @@ def render(df, out: Path) -> Path:
     pk = df[df.experiment == "packed"]
     full_ref = pk[pk.implementation == "hepix-pixel-full"].pixels_per_second
     full_ref = float(full_ref.median()) if len(full_ref) else None
-    hp = pk[pk.implementation == "hepix-packed"]
-    for (pre, enc), g in hp.groupby(["preset", "encryption"], sort=False):
+    hp = pk[pk.implementation.str.startswith("hepix-packed")]
+    for (impl, pre, enc), g in hp.groupby(["implementation", "preset", "encryption"], sort=False):
         pps = float(g.pixels.sum() / g.seconds.sum())
-        head.append([f"ours only: packed layout, {enc} encryption, {pre} ({g.security.iloc[0]}), values/s "
+        head.append([f"ours only: {impl}, {enc} encryption, {pre} ({g.security.iloc[0]}), values/s "
                      f"(x our pixel full, which leaks)", "-", f"{pps:,.0f} (x{_ratio(pps, full_ref)})", "-"])
     if not len(hp):
         head.append(["ours only: packed layout", "-", "not measured", "-"])
@@ -302,7 +302,7 @@ def render(df, out: Path) -> Path:
                          _ratio(pps, full_pps), _ratio(pps, fresh_pps), _f(g.exact_fraction.min(), ".4f")])
         md += [_md(rows, ["implementation", "preset", "encryption", "security", "images", "values/s", "bytes/value",
                           "x pixel full (leaks)", "x pixel fresh (Fig. 3, largest size)", "exact (worst)"]), ""]
-        variants = set(pk[pk.implementation == "hepix-packed"].encryption)
+        variants = set(pk[pk.implementation.str.startswith("hepix-packed")].encryption)
         others = sorted(variants - {"public"})
         md.append("Packed encryption variants measured: " + ", ".join(sorted(variants)) + ". "
                   + ("Secure fast path (" + ", ".join(others) + "): measured above." if others else

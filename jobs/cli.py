@@ -24,6 +24,7 @@ JOBS = {
     "process": ("jobs.process", "apply ops (brightness, contrast, watermark, mean filter) or match images, on "
                                 "ciphertexts, with public keys only"),
     "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
+    "audit": ("jobs.audit", "run distinguishers over a ciphertext table without any key; writes an audit table"),
     "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
     "report": ("jobs.bench_report", "render a `hepix bench` table as PNG plots and a Markdown report next to the seeds' figures"),
     "demo": ("jobs.demo", "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),

@@ -11,6 +11,8 @@ import functools
 import os
 import time
 
+import numpy as np
+
 from hecore.errors import HepixError
 from hecore.keys import load_secret
 from schemas.manifest import Counts, RunManifest
@@ -35,12 +37,18 @@ def add_arguments(p) -> None:
     p.add_argument("--images", help="the original images (as given to encrypt) to score against")
     p.add_argument("--png", action="store_true", help="also write the decrypted images as PNG (local --out only)")
     p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --images")
+    p.add_argument("--flood-std", type=float, default=0.0, metavar="S",
+                   help="noise flooding before anything leaves the key owner (Li-Micciancio 2021): add Gaussian "
+                        "noise of standard deviation S (pixel levels; distance units for match runs) to every "
+                        "decrypted value; 0 = off (default). See README, 'Keys and what leaks'")
     add_spark_arguments(p)
 
 
 def run(args) -> int:
     from pyspark.sql import functions as F
 
+    if not (args.flood_std >= 0 and args.flood_std != float("inf")):
+        raise HepixError(f"--flood-std {args.flood_std}: give a finite standard deviation >= 0")
     ctx = load_secret(args.keys)
     fingerprint = ctx.fingerprint
     run_id, started = runinfo.new_run_id(), runinfo.now()
@@ -71,7 +79,8 @@ def run(args) -> int:
             progress.stage("decrypting")
             cts = spark.read.parquet(join(args.input, "ciphertexts"))
             values = cts.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc,
-                                                      rebuilds=rebuilds, tasks=tasks), spark_schema(DECRYPTED))
+                                                      rebuilds=rebuilds, tasks=tasks, flood_std=args.flood_std),
+                                    spark_schema(DECRYPTED))
             images = values.groupBy("image_id").applyInArrow(table_function(assemble_group), spark_schema(IMAGES))
             if args.images:
                 opts = parent.options
@@ -95,7 +104,8 @@ def run(args) -> int:
             job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
             strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
-            key_fingerprint=fingerprint, ops=parent.ops, options={**parent.options, "images": args.images},
+            key_fingerprint=fingerprint, ops=parent.ops,
+            options={**parent.options, "images": args.images, "flood_std": args.flood_std},
             counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
             versions=runinfo.versions(), spark=spark_info(spark),
             parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
@@ -123,6 +133,11 @@ def _decrypt_match(args, spark, ctx, out, parent, run_id, started) -> int:
 
     t0 = time.perf_counter()
     rows = decrypt_distances(spark, ctx, args.input, run_id)
+    if args.flood_std:
+        from hecore.flooding import flood
+
+        for r, noisy in zip(rows, flood(np.array([r["distance"] for r in rows]), args.flood_std)):
+            r["distance"] = float(noisy)
     spark.createDataFrame(rows, spark_schema(DISTANCES)).write.options(**PARQUET_OPTIONS["distances"]).mode(
         "overwrite").parquet(out.table("distances"))
     secs = time.perf_counter() - t0
@@ -130,7 +145,7 @@ def _decrypt_match(args, spark, ctx, out, parent, run_id, started) -> int:
         job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
         finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
         strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
-        key_fingerprint=ctx.fingerprint, ops=parent.ops, options=parent.options,
+        key_fingerprint=ctx.fingerprint, ops=parent.ops, options={**parent.options, "flood_std": args.flood_std},
         counts=Counts(images_in=parent.counts.images_in, images_decrypted=len({r["source"] for r in rows}),
                       ciphertexts=len(rows)),
         timings={"decrypt_seconds": secs}, versions=runinfo.versions(), spark=spark_info(spark),

@@ -4,13 +4,14 @@ from __future__ import annotations
 from hecore.errors import HepixError, InvalidParameters
 from hecore.keys import export_public, keygen
 from hecore.params import DEFAULT_PRESET, PRESETS, SCHEMES, preset
+from hecore.planner import LAYOUTS
 
 
 def _add_plan_arguments(p, required: bool) -> None:
     p.add_argument("--op", action="append", default=[], required=required, metavar="SPEC",
                    help="an op the keys must serve (as for `hepix process`); repeat for a chain, and a "
                         "match:QUERY last if the images will be matched")
-    p.add_argument("--layout", choices=("packed", "pixel"), default="packed", help="layout (default packed)")
+    p.add_argument("--layout", choices=LAYOUTS, default="packed", help="layout (default packed)")
     p.add_argument("--scheme", choices=SCHEMES, help="restrict the choice to one scheme")
 
 

@@ -89,7 +89,7 @@ def run(args) -> int:
         try:
             done = parse_ops(list(parent.ops))
             check_params(material.params, done + ops, parent.layout)
-            if parent.layout == "packed":
+            if parent.layout != "pixel":
                 check_packed_chain(done, ops, int(parent.options.get("halo", 0)))
         except ValueError as e:
             raise HepixError(str(e)) from None
@@ -104,7 +104,7 @@ def run(args) -> int:
             df = spark.read.parquet(join(args.input, "ciphertexts"))
             check_ops_fit(df, ops)                                # before any work
             schema = spark_schema(CIPHERTEXTS)
-            if parent.layout == "packed":       # the whole chain within each ciphertext, one pass
+            if parent.layout != "pixel":        # packed layouts: the whole chain within each ciphertext, one pass
                 df = df.mapInArrow(functools.partial(packed_partition, token=token, broadcast=bc,
                                                      specs=[o.spec for o in ops], run_id=run_id,
                                                      rebuilds=rebuilds, tasks=tasks), schema)

@@ -96,12 +96,18 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
 
 @dataclass(frozen=True)
 class EncryptPayload:
-    """What the driver broadcasts to the encrypt tasks: public material and the strategy cache."""
+    """What the driver broadcasts to the encrypt tasks: public material and the strategy cache.
+
+    With symmetric encryption (the key owner's run, ``hepix encrypt --encryption symmetric``)
+    also the secret key: never in a log line or an error message.
+    """
 
     public: object              # hecore.context.PublicMaterial
     strategy: str
     strategy_state: bytes | None
     allow_leaky: bool
+    secret_key: bytes | None = field(default=None, repr=False)
+    compression: str = "none"
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -124,6 +130,39 @@ class EncryptMeta:
     layout: str
     preset: str
     key_fingerprint: str
+    encryption: str = "public"          # public | symmetric (hecore.symmetric, packed layout only)
+
+
+def build_symmetric_encryptor(payload: EncryptPayload):
+    from hecore.symmetric import SymmetricEncryptor
+
+    # The driver already proved that the secret key belongs to the public key.
+    return SymmetricEncryptor(payload.public, payload.secret_key, compression=payload.compression,
+                              check_key=False)
+
+
+def _encrypt_symmetric_batch(rb: pa.RecordBatch, *, token: str, broadcast, meta: EncryptMeta, rebuilds=None
+                             ) -> Iterator[pa.RecordBatch]:
+    """Every tile channel of ``rb`` in one native call (seeded secret-key encryption), a row each."""
+    from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
+    from hecore.symmetric import STRATEGY, encrypt_blocks
+
+    enc = worker_state(token + "/symmetric", broadcast, build_symmetric_encryptor, rebuilds)
+    params = enc.params
+    tiles = rb.to_pylist()
+    if not tiles:
+        return
+    r = tiles[0]["halo"]          # one run: one tile size and halo
+    blocks = [np.frombuffer(t["pixels"], dtype=np.uint8).reshape(t["tile_h"] + 2 * r, t["tile_w"] + 2 * r)
+              for t in tiles]
+    t0 = time.perf_counter()
+    cts = encrypt_blocks(enc, blocks, r, complex_packing=meta.layout == "packed-complex")
+    per_ct = (time.perf_counter() - t0) / len(tiles)
+    for tile, ct in zip(tiles, cts):
+        yield ciphertext_rows(
+            meta, tile, tile["channel"], CiphertextBatch.from_list([ct], STRATEGY, SECURITY_IND_CPA), STRATEGY,
+            SECURITY_IND_CPA, params.scheme, level=params.data_primes, scale_bits=params.scale_bits, ops=[],
+            post_scale=1.0, encrypt_seconds=np.full(1, per_ct), process_seconds=np.zeros(1))
 
 
 def _const(value, n: int, type_: pa.DataType) -> pa.Array:
@@ -169,14 +208,19 @@ def ciphertext_rows(meta: EncryptMeta, tile: dict, channel: int, batch, strategy
 def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, meta: EncryptMeta,
                       rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
     """Encrypt every tile channel of the partition, one record batch each."""
-    ctx, strategy = worker_state(token, broadcast, build_encryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
+    if meta.encryption == "symmetric":
+        for rb in batches:
+            yield from _encrypt_symmetric_batch(rb, token=token, broadcast=broadcast, meta=meta, rebuilds=rebuilds)
+        return
+    ctx, strategy = worker_state(token, broadcast, build_encryptor, rebuilds)
     from hecore.ciphertexts import CiphertextBatch
     from hecore.packed import encrypt_plane
 
     params = ctx.params
-    packed = meta.layout == "packed"
+    packed = meta.layout != "pixel"
+    complex_packing = meta.layout == "packed-complex"
     for rb in batches:
         for tile in rb.to_pylist():
             r = tile["halo"]
@@ -184,7 +228,8 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                                                                           tile["tile_w"] + 2 * r)
             t = time.perf_counter()
             if packed:      # the whole (edge-padded) tile channel and its halo in one fresh ciphertext
-                batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane)], strategy.name, strategy.security)
+                batch = CiphertextBatch.from_list([encrypt_plane(ctx, plane, r, complex_packing)],
+                                                  strategy.name, strategy.security)
             else:           # the valid pixels, one ciphertext each
                 batch = strategy.encrypt(plane[: tile["h"], : tile["w"]])
             per_ct = (time.perf_counter() - t) / max(1, len(batch))
@@ -281,7 +326,8 @@ def build_evaluator(public):
 def packed_geometry(r: dict):
     from hecore.packed_ops import PackedGeometry
 
-    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"])
+    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"],
+                          complex_packing=r["layout"] == "packed-complex")
 
 
 def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
@@ -328,7 +374,7 @@ def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], q
         return ENCRYPTED_DISTANCES.empty_table()
     rows = table.to_pylist()
     first = rows[0]
-    packed = first["layout"] == "packed"
+    packed = first["layout"] != "pixel"
     t = time.perf_counter()
     loaded = [(ev.load(r["ct"]), ev.load(r["query_ct"]), packed_geometry(r) if packed else None) for r in rows]
     load_seconds = time.perf_counter() - t
@@ -448,9 +494,9 @@ def build_decryptor(payload: SecretPayload):
 
 
 def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast,
-                      rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
-    from hecore.ciphertexts import CiphertextBatch
-
+                      rebuilds=None, tasks=None, flood_std: float = 0.0) -> Iterator[pa.RecordBatch]:
+    """Decrypt rows; ``flood_std`` > 0 adds noise flooding (hecore.flooding) of that standard
+    deviation, in pixel units, to every decrypted value."""
     ctx = worker_state(token, broadcast, build_decryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
@@ -458,17 +504,20 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         if rb.num_rows == 0:
             continue
         if set(pc_unique(rb.column("layout"))) == {"pixel"}:
-            yield _decrypt_pixel_rows(ctx, rb)
+            yield _decrypt_pixel_rows(ctx, rb, flood_std)
         else:
             for i in range(rb.num_rows):
-                yield _decrypt_packed_row(ctx, rb.slice(i, 1))
+                yield _decrypt_packed_row(ctx, rb.slice(i, 1), flood_std)
 
 
-def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch) -> pa.RecordBatch:
+def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, flood_std: float = 0.0) -> pa.RecordBatch:
     from hecore.ciphertexts import CiphertextBatch
+    from hecore.flooding import flooding_noise
 
     t = time.perf_counter()
     raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
+    if flood_std:      # raw x post_scale is the pixel value: scale the noise into raw units
+        raw = raw + flooding_noise(len(raw), flood_std) / np.abs(rb.column("post_scale").to_numpy())
     dt = (time.perf_counter() - t) / rb.num_rows
     pos = pixel_positions(rb)
     cols = {name: rb.column(name) for name in DECRYPTED.names if name in rb.schema.names}
@@ -479,16 +528,19 @@ def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
 
 
-def _decrypt_packed_row(ctx, row: pa.RecordBatch) -> pa.RecordBatch:
+def _decrypt_packed_row(ctx, row: pa.RecordBatch, flood_std: float = 0.0) -> pa.RecordBatch:
     """One packed ciphertext -> one row per valid pixel of its tile channel."""
     r = row.to_pylist()[0]
     from hecore.packed import decrypt_block
 
     th, tw, h, w = r["tile_h"], r["tile_w"], r["h"], r["w"]
-    if r["layout"] != "packed":
+    if r["layout"] not in ("packed", "packed-complex"):
         raise ValueError(f"{r['source']}: unknown layout {r['layout']!r}")
     t = time.perf_counter()
-    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"])[:h, :w]
+    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"], r["layout"] == "packed-complex")[:h, :w]
+    if flood_std:
+        from hecore.flooding import flood
+        slots = flood(slots, flood_std / abs(r["post_scale"]))
     dt = time.perf_counter() - t
     n = h * w
     yy, xx = np.divmod(np.arange(n), w)

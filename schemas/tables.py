@@ -107,6 +107,7 @@ BENCH_PACKED = pa.schema([
     pa.field("vs_pixel_full", pa.float64()),
     pa.field("exact_fraction", pa.float64()),                  # after decryption and rounding; null: not decrypted
     pa.field("max_abs_err", pa.float64()),
+    pa.field("bytes_vs_tenseal_symmetric", pa.float64()),      # bytes_per_pixel over TenSEAL symmetric's, same N
 ])
 
 #: One row per (case, layout, parameters, strategy) of ``hepix bench --suite ops``: the iCHEETAH §4.4 cases
@@ -339,6 +340,36 @@ METRICS = pa.schema([
     pa.field("decrypt_seconds", pa.float64()),
 ])
 
+#: ``hepix audit``: one row per (image, channel, test) of distinguishers run over a ciphertext table
+#: WITHOUT any key.  ``verdict``: pass | leaks | skipped.  ``statistic``: identical -> distinct / count;
+#: recurring-differences -> fraction of distinct ciphertexts linked by a recurring difference;
+#: linear-dependence -> rank / sample size mod the first prime; small-difference -> fraction of distinct
+#: ciphertexts sharing a second component up to a small polynomial.  With ``--images``:
+#: ``recovered_fraction`` of the values occurring at least twice (``classes_true``) whose pixels the attack
+#: put in exactly one class; ``exact_difference_fraction`` of pixels whose decoded difference is exact (Zinc).
+AUDIT = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("input_run_id", pa.string(), nullable=False),
+    pa.field("image_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("channel", pa.int32(), nullable=False),
+    pa.field("layout", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("strategy", pa.string(), nullable=False),        # as labelled in the table
+    pa.field("security", pa.string(), nullable=False),        # as labelled in the table
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("test", pa.string(), nullable=False),            # identical | recurring-differences | ...
+    pa.field("verdict", pa.string(), nullable=False),         # pass | leaks | skipped
+    pa.field("statistic", pa.float64()),
+    pa.field("detail", pa.string(), nullable=False),
+    pa.field("classes_found", pa.int64()),
+    pa.field("classes_true", pa.int64()),
+    pa.field("recovered_fraction", pa.float64()),
+    pa.field("exact_difference_fraction", pa.float64()),
+    pa.field("picture", pa.string()),                         # PNG of what the attacker sees, relative path
+    pa.field("seconds", pa.float64(), nullable=False),
+])
+
 #: Internal: the decode stage's output, one row per tile and channel of raw pixels, or one per reject.
 TILES = pa.schema([
     pa.field("image_id", pa.string()),
@@ -376,6 +407,7 @@ TABLES = {
     "bench_packed": BENCH_PACKED,
     "bench_ops": BENCH_OPS,
     "bench": BENCH,
+    "audit": AUDIT,
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are

@@ -79,18 +79,20 @@ class PackedRun:
                 f"after Finish {self.finished_error:.3g}")
 
 
-def run_packed(ctx, img: np.ndarray, specs, tile_h: int, tile_w: int, halo: int) -> PackedRun:
+def run_packed(ctx, img: np.ndarray, specs, tile_h: int, tile_w: int, halo: int,
+               complex_packing: bool = False) -> PackedRun:
     """decrypt(op(encrypt(img))) in the packed layout, tile by tile, channel by channel."""
     specs = list(specs)
     ops = parse_ops(specs)
     ev = Evaluator(ctx)
-    grid, tiles = encrypt_tiles(img, ctx, tile_h, tile_w, halo)
+    grid, tiles = encrypt_tiles(img, ctx, tile_h, tile_w, halo, complex_packing)
     out, scales = [], set()
     for t in tiles:
-        geom = PackedGeometry(tile_h, tile_w, halo, t.y, t.x, grid.height, grid.width)
+        geom = PackedGeometry(tile_h, tile_w, halo, t.y, t.x, grid.height, grid.width, complex_packing)
         c, ps = apply_ops(ev, ev.load(t.ct), ops, geom)
         scales.add(ps)
-        out.append(PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, t.channel, ev.dump(c), halo=halo))
+        out.append(PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, t.channel, ev.dump(c), halo=halo,
+                              complex_packing=complex_packing))
     assert len(scales) == 1, f"tiles disagree on post_scale: {scales}"
     (ps,) = scales
     finish = finish_for(ops)

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from hecore.bench_packed import HEPIX_PACKED, PIXEL_FULL, TENSEAL, run_packed_bench
+from hecore.bench_packed import HEPIX_PACKED, HEPIX_PACKED_COMPLEX, PIXEL_FULL, TENSEAL, run_packed_bench
 from jobs.cli import main
 from schemas.tables import BENCH_PACKED, TABLES
 
@@ -84,6 +84,17 @@ def test_packed_round_trip_is_exact_and_faster_than_pixel_full(bench):
     assert packed["vs_pixel_full"] > 3                       # one encryption per 2048 pixels vs one add per pixel
 
 
+def test_complex_packing_holds_two_pixels_per_slot(bench, he_paper4096):
+    _, rows = bench
+    ctx, _ = he_paper4096
+    ct_size = len(ctx.encrypt_vector(np.zeros(2048)))
+    real, cplx = _one(rows, HEPIX_PACKED), _one(rows, HEPIX_PACKED_COMPLEX)
+    assert (cplx["tile_h"], cplx["tile_w"], cplx["ciphertexts"]) == (64, 64, 1)
+    assert cplx["bytes"] == ct_size and cplx["bytes_per_pixel"] == pytest.approx(real["bytes_per_pixel"] / 2)
+    assert (cplx["encryption"], cplx["security"], cplx["exact_fraction"]) == ("public", "ind-cpa", 1.0)
+    assert cplx["vs_pixel_full"] == pytest.approx(cplx["pixels_per_second"] / _one(rows, PIXEL_FULL)["pixels_per_second"])
+
+
 def test_tenseal_rows_at_equal_parameters_public_and_symmetric(bench):
     pytest.importorskip("tenseal")
     _, rows = bench
@@ -102,8 +113,9 @@ def test_tenseal_rows_at_equal_parameters_public_and_symmetric(bench):
 def test_without_tenseal_its_rows_are_skipped_with_a_message(monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "tenseal", None)        # makes `import tenseal` raise ImportError
     with caplog.at_level(logging.WARNING, logger="hecore.bench_packed"):
-        rows = run_packed_bench({"camera@32": _camera(32)}, presets=("paper-4096",), repeats=1, pixel_full=False)
-    assert [r.implementation for r in rows] == [HEPIX_PACKED]
+        rows = run_packed_bench({"camera@32": _camera(32)}, presets=("paper-4096",), repeats=1, pixel_full=False,
+                                symmetric=False)
+    assert [r.implementation for r in rows] == [HEPIX_PACKED, HEPIX_PACKED_COMPLEX]
     assert rows[0].exact_fraction == 1.0
     assert rows[0].vs_tenseal_public is None and rows[0].vs_pixel_full is None
     assert any("TenSEAL rows skipped" in m for m in caplog.messages)

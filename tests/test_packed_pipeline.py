@@ -129,3 +129,41 @@ def test_match_gives_every_image_its_exact_l2_and_rejects_other_sizes(tmp_path):
         want = plain_distances(one, imgs[name])["l2"]
         assert round(got[f"{name}.png"]) == want, (name, got[f"{name}.png"], want)
     assert got["two.png"] < got["three.png"]
+
+
+def test_complex_packing_runs_the_chain_exactly_and_refuses_matching(ckks_run, capsys):
+    root, src = ckks_run
+    enc = root / "enc-complex"
+    assert main(["encrypt", "--keys", str(root / "pub"), "--input", str(src), "--out", str(enc),
+                 "--layout", "packed-complex"] + SPARK) == 0
+    m = json.loads((enc / "_manifest.json").read_text())
+    assert (m["layout"], m["options"]["tile"]) == ("packed-complex", [60, 62])
+    t = ds.dataset(enc / "ciphertexts").to_table()
+    # rgb 40x70: 1x2 tiles x 3 channels; grey 33x20: 1 tile (real packing: 2x2x3 + 2)
+    assert t.num_rows == 7 and set(t.column("layout").to_pylist()) == {"packed-complex"}
+    ops = ["brightness:20", "watermark:3,30,5", "meanfilter:3", "contrast:1.5"]
+    argv = ["process", "--keys", str(root / "pub"), "--input", str(enc), "--out", str(root / "proc-complex")]
+    for op in ops:
+        argv += ["--op", op]
+    assert main(argv + SPARK) == 0
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-complex"),
+                 "--out", str(root / "dec-complex"), "--images", str(src)] + SPARK) == 0
+    metrics = ds.dataset(root / "dec-complex" / "metrics").to_table().to_pylist()
+    assert len(metrics) == 2
+    for r in metrics:
+        assert r["layout"] == "packed-complex" and r["ops"] == "|".join(ops), r
+        assert r["exact_fraction"] == 1.0, (r["source"], r["exact_fraction"], r["max_abs_err"])
+    capsys.readouterr()
+    assert main(["process", "--keys", str(root / "pub"), "--input", str(enc), "--out", str(root / "m"),
+                 "--op", f"match:{src / 'grey.png'}"] + SPARK) == 2
+    assert "--layout packed" in capsys.readouterr().err
+
+
+def test_complex_packing_refuses_bfv_keys(tmp_path, capsys):
+    src = tmp_path / "in"
+    src.mkdir()
+    Image.fromarray(np.zeros((8, 8), dtype=np.uint8)).save(src / "z.png")
+    _keys(tmp_path, "bfv-4096")
+    assert main(["encrypt", "--keys", str(tmp_path / "pub"), "--input", str(src), "--out", str(tmp_path / "enc"),
+                 "--layout", "packed-complex"] + SPARK) == 2
+    assert "needs CKKS" in capsys.readouterr().err

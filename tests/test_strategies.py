@@ -29,8 +29,8 @@ from hecore.strategies import (
     strategy_names,
 )
 
-ALL = ["fresh", "radix", "radix-rand", "scan", "full"]
-LEAKY = ["radix", "radix-rand", "scan", "full"]
+ALL = ["fresh", "radix", "radix-rand", "scan", "full", "zinc"]
+LEAKY = ["radix", "radix-rand", "scan", "full", "zinc"]
 CACHED = ["full", "scan", "radix"]          # strategies whose state() carries a cache
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup: Debian packages (only if missing), a virtualenv, the
-# cached Pyfhel wheel, then the project in editable mode with its test and bench extras.
+# cached Pyfhel wheel, then the project in editable mode with its test and bench extras, and
+# the native extension (tools/build_native.sh, cached likewise).
 #
 #   tools/setup.sh VENV CACHE_DIR
 set -euo pipefail
@@ -52,5 +53,14 @@ if ! "$py" -m pip install --quiet --only-binary tenseal -e "$root[test,bench]" >
   echo "setup: no TenSEAL wheel for this Python; installing without the bench extra" >&2
   "$py" -m pip install --quiet -e "$root[test]" >&2
 fi
-"$py" -c 'import Pyfhel, pyspark, numba, hecore' >&2
+# --- the native extension (hecore.symmetric: secret-key seeded encryption) ---------------------
+# Compiled offline against the SEAL library the Pyfhel wheel ships; cached by a key over its
+# sources (tools/build_native.sh).  Reinstalled only when the installed build is another one.
+native_wheel=$("$here/build_native.sh" "$py" "$cache")
+native_key=$(basename "$(dirname "$native_wheel")")
+if [[ "$("$py" -c 'import hepix_seal; print(hepix_seal.BUILD_KEY)' 2>/dev/null)" != "$native_key" ]]; then
+  echo "setup: installing $native_wheel" >&2
+  "$py" -m pip install --quiet --force-reinstall --no-deps "$native_wheel" >&2
+fi
+"$py" -c 'import Pyfhel, pyspark, numba, hecore, hepix_seal' >&2
 echo "setup: done ($("$py" -c 'import Pyfhel,pyspark; print("Pyfhel", Pyfhel.__version__, "/ pyspark", pyspark.__version__)'))" >&2

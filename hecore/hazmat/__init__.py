@@ -2,7 +2,7 @@
 
 Like ``cryptography.hazmat``, nothing here is reached by accident: import it
 only through :func:`hecore.strategies.make_strategy` with ``allow_leaky=True``.
-These strategies reproduce what the paper measures -- cached ciphertexts plus
+These strategies (and seed 003's Zinc) reproduce what the papers measure -- cached ciphertexts plus
 a randomness pool of encrypted zeros, or radix sums -- and they are fast, but
 their outputs are not IND-CPA: see ``hecore.strategies.LEAKS`` for what each
 one gives away.  Every ciphertext they make is labelled ``security="leaks"``.
@@ -11,10 +11,11 @@ from .full import FullCaching
 from .pool import RandomnessPool
 from .radix import RadixCaching, RadixCachingRandomised
 from .scan import ScanningCaching
+from .zinc import ZincCaching
 
 LEAKY_STRATEGIES = {
-    cls.name: cls for cls in (RadixCaching, RadixCachingRandomised, ScanningCaching, FullCaching)
+    cls.name: cls for cls in (RadixCaching, RadixCachingRandomised, ScanningCaching, FullCaching, ZincCaching)
 }
 
 __all__ = ["FullCaching", "RadixCaching", "RadixCachingRandomised", "RandomnessPool",
-           "ScanningCaching", "LEAKY_STRATEGIES"]
+           "ScanningCaching", "ZincCaching", "LEAKY_STRATEGIES"]
