@@ -248,6 +248,14 @@ class HEContext:
             return np.asarray(self._he.decryptBGV(c)[:count], dtype=np.float64)
         return np.asarray(self._he.decryptInt(c)[:count], dtype=np.float64)
 
+    def decrypt_complex(self, ct: bytes | memoryview | PyCtxt, count: int = 1) -> np.ndarray:
+        """CKKS: the first ``count`` slots as complex128 (the frequency domain of hecore.dft)."""
+        self._require_secret("decryption")
+        if self.params.is_integer:
+            raise HepixError(f"{self.params.scheme.upper()} slots hold integers, not complex values")
+        c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
+        return np.asarray(self._he.decryptComplex(c)[:count], dtype=np.complex128)
+
     def noise_budget(self, ct: bytes | memoryview | PyCtxt) -> int:
         """BFV: the bits of noise budget left (0 means decryption fails).  Needs the secret key.
 
