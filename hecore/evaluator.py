@@ -201,8 +201,9 @@ class Evaluator:
         he = self._he
         arr = np.asarray(values)
         if arr.ndim == 0:
-            arr = np.full(self.slots, arr.item())
-        if arr.size > self.slots:
+            # BFV/BGV: both rows of N/2 slots, so that the plaintext is the constant polynomial
+            arr = np.full(self.params.n if self.params.is_integer else self.slots, arr.item())
+        elif arr.size > self.slots:
             raise ValueError(f"{arr.size} values do not fit {self.slots} slots")
         if self.params.is_integer:
             ints = integer_slots(arr, self.params)
