@@ -29,6 +29,8 @@ applied to whole sums, never to one term of a sum.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from Pyfhel import PyCtxt
 
@@ -252,12 +254,20 @@ class Evaluator:
             self._he.mod_switch_to_next(out)
         return out
 
-    def square_raw(self, c: PyCtxt) -> PyCtxt:
-        """``c * c`` relinearised but not rescaled (CKKS: the caller rescales)."""
+    def square_raw(self, c: PyCtxt, relinearize: bool = True) -> PyCtxt:
+        """``c * c``, not rescaled (CKKS: the caller rescales); without ``relinearize`` a
+        three-part ciphertext, to be summed with others and relinearised once (:meth:`relinearize`)."""
         self._need_relin_key()
         if not self.params.is_integer:
             self._need_level(c, "a squaring")
         out = self._he.square(c, in_new_ctxt=True)
+        if relinearize:
+            self._he.relinearize(out)
+        return out
+
+    def relinearize(self, c: PyCtxt) -> PyCtxt:
+        self._need_relin_key()
+        out = self._copy(c)
         self._he.relinearize(out)
         return out
 
@@ -292,7 +302,7 @@ class Evaluator:
     def _check_aligned(self, a: PyCtxt, b: PyCtxt, what: str) -> None:
         if self.level(a) != self.level(b):
             raise ValueError(f"cannot {what} ciphertexts at levels {self.level(a)} and {self.level(b)}")
-        if not self.params.is_integer and not np.isclose(float(a.scale), float(b.scale), rtol=1e-12, atol=0):
+        if not self.params.is_integer and not math.isclose(float(a.scale), float(b.scale), rel_tol=1e-12, abs_tol=0):
             raise ValueError(f"cannot {what} ciphertexts at scales {float(a.scale):.6g} and {float(b.scale):.6g}")
 
     def _need_level(self, c: PyCtxt, what: str) -> None:

@@ -310,7 +310,7 @@ def _linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float):
     acc = ev.rescale(acc)
     if bias:
         b = int(bias) if integer else float(bias)
-        acc = ev.add_plain(acc, ev.encode(b, level=ev.level(acc), scale=None if integer else ev.scale(acc)))
+        acc = ev.add_plain(acc, plain.get(b, ev.level(acc), None if integer else ev.scale(acc)))
     return acc
 
 
@@ -420,6 +420,9 @@ def infer_encrypted(ev, model, cts: list, *, quantised: Quantised | None = None,
         quantised = quantise(model, ev.params.plain_modulus)
     plain = _plain_cache(model, ev)
     t0 = time.perf_counter()
+    spare = 0 if integer else ev.params.depth - ev.level(cts[0]) - need
+    if spare > 0:              # levels the model does not need: drop their primes first (cheaper products)
+        cts = [ev.mod_switch(c, spare) for c in cts]
     if isinstance(model, LogReg):
         w, b = quantised.layers[0] if integer else model.head()
         out = [_linear(ev, plain, cts, w[i], b[i]) for i in range(w.shape[0])]
@@ -431,9 +434,11 @@ def infer_encrypted(ev, model, cts: list, *, quantised: Quantised | None = None,
             inputs = [cts[i] for i in TAPS[pos]]
             for kk in range(k):
                 a = _linear(ev, plain, inputs, ker[kk], bc[kk])
-                sq = ev.square(a)
                 j = POOL_OF[pos] * k + kk
-                pooled[j] = ev.add_into(pooled[j], sq)
+                pooled[j] = ev.add_into(pooled[j], ev.square_raw(a, relinearize=False))
+        # the four squares of a pool window are summed as three-part ciphertexts: one
+        # relinearisation (key switch) and one rescale per pooled feature instead of four
+        pooled = [ev.rescale(ev.relinearize(p)) for p in pooled]
         out = [_linear(ev, plain, pooled, wh[i], bh[i]) for i in range(wh.shape[0])]
     if stats is not None:
         stats["infer_seconds"] = time.perf_counter() - t0
