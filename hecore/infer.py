@@ -374,16 +374,18 @@ def _blocked_linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: flo
     for c, w in zip(cts, wl):
         if not np.any(w):
             continue
-        if integer and np.any(w < 0):
-            raise InvalidParameters("BFV/BGV batches use one pixel per ciphertext (no --block)")
-        acc = ev.add_into(acc, ev.multiply_plain(c, ev.encode(w, level=level, scale=q)))
+        key = ("block", w.tobytes(), level, q)
+        pt = plain.cache.get(key)
+        if pt is None:
+            pt = plain.cache[key] = ev.encode(w, level=level, scale=q)
+        acc = ev.add_into(acc, ev.multiply_plain(c, pt))
     acc = ev.rescale(acc)
     step = block
     while step < ev.slots:
         acc = ev.add(acc, ev.rotate(acc, step))
         step *= 2
     if bias:
-        acc = ev.add_plain(acc, ev.encode(float(bias), level=ev.level(acc), scale=ev.scale(acc)))
+        acc = ev.add_plain(acc, plain.get(float(bias), ev.level(acc), ev.scale(acc)))
     return acc
 
 
@@ -405,7 +407,8 @@ def infer_encrypted(ev, model, cts: list, *, quantised: Quantised | None = None,
             raise InvalidParameters(f"logreg needs depth 1; {ev.params.name} affords {ev.params.depth}")
         w, b = model.head()
         t0 = time.perf_counter()
-        out = [_blocked_linear(ev, _Plain(ev), cts, w[i], b[i], block) for i in range(w.shape[0])]
+        plain = _plain_cache(model, ev)
+        out = [_blocked_linear(ev, plain, cts, w[i], b[i], block) for i in range(w.shape[0])]
         if stats is not None:
             stats["infer_seconds"] = time.perf_counter() - t0
         return out

@@ -40,7 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--input", required=True, help="output directory of `hepix encrypt` (or of process)")
     p.add_argument("--out", required=True, help="output directory for the processed ciphertexts")
     p.add_argument("--op", action="append", required=True, metavar="SPEC",
-                   help="brightness:B, contrast:F, watermark:X,Y,V or meanfilter:K; repeat to chain, applied "
+                   help="brightness:B, contrast:F, watermark:X,Y,V, meanfilter:K or "
+                        "dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant] (CKKS, packed, halo 0: "
+                        "a low-pass filter per tile through the encrypted DFT); repeat to chain, applied "
                         "in order. Or, alone: match:QUERY[,l2|,l1] -- encrypted distances from the image QUERY "
                         "(its id or file name) to every other image")
     add_spark_arguments(p)
@@ -61,6 +63,27 @@ def check_ops_fit(df, ops) -> None:
             more = f" and {len(outside) - 3} more" if len(outside) > 3 else ""
             raise HepixError(f"{op.spec}: pixel (x={op.x}, y={op.y}) lies outside {len(outside)} image(s): "
                              f"{shown}{more}; choose a pixel inside every image")
+
+
+def with_tiles(ops, parent):
+    """A frequency-domain filter (hecore.dft) works tile by tile: record the input's tile in its
+    spec (so that decrypt's reference filters the same tiles), and check the tiles suit it."""
+    import dataclasses
+
+    from hecore.dft import DftFilter
+    from hecore.packed_ops import check_dft_tiles
+    from hecore.params import Params
+
+    out = []
+    for op in ops:
+        if isinstance(op, DftFilter):
+            if parent.layout != "packed":
+                raise ValueError(f"{op.spec} runs in the packed layout only; encrypt with --layout packed")
+            th, tw = (int(v) for v in parent.options.get("tile", (0, 0)))
+            check_dft_tiles(op, th, tw, int(parent.options.get("halo", 0)), Params.from_json(parent.params).slots)
+            op = dataclasses.replace(op, tile=(th, tw))
+        out.append(op)
+    return out
 
 
 def run(args) -> int:
@@ -88,6 +111,7 @@ def run(args) -> int:
         same_key(parent, fingerprint, args.input)             # before any work
         try:
             done = parse_ops(list(parent.ops))
+            ops = with_tiles(ops, parent)
             check_params(material.params, done + ops, parent.layout)
             if parent.layout == "packed":
                 check_packed_chain(done, ops, int(parent.options.get("halo", 0)))

@@ -126,3 +126,20 @@ def test_encrypted_refusals(he):
     big = dft.DftPipeline.build((8192,), np.ones(8192), levels=2)
     with pytest.raises(InvalidParameters, match="at least 8192 slots"):
         big.evaluate(ev, c)
+
+
+def test_gain_bounds_the_filtered_values_and_tiles_match_the_packed_layout():
+    op = dft.parse_dftfilter("lowpass=0.5,tile=8x16")
+    assert op.tile == (8, 16) and op.spec.endswith("tile=8x16")
+    # the worst input for output pixel 0: 255 where the kernel is positive, 0 where negative
+    k = np.real(np.fft.ifftn(op.mask((8, 16)).reshape(8, 16)))
+    worst = np.where(np.roll(np.flip(k), 1, axis=(0, 1)) > 0, 255.0, 0.0)
+    y = op.apply_block(worst)
+    from hecore.ops import raw_range
+    lo, hi = raw_range([op])
+    assert y.max() > 255 and lo <= y.min() and y.max() <= hi + 1e-9
+    # a 20x20 image in 8x16 tiles: each tile is filtered on its own, edges repeated
+    img = RNG.integers(0, 256, (20, 20)).astype(float)
+    out = op.apply_plain(img)
+    blk = img[np.ix_(np.clip(np.arange(16, 24), 0, 19), np.clip(np.arange(16, 32), 0, 19))]
+    np.testing.assert_allclose(out[16:20, 16:20], op.apply_block(blk)[:4, :4])
