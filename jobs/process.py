@@ -44,7 +44,8 @@ def add_arguments(p) -> None:
                         "dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant] (CKKS, packed, halo 0: "
                         "a low-pass filter per tile through the encrypted DFT); repeat to chain, applied "
                         "in order. Or, alone: match:QUERY[,l2|,l1] -- encrypted distances from the image QUERY "
-                        "(its id or file name) to every other image")
+                        "(its id or file name) to every other image; or, alone, on `hepix encrypt-digits` "
+                        "output: infer:MODEL[,task=01|all] with MODEL logreg or tinycnn")
     add_spark_arguments(p)
 
 
@@ -94,6 +95,10 @@ def run(args) -> int:
         from .match import run_match
 
         return run_match(args)
+    if any(spec.strip().lower().startswith("infer:") for spec in args.op):
+        from .digits import run_infer
+
+        return run_infer(args)
     try:
         ops = parse_ops(args.op)
     except ValueError as e:

@@ -301,6 +301,38 @@ DISTANCES = pa.schema([
     pa.field("decrypt_seconds", pa.float64()),
 ])
 
+#: ``hepix decrypt`` of an inference run (``process --op infer:MODEL`` on ``hepix encrypt-digits``): one row
+#: per digit, its label, the decrypted prediction and head outputs (the data owner's table).
+PREDICTIONS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("batch_id", pa.string(), nullable=False),
+    pa.field("sample", pa.int32(), nullable=False),            # index in the task's test split
+    pa.field("label", pa.int32(), nullable=False),
+    pa.field("prediction", pa.int32(), nullable=False),
+    pa.field("scores", pa.list_(pa.float64()), nullable=False),  # binary: the probability; else one per class
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("task", pa.string(), nullable=False),
+])
+
+#: ``hepix decrypt`` of an inference run: accuracy and cost, one row per batch and one for all (batch_id "all").
+INFERENCE_METRICS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("batch_id", pa.string(), nullable=False),
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("task", pa.string(), nullable=False),
+    pa.field("scheme", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("samples", pa.int32(), nullable=False),
+    pa.field("correct", pa.int32(), nullable=False),
+    pa.field("accuracy", pa.float64(), nullable=False),
+    pa.field("input_ciphertexts", pa.int64()),
+    pa.field("input_bytes", pa.int64()),
+    pa.field("bytes_per_sample", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("process_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+])
+
 #: Inputs that could not be used, and why.  The job goes on without them.
 REJECTS = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
@@ -371,6 +403,8 @@ TABLES = {
     "metrics": METRICS,
     "encrypted_distances": ENCRYPTED_DISTANCES,
     "distances": DISTANCES,
+    "predictions": PREDICTIONS,
+    "inference_metrics": INFERENCE_METRICS,
     "bench_pixel": BENCH_PIXEL,
     "bench_spark": BENCH_SPARK,
     "bench_packed": BENCH_PACKED,
@@ -390,6 +424,8 @@ PARQUET_OPTIONS = {
     "rejects": {"compression": "zstd"},
     "metrics": {"compression": "zstd"},
     "distances": {"compression": "none"},
+    "predictions": {"compression": "zstd"},
+    "inference_metrics": {"compression": "zstd"},
 }
 
 #: Spark reader setting for tables with blob columns: 256 rows x 400 KB per batch, not 4096.
