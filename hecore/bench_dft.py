@@ -25,13 +25,13 @@ from .params import preset
 #: Seed 002, Tables 2-3: DFT-Hadamard-iDFT latency (s) by N (HElib BGV, one core).
 SEED_SECONDS = {16: 0.46, 64: 2.08, 256: 9.43, 1024: 104.12, 4096: 464.44, 8192: 1026.1}
 
-#: (N, preset, stages, levels per transform)
+#: (N, preset, stages, levels per transform: L, or (forward L, inverse L))
 DEFAULT = (
     (16, "dft-8192", "fold", 2), (64, "dft-8192", "fold", 2),
     (256, "dft-8192", "fold", 2), (256, "dft-8192", "three", 1), (256, "dft-8192", "circulant", 1),
-    (256, "dft-16384", "three", 2),
+    (256, "dft-8192", "three", (2, 1)), (256, "dft-16384", "three", 2),
     (1024, "dft-8192", "fold", 2), (1024, "dft-8192", "three", 1), (1024, "dft-8192", "circulant", 1),
-    (1024, "dft-16384", "three", 2),
+    (1024, "dft-8192", "three", (2, 1)), (1024, "dft-16384", "three", 2),
     (4096, "dft-8192", "fold", 2),
     (8192, "dft-16384", "fold", 3), (8192, "dft-16384", "three", 2),
 )
@@ -46,7 +46,8 @@ class DftMeasurement:
     preset: str
     ring: int
     stages: str
-    levels: int
+    levels: int                     # per forward transform
+    inverse_levels: int
     depth: int
     rotations: int
     plaintext_products: int
@@ -88,7 +89,8 @@ def run_dft_bench(configs=DEFAULT, *, progress: Callable[[DftMeasurement], None]
         x = pixel_vector(n)
         mask = dft.lowpass_mask((n,), CUTOFF)
         t0 = time.perf_counter()
-        pipe = dft.DftPipeline.build((n,), mask, stages=stages, levels=levels)
+        fwd, inv = levels if isinstance(levels, tuple) else (levels, levels)
+        pipe = dft.DftPipeline.build((n,), mask, stages=stages, levels=fwd, inverse_levels=inv)
         build = time.perf_counter() - t0
         t0 = time.perf_counter()
         data = ctx.encrypt_vector(pipe.replicate(x, ev.slots))
@@ -107,7 +109,7 @@ def run_dft_bench(configs=DEFAULT, *, progress: Callable[[DftMeasurement], None]
         ref = dft.reference(x, mask, (n,)).real
         seed = SEED_SECONDS.get(n)
         m = DftMeasurement(
-            n=n, preset=name, ring=ctx.params.n, stages=stages, levels=levels, depth=pipe.depth,
+            n=n, preset=name, ring=ctx.params.n, stages=stages, levels=fwd, inverse_levels=inv, depth=pipe.depth,
             rotations=pipe.rotations, plaintext_products=pipe.plaintext_products, cutoff=CUTOFF,
             keygen_seconds=keygen, encrypt_seconds=enc, build_seconds=build,
             encode_seconds=stats["encode_seconds"], pipeline_seconds=cold, warm_seconds=warm,

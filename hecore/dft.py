@@ -262,10 +262,11 @@ class DftPipeline:
     levels: int = 2
     products: list = field(default_factory=list)
     hadamard: np.ndarray | None = None   # "three": the permuted mask, applied between the transforms
+    inverse_levels: int | None = None    # the iDFT's groups when not ``levels`` (e.g. 2 + 1 to fit depth 4)
 
     @classmethod
     def build(cls, dims: Sequence[int], mask: np.ndarray | None, *, stages: str = "fold",
-              levels: int = 2) -> "DftPipeline":
+              levels: int = 2, inverse_levels: int | None = None) -> "DftPipeline":
         dims = _check_dims(dims)
         n = math.prod(dims)
         if stages not in STAGES:
@@ -278,12 +279,12 @@ class DftPipeline:
             raise InvalidParameters(f"the mask has {m.size} values for a DFT of {n}")
         perm = spectrum_order(dims)
         m_perm = m[perm]
-        p = cls(dims, m, stages, levels)
+        p = cls(dims, m, stages, levels, inverse_levels=inverse_levels)
         if stages == "circulant":
             p.products = [_bsgs(_circulant(dims, m), n)]
             return p
         fwd = group_stages(dif_stages(dims), levels, n)
-        inv = group_stages(inverse_stages(dims), levels, n)
+        inv = group_stages(inverse_stages(dims), inverse_levels or levels, n)
         if stages == "fold":
             inv[0] = compose(inv[0], {0: m_perm.astype(np.complex128)}, n)
         elif not encrypted_mask:
@@ -297,7 +298,9 @@ class DftPipeline:
 
     @property
     def depth(self) -> int:
-        return pipeline_depth(self.stages, self.levels)
+        if self.stages == "circulant" or not self.inverse_levels:
+            return pipeline_depth(self.stages, self.levels)
+        return self.levels + self.inverse_levels + (1 if self.stages == "three" else 0)
 
     def _all(self) -> list[_Product]:
         if self.stages == "circulant":
@@ -397,7 +400,12 @@ class DftPipeline:
             prod.encoded.clear()               # one evaluator at a time: keep memory bounded
             prod.encoded[key] = cache
             stats["encode_seconds"] += time.perf_counter() - t0
-        babies = {b: (c if b == 0 else ev.rotate(c, b)) for b in prod.baby}
+        # baby steps are multiples of a power-of-two unit: each from the previous one by a step of
+        # (mostly) one unit, one key switch each, where a direct rotation by 3u, 5u, ... takes two or three
+        babies, prev, prev_b = {}, c, 0
+        for b in prod.baby:
+            babies[b] = prev = prev if b == prev_b else ev.rotate(prev, b - prev_b)
+            prev_b = b
         out = None
         for g, terms in prod.giants.items():
             inner = None

@@ -47,7 +47,7 @@ def run_dft(args) -> int:
           f"{' (quick)' if args.quick else ''}")
 
     def progress(m):
-        print(f"  N={m.n:<5} {m.preset:<10} {m.stages:<9} L={m.levels} depth {m.depth}  rot {m.rotations:>4}  "
+        print(f"  N={m.n:<5} {m.preset:<10} {m.stages:<9} L={m.levels}+{m.inverse_levels} depth {m.depth}  rot {m.rotations:>4}  "
               f"pt {m.plaintext_products:>5}  cold {m.pipeline_seconds:8.3f} s  warm {m.warm_seconds:8.3f} s  "
               f"max err {m.max_abs_err:.1e}", flush=True)
 
@@ -55,7 +55,7 @@ def run_dft(args) -> int:
     path = _write(rows, BENCH_DFT, Path(args.out) / "bench_dft", run_id, started)
     print()
     print(table(rows, [
-        ("n", "N", "d"), ("preset", "preset", ""), ("stages", "stages", ""), ("levels", "L", "d"),
+        ("n", "N", "d"), ("preset", "preset", ""), ("stages", "stages", ""), ("levels", "L", "d"), ("inverse_levels", "iL", "d"),
         ("depth", "depth", "d"), ("rotations", "rot", "d"), ("plaintext_products", "pt prod", "d"),
         ("pipeline_seconds", "cold s", ".3f"), ("warm_seconds", "warm s", ".3f"),
         ("seed_seconds", "seed 002 s", ".2f"), ("speedup_vs_seed", "x seed", ".0f"),

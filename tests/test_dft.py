@@ -87,13 +87,16 @@ def he():
 
 
 @pytest.mark.parametrize("dims,stages,levels", [((64,), "fold", 2), ((64,), "three", 1), ((8, 8), "fold", 2),
-                                                ((32,), "circulant", 1), ((256,), "fold", 2)])
+                                                ((32,), "circulant", 1), ((256,), "fold", 2),
+                                                ((128,), "three", (2, 1))])
 def test_encrypted_pipeline_matches_numpy(he, dims, stages, levels):
     ctx, ev = he
     n = int(np.prod(dims))
     x = _pixels(n)
     mask = dft.lowpass_mask(dims, 0.5)
-    p = dft.DftPipeline.build(dims, mask, stages=stages, levels=levels)
+    fwd, inv = levels if isinstance(levels, tuple) else (levels, levels)
+    p = dft.DftPipeline.build(dims, mask, stages=stages, levels=fwd, inverse_levels=inv)
+    assert p.depth == {"three": fwd + inv + 1, "fold": fwd + inv, "circulant": 1}[stages]
     c = ctx._encrypt(p.replicate(x, ev.slots))
     out = p.evaluate(ev, c)
     assert ev.level(out) == p.depth
