@@ -21,6 +21,7 @@ JOBS = {
     "export-public": ("jobs.keygen", "copy a key directory without its secret key, for the cluster"),
     "plan": ("jobs.keygen", "which parameter presets can run an op chain in a layout, smallest first"),
     "encrypt": ("jobs.encrypt", "encrypt images (a directory, glob or URI) into a ciphertext table"),
+    "encrypt-digits": ("jobs.digits", "encrypt scikit-learn's digits (test split) for `process --op infer:MODEL`"),
     "process": ("jobs.process", "apply ops (brightness, contrast, watermark, mean filter) or match images, on "
                                 "ciphertexts, with public keys only"),
     "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),

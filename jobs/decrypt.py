@@ -63,6 +63,13 @@ def run(args) -> int:
               f"ops {' | '.join(parent.ops) or 'none'}")
         if parent.ops and parent.ops[-1].startswith("match:"):
             return _decrypt_match(args, spark, ctx, out, parent, run_id, started)
+        if parent.layout == "digits":
+            if not (parent.ops and parent.ops[-1].startswith("infer:")):
+                raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
+                                 "run `hepix process --op infer:MODEL` first")
+            from .digits import decrypt_digits
+
+            return decrypt_digits(args, spark, ctx, out, parent, run_id, started)
         bc = sc.broadcast(SecretPayload(public=ctx.public, secret_key=ctx.secret_key_bytes()))
         token = f"{run_id}/{bc._jbroadcast.id()}"
         rebuilds = sc.accumulator([], ListAccumulator())

@@ -40,9 +40,12 @@ def add_arguments(p) -> None:
     p.add_argument("--input", required=True, help="output directory of `hepix encrypt` (or of process)")
     p.add_argument("--out", required=True, help="output directory for the processed ciphertexts")
     p.add_argument("--op", action="append", required=True, metavar="SPEC",
-                   help="brightness:B, contrast:F, watermark:X,Y,V or meanfilter:K; repeat to chain, applied "
+                   help="brightness:B, contrast:F, watermark:X,Y,V, meanfilter:K or "
+                        "dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant] (CKKS, packed, halo 0: "
+                        "a low-pass filter per tile through the encrypted DFT); repeat to chain, applied "
                         "in order. Or, alone: match:QUERY[,l2|,l1] -- encrypted distances from the image QUERY "
-                        "(its id or file name) to every other image")
+                        "(its id or file name) to every other image; or, alone, on `hepix encrypt-digits` "
+                        "output: infer:MODEL[,task=01|all] with MODEL logreg or tinycnn")
     add_spark_arguments(p)
 
 
@@ -63,6 +66,27 @@ def check_ops_fit(df, ops) -> None:
                              f"{shown}{more}; choose a pixel inside every image")
 
 
+def with_tiles(ops, parent):
+    """A frequency-domain filter (hecore.dft) works tile by tile: record the input's tile in its
+    spec (so that decrypt's reference filters the same tiles), and check the tiles suit it."""
+    import dataclasses
+
+    from hecore.dft import DftFilter
+    from hecore.packed_ops import check_dft_tiles
+    from hecore.params import Params
+
+    out = []
+    for op in ops:
+        if isinstance(op, DftFilter):
+            if parent.layout != "packed":
+                raise ValueError(f"{op.spec} runs in the packed layout only; encrypt with --layout packed")
+            th, tw = (int(v) for v in parent.options.get("tile", (0, 0)))
+            check_dft_tiles(op, th, tw, int(parent.options.get("halo", 0)), Params.from_json(parent.params).slots)
+            op = dataclasses.replace(op, tile=(th, tw))
+        out.append(op)
+    return out
+
+
 def run(args) -> int:
     from pyspark.sql import functions as F
 
@@ -71,6 +95,10 @@ def run(args) -> int:
         from .match import run_match
 
         return run_match(args)
+    if any(spec.strip().lower().startswith("infer:") for spec in args.op):
+        from .digits import run_infer
+
+        return run_infer(args)
     try:
         ops = parse_ops(args.op)
     except ValueError as e:
@@ -88,6 +116,7 @@ def run(args) -> int:
         same_key(parent, fingerprint, args.input)             # before any work
         try:
             done = parse_ops(list(parent.ops))
+            ops = with_tiles(ops, parent)
             check_params(material.params, done + ops, parent.layout)
             if parent.layout != "pixel":
                 check_packed_chain(done, ops, int(parent.options.get("halo", 0)))
