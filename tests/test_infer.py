@@ -54,7 +54,10 @@ def test_logreg_encrypted_equals_plaintext(task, logreg, name, packed):
     block = infer.block_for(len(x), preset(name).slots, packed)
     s = _run(name, logreg, x, block=block)
     ref = infer.sigmoid_poly(logreg.scores(x))
-    assert np.abs(s - ref).max() < (1e-3 if name.startswith("paper") else 0.05)
+    # paper-4096's special prime (39 bits) is below its first data prime (40): each rotation of the
+    # packed variant adds key-switching error of up to ~2e-3 at scale 2^30 (seen: 1.75e-3 in 1 of 6 runs).
+    tol = (5e-3 if packed else 1e-3) if name.startswith("paper") else 0.05
+    assert np.abs(s - ref).max() < tol
     pred = infer.predictions(s, True)
     assert np.array_equal(pred, _plain_predictions(logreg, x))
     assert (pred == task.y_test).mean() >= 0.99
