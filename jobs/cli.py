@@ -24,6 +24,7 @@ JOBS = {
     "process": ("jobs.process", "apply ops (brightness, contrast, watermark, mean filter) or match images, on "
                                 "ciphertexts, with public keys only"),
     "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
+    "verify": ("jobs.verify", "check a table against its manifest: files, row checksums, duplicates, whole images"),
     "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
     "demo": ("jobs.demo", "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
 }
