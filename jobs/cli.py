@@ -26,6 +26,7 @@ JOBS = {
                                 "ciphertexts, with public keys only"),
     "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
     "audit": ("jobs.audit", "run distinguishers over a ciphertext table without any key; writes an audit table"),
+    "verify": ("jobs.verify", "check a table against its manifest: files, row checksums, duplicates, whole images"),
     "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
     "demo": ("jobs.demo", "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
 }

@@ -30,8 +30,10 @@ from . import runinfo
 from .common import ListAccumulator, add_spark_arguments, table_function, worker_report
 from .inputs import complete_run, refuse_secret_key_directory, same_key
 from .progress import Progress
+from .remote import remote_keys
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
+from .verify import bad_rows, describe_table, table_checksums, write_rejects
 from .tasks import HALO_COLUMNS, mean_filter_group, packed_partition, pointwise_partition, scatter_partition
 
 
@@ -103,7 +105,8 @@ def run(args) -> int:
         ops = parse_ops(args.op)
     except ValueError as e:
         raise HepixError(str(e)) from None
-    material = read_public(args.keys)
+    with remote_keys(args.keys) as keys:
+        material = read_public(keys)
     fingerprint = material.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
 
@@ -131,6 +134,10 @@ def run(args) -> int:
         timings = {}
         with Progress(spark, "process", enabled=not args.quiet) as progress:
             df = spark.read.parquet(join(args.input, "ciphertexts"))
+            progress.stage("checking ciphertext checksums")
+            rejects, bad_ids, bad_n = bad_rows(spark, df, run_id, "process")
+            if bad_ids:     # the images with a bad row are left out whole, and each bad row reported
+                df = df.where(~F.col("image_id").isin(sorted(bad_ids)))
             check_ops_fit(df, ops)                                # before any work
             schema = spark_schema(CIPHERTEXTS)
             if parent.layout != "pixel":        # packed layouts: the whole chain within each ciphertext, one pass
@@ -157,15 +164,20 @@ def run(args) -> int:
             progress.stage("processing")
             df.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(out.table("ciphertexts"))
             timings["process_seconds"] = time.perf_counter() - t0
+            write_rejects(spark, rejects, out.table("rejects"))
             written = spark.read.parquet(out.table("ciphertexts"))
             stats = written.agg(F.count("*").alias("n"), F.countDistinct("image_id").alias("images")).collect()[0]
+            files = {"ciphertexts": describe_table(spark, storage, out.table("ciphertexts"), checksums=True),
+                     "rejects": describe_table(spark, storage, out.table("rejects"), checksums=False)}
         counts = Counts(images_in=parent.counts.images_encrypted, images_encrypted=int(stats["images"]),
                         ciphertexts=int(stats["n"]),
                         ciphertext_bytes=int(stats["n"]) * (parent.counts.ciphertext_bytes //
                                                              max(1, parent.counts.ciphertexts)))
-        if counts.ciphertexts != parent.counts.ciphertexts:
-            raise HepixError(f"internal error: {parent.counts.ciphertexts} ciphertexts in, {counts.ciphertexts} "
-                             "out; nothing was committed")
+        counts.rejects = len(rejects)
+        counts.images_rejected = len(bad_ids)
+        if counts.ciphertexts != parent.counts.ciphertexts - bad_n:
+            raise HepixError(f"internal error: {parent.counts.ciphertexts} ciphertexts in ({bad_n} of them left out "
+                             f"with their images), {counts.ciphertexts} out; nothing was committed")
         manifest = RunManifest(
             job="process", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
@@ -173,8 +185,9 @@ def run(args) -> int:
             key_fingerprint=fingerprint, ops=list(parent.ops) + [o.spec for o in ops], options=parent.options,
             counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
             versions=runinfo.versions(), spark=spark_info(spark),
-            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
-        out.commit(manifest, ["ciphertexts"])
+            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output},
+            files=files, checksums=table_checksums(files))
+        out.commit(manifest, ["ciphertexts", "rejects"])
     except BaseException:
         out.abort()
         raise
@@ -183,4 +196,7 @@ def run(args) -> int:
     secs = timings["process_seconds"]
     print(f"processed {counts.ciphertexts} ciphertexts of {counts.images_encrypted} images in {secs:.1f} s "
           f"({counts.ciphertexts / secs:,.0f} ciphertexts/s); ops now: {' | '.join(manifest.ops)}")
+    if rejects:
+        print(f"{len(rejects)} ciphertext rows failed their checks; their {len(bad_ids)} images were left out and "
+              f"the rows are listed in {args.out}/rejects/")
     return 0

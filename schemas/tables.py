@@ -267,6 +267,7 @@ CIPHERTEXTS = pa.schema([
     pa.field("encrypt_seconds", pa.float64(), nullable=False),
     pa.field("process_seconds", pa.float64(), nullable=False),
     pa.field("ct", pa.binary(), nullable=False),
+    pa.field("ct_xxh3", pa.int64()),        # XXH3-64 of ct (jobs.checksums); null: written before checksums
 ])
 
 #: ``hepix process --op match:QUERY``: one encrypted distance per (image, metric).  Slot 0 of ``ct``
@@ -343,6 +344,12 @@ REJECTS = pa.schema([
     pa.field("reason", pa.string(), nullable=False),     # short tag, e.g. truncated, not-an-image
     pa.field("detail", pa.string(), nullable=False),     # the full message
     pa.field("bytes", pa.int64()),
+    # A rejected ciphertext row (verify, process, decrypt): its key; null for rejected input files.
+    pa.field("image_id", pa.string()),
+    pa.field("channel", pa.int32()),
+    pa.field("tile_y", pa.int32()),
+    pa.field("tile_x", pa.int32()),
+    pa.field("index", pa.int32()),
 ])
 
 #: Quality of decrypted images against the originals (or the plaintext-processed originals).
