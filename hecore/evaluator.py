@@ -30,6 +30,8 @@ applied to whole sums, never to one term of a sum.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from Pyfhel import PyCtxt
 
@@ -185,6 +187,93 @@ class Evaluator:
         out.scale = float(c.scale) / factor
         return out
 
+    # --- plaintext products (linear transforms, inference) -------------------------------------
+    def level_prime(self, c: PyCtxt) -> int:
+        """CKKS: the prime the next rescale of ``c`` divides by (the last one of its chain).
+
+        A plaintext encoded at exactly this scale leaves ``c``'s scale unchanged after the
+        product's rescale, so sums of such products never disagree in scale."""
+        primes = self.ctx.primes[: self.params.data_primes]
+        return int(primes[self.params.data_primes - 1 - self.level(c)])
+
+    def encode(self, values, *, level: int = 0, scale: float | None = None):
+        """A plaintext of ``values`` (real or complex; a scalar fills every slot) at ``level``.
+
+        CKKS: at ``scale`` (default the context's); BFV/BGV: integers, ``scale`` ignored.  A
+        scalar broadcast to every slot encodes to a constant polynomial, so for BFV/BGV its
+        product adds noise in proportion to the scalar only.
+        """
+        he = self._he
+        arr = np.asarray(values)
+        if arr.ndim == 0:
+            # BFV/BGV: both rows of N/2 slots, so that the plaintext is the constant polynomial
+            arr = np.full(self.params.n if self.params.is_integer else self.slots, arr.item())
+        elif arr.size > self.slots:
+            raise ValueError(f"{arr.size} values do not fit {self.slots} slots")
+        if self.params.is_integer:
+            ints = integer_slots(arr, self.params)
+            ptxt = he.encodeBGV(ints) if self.params.scheme == "bgv" else he.encodeInt(ints)
+        else:
+            kw = {} if scale is None else {"scale": float(scale)}
+            if np.iscomplexobj(arr):
+                ptxt = he.encodeComplex(np.ascontiguousarray(arr, dtype=np.complex128), **kw)
+            else:
+                ptxt = he.encodeFrac(np.ascontiguousarray(arr, dtype=np.float64), **kw)
+        for _ in range(level - int(ptxt.mod_level)):
+            he.mod_switch_to_next(ptxt)
+        return ptxt
+
+    def multiply_plain(self, c: PyCtxt, ptxt) -> PyCtxt:
+        """``c`` times an encoded plaintext (at ``c``'s level), *not* rescaled: sum such
+        products first, then :meth:`rescale` once.  (Pyfhel counts the level as spent here,
+        at the product, not at the rescale.)"""
+        if not self.params.is_integer:
+            self._need_level(c, "a plaintext product")
+        return self._he.multiply_plain(c, ptxt, in_new_ctxt=True)
+
+    def rescale(self, c: PyCtxt) -> PyCtxt:
+        """CKKS: divide by the last prime of ``c``'s chain (the level its product spent); BFV/BGV: ``c``."""
+        if self.params.is_integer:
+            return c
+        out = self._copy(c)
+        self._he.rescale_to_next(out)
+        return out
+
+    def add_into(self, acc: PyCtxt | None, c: PyCtxt) -> PyCtxt:
+        """``acc + c`` in place (``c`` itself, copied, when ``acc`` is None): for long sums."""
+        if acc is None:
+            return self._copy(c)
+        self._check_aligned(acc, c, "add")
+        self._he.add(acc, c)
+        return acc
+
+    def add_plain(self, c: PyCtxt, ptxt) -> PyCtxt:
+        return self._he.add_plain(c, ptxt, in_new_ctxt=True)
+
+    def mod_switch(self, c: PyCtxt, levels: int = 1) -> PyCtxt:
+        """CKKS: ``c`` moved ``levels`` primes down without changing its value or scale."""
+        out = self._copy(c)
+        for _ in range(levels):
+            self._he.mod_switch_to_next(out)
+        return out
+
+    def square_raw(self, c: PyCtxt, relinearize: bool = True) -> PyCtxt:
+        """``c * c``, not rescaled (CKKS: the caller rescales); without ``relinearize`` a
+        three-part ciphertext, to be summed with others and relinearised once (:meth:`relinearize`)."""
+        self._need_relin_key()
+        if not self.params.is_integer:
+            self._need_level(c, "a squaring")
+        out = self._he.square(c, in_new_ctxt=True)
+        if relinearize:
+            self._he.relinearize(out)
+        return out
+
+    def relinearize(self, c: PyCtxt) -> PyCtxt:
+        self._need_relin_key()
+        out = self._copy(c)
+        self._he.relinearize(out)
+        return out
+
     # --- helpers -----------------------------------------------------------------------------
     def _copy(self, c: PyCtxt) -> PyCtxt:
         return PyCtxt(copy_ctxt=c)
@@ -220,7 +309,7 @@ class Evaluator:
     def _check_aligned(self, a: PyCtxt, b: PyCtxt, what: str) -> None:
         if self.level(a) != self.level(b):
             raise ValueError(f"cannot {what} ciphertexts at levels {self.level(a)} and {self.level(b)}")
-        if not self.params.is_integer and not np.isclose(float(a.scale), float(b.scale), rtol=1e-12, atol=0):
+        if not self.params.is_integer and not math.isclose(float(a.scale), float(b.scale), rel_tol=1e-12, abs_tol=0):
             raise ValueError(f"cannot {what} ciphertexts at scales {float(a.scale):.6g} and {float(b.scale):.6g}")
 
     def _need_level(self, c: PyCtxt, what: str) -> None:

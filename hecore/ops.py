@@ -305,7 +305,8 @@ class MeanFilter:
 
 Op = Union[Brightness, Contrast, Watermark, MeanFilter]
 
-_FORMS = "'brightness:B', 'contrast:F', 'watermark:X,Y,V' or 'meanfilter:K'"
+_FORMS = ("'brightness:B', 'contrast:F', 'watermark:X,Y,V', 'meanfilter:K' or "
+          "'dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant]'")
 _NUM = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*"
 _INT = r"\s*(\d+)\s*"
 _PATTERNS = {
@@ -324,6 +325,10 @@ def parse_op(spec: str) -> Op:
         raise ValueError(f"operation spec must be a string like {_FORMS}, got {spec!r}")
     name, sep, args = spec.strip().partition(":")
     name = name.strip().lower()
+    if name == "dftfilter":                    # CKKS frequency-domain filter, packed layout (hecore.dft)
+        from .dft import parse_dftfilter
+
+        return parse_dftfilter(args)
     if name not in _PATTERNS:
         raise ValueError(f"unknown operation {spec!r}: expected {_FORMS}")
     pattern, form = _PATTERNS[name]
@@ -369,6 +374,9 @@ def raw_range(ops: Sequence[Op], lo: float = 0.0, hi: float = 255.0) -> tuple[fl
             lo, hi = lo + op.b / ps, hi + op.b / ps
         elif isinstance(op, Watermark):
             lo, hi = min(lo, lo + op.v / ps), max(hi, hi + op.v / ps)
+        elif getattr(op, "spec", "").startswith("dftfilter:"):
+            mid, half = (lo + hi) / 2, (hi - lo) / 2 * op.gain      # the DC passes; the rest rings
+            lo, hi = mid - half, mid + half
         else:
             raise TypeError(f"not an operation: {op!r}")
     return lo, hi
@@ -441,6 +449,11 @@ class Finish:
 def finish_for(ops: Sequence[Op]) -> Finish:
     """The :class:`Finish` of a chain of ops applied to integer pixels."""
     ps, offset, step = Fraction(1), Fraction(0), Fraction(1)
+    if any(getattr(op, "spec", "").startswith("dftfilter:") for op in ops):
+        # a frequency-domain filter leaves no grid to snap to: raw x post_scale, as decrypted
+        for op in ops:
+            ps *= Fraction(op.post_scale_factor)
+        return Finish(ps, Fraction(0), Fraction(0))
     for op in ops:
         if isinstance(op, MeanFilter):
             offset *= op.k * op.k

@@ -195,7 +195,24 @@ def apply_op(ev: Evaluator, c, op: Op, geom: PackedGeometry, post_scale: float):
         rows = ev.rotate(ev.window_sum(c, op.k, 1), lo)
         total = ev.rotate(ev.window_sum(rows, op.k, geom.cols), lo * geom.cols)
         return total, post_scale / (op.k * op.k)
+    if getattr(op, "spec", "").startswith("dftfilter:"):
+        check_dft_tiles(op, geom.tile_h, geom.tile_w, geom.halo, ev.slots)
+        return op.pipeline((geom.rows, geom.cols)).evaluate(ev, c), post_scale
     raise TypeError(f"not an operation: {op!r}")
+
+
+def check_dft_tiles(op, tile_h: int, tile_w: int, halo: int, slots: int) -> None:
+    """Refuse tiles a frequency-domain filter (hecore.dft) cannot transform, saying what to encrypt."""
+    if halo:
+        raise InvalidParameters(f"{op.spec} transforms each tile on its own and needs tiles without a halo; "
+                                "encrypt with `--halo 0`")
+    pow2 = all(v >= 2 and not v & (v - 1) for v in (tile_h, tile_w))
+    if not pow2 or slots % (tile_h * tile_w):
+        raise InvalidParameters(f"{op.spec} needs tiles of power-of-two sides whose pixels divide the {slots} "
+                                f"slots, not {tile_h}x{tile_w}; encrypt with the default tile of the preset")
+    if op.tile is not None and tuple(op.tile) != (tile_h, tile_w):
+        raise InvalidParameters(f"{op.spec} was planned for {op.tile[0]}x{op.tile[1]} tiles, the input has "
+                                f"{tile_h}x{tile_w}")
 
 
 def apply_ops(ev: Evaluator, c, ops: Sequence[Op], geom: PackedGeometry, post_scale: float = 1.0):

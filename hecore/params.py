@@ -225,6 +225,13 @@ PRESETS: dict[str, Params] = {
         # SEAL's default 109-bit modulus and t of 20 bits: brightness, watermark and the
         # mean filter's sums (|values| < t/2 = 2^19); one multiplication leaves ~13 bits of
         # noise budget, too little for a distance, so:
+        # The DFT pipeline (hecore.dft) and encrypted inference (hecore.infer): four levels at
+        # N = 8192 (218 bits exactly), scale 2^32 with 32-bit rescaling primes, a 44-bit first
+        # prime (results up to 2^11) and a special prime at least as large as every data prime.
+        Params("ckks", 8192, (44, 32, 32, 32, 32, 46), 32, name="dft-8192"),
+        # N = 16384 for DFTs of up to 8192 values (8192 slots): six levels of 40 bits, 360 of the
+        # 438 bits the standard allows; the three-stage pipeline with two groups per transform.
+        Params("ckks", 16384, (60, 40, 40, 40, 40, 40, 40, 60), 40, name="dft-16384"),
         Params("bfv", 4096, (36, 36, 37), 0, name="bfv-4096", plain_modulus_bits=20),
         # N = 8192, SEAL's default 218-bit modulus, t of 40 bits: a squared difference
         # summed over a whole image (L2^2) stays below t/2, with ~64 bits of noise budget left.

@@ -91,6 +91,19 @@ def requirements(ops: Sequence[Op], layout: str, match: Match | None = None) -> 
             integer_ok, why = False, "L1 needs an approximation of |x| (CKKS)"
     else:
         integer_bound, spent = bound, ()
+    # ops that spend levels themselves (hecore.dft's frequency-domain filter): CKKS, packed layout
+    spending = [op for op in ops if getattr(op, "depth", 0)]
+    if spending:
+        own = sum(op.depth for op in spending)
+        depth += own
+        rotations = rotations or any(op.needs_rotation for op in spending)
+        names = ", ".join(op.spec.partition(",")[0] for op in spending)
+        if integer_ok:
+            integer_ok, why = False, f"{names} need(s) complex CKKS slots"
+        if layout != "packed":
+            integer_ok, why = False, f"{names} run(s) in the packed layout only"
+        # the result, at the last level spent, must fit the primes left
+        spent = tuple(spent) + ((own, bound),)
     l1 = (hi - lo) if match is not None and "l1" in match.metrics else 0.0
     return Requirements(layout, depth, multiplies, rotations, bound, spent, l1, integer_bound, fractional,
                         integer_ok, why)

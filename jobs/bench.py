@@ -50,7 +50,7 @@ def _int_list(s: str) -> list[int]:
 
 
 def add_arguments(p):
-    p.add_argument("--suite", choices=("all", "pixel", "spark", "packed", "ops"), default=None,
+    p.add_argument("--suite", choices=("all", "pixel", "spark", "packed", "ops", "dft", "infer"), default=None,
                    help="all: the seeds' experiments (Fig. 3, Table 2, Fig. 10, seed 001, physical limits, "
                         "packed) into one `bench` table for `hepix report` (default, takes --out and --quick; "
                         "without --suite, any of --sizes --strategies --tile --preset --image selects pixel); "
@@ -58,7 +58,10 @@ def add_arguments(p):
                         "job against hecore alone, and local[1] against local[2]; packed: the packed layout "
                         "against TenSEAL and the pixel layout's full caching, one process; ops: the paper's "
                         "4.4 cases (mean filter, brightness, matching, watermark) encrypted in both layouts, "
-                        "encrypt / op / decrypt timed apart (takes --out and --quick only)")
+                        "encrypt / op / decrypt timed apart (takes --out and --quick only); dft: the "
+                        "DFT-Hadamard-iDFT pipeline against seed 002, one core; infer: encrypted logistic "
+                        "regression and TinyCNN on the digits against seed 004, one core (dft and infer take "
+                        "--out and --quick only)")
     p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
     p.add_argument("--images", type=int, default=None,
                    help=f"spark suite: number of sample images (default 12); packed suite: number of "
@@ -110,6 +113,11 @@ def run(args) -> int:
         return run_packed(args)
     if args.suite == "ops":
         return run_ops(args)
+    if args.suite in ("dft", "infer"):
+        from . import bench_freq
+
+        _refuse_for_ops(args, args.suite)
+        return bench_freq.run_dft(args) if args.suite == "dft" else bench_freq.run_infer(args)
     sizes = _int_list(args.sizes)
     strategies = [s for s in args.strategies.split(",") if s]
     for s in strategies:
@@ -297,14 +305,14 @@ def summary(rows: list[dict]) -> str:
 
 # --- the ops suite -----------------------------------------------------------------------------
 
-def _refuse_for_ops(args) -> None:
+def _refuse_for_ops(args, suite: str = "ops") -> None:
     given = [flag for flag, value, default in (
         ("--images", args.images, None), ("--preset", args.preset, None), ("--image", args.image, None),
         ("--repeats", args.repeats, None), ("--sizes", args.sizes, ",".join(map(str, DEFAULT_SIZES))),
         ("--strategies", args.strategies, ",".join(DEFAULT_STRATEGIES)), ("--tile", args.tile, DEFAULT_TILE),
     ) if value != default]
     if given:
-        raise SystemExit(f"hepix bench: the ops suite runs fixed cases (see hecore.bench_ops) and takes only "
+        raise SystemExit(f"hepix bench: the {suite} suite runs fixed cases (see hecore.bench_{suite}) and takes only "
                          f"--out and --quick, not {', '.join(given)}")
 
 

@@ -23,9 +23,11 @@ from .common import ListAccumulator, add_spark_arguments, table_function, worker
 from .encrypt import DEFAULT_MAX_PIXELS, read_images
 from .inputs import complete_run, same_key
 from .progress import Progress
+from .remote import remote_keys
 from .report import table
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
+from .verify import bad_rows, describe_table, table_checksums, write_rejects
 from .tasks import (DECRYPTED, IMAGES, ORIGINALS, DecodeOptions, SecretPayload, assemble_group,
                     decrypt_partition, metrics_partition, originals_partition)
 
@@ -49,7 +51,8 @@ def run(args) -> int:
 
     if not (args.flood_std >= 0 and args.flood_std != float("inf")):
         raise HepixError(f"--flood-std {args.flood_std}: give a finite standard deviation >= 0")
-    ctx = load_secret(args.keys)
+    with remote_keys(args.keys, secret=True) as keys:
+        ctx = load_secret(keys)
     fingerprint = ctx.fingerprint
     run_id, started = runinfo.new_run_id(), runinfo.now()
     spark = build_session("decrypt", args.master, args.conf)
@@ -63,6 +66,13 @@ def run(args) -> int:
               f"ops {' | '.join(parent.ops) or 'none'}")
         if parent.ops and parent.ops[-1].startswith("match:"):
             return _decrypt_match(args, spark, ctx, out, parent, run_id, started)
+        if parent.layout == "digits":
+            if not (parent.ops and parent.ops[-1].startswith("infer:")):
+                raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
+                                 "run `hepix process --op infer:MODEL` first")
+            from .digits import decrypt_digits
+
+            return decrypt_digits(args, spark, ctx, out, parent, run_id, started)
         bc = sc.broadcast(SecretPayload(public=ctx.public, secret_key=ctx.secret_key_bytes()))
         token = f"{run_id}/{bc._jbroadcast.id()}"
         rebuilds = sc.accumulator([], ListAccumulator())
@@ -78,6 +88,9 @@ def run(args) -> int:
             t0 = time.perf_counter()
             progress.stage("decrypting")
             cts = spark.read.parquet(join(args.input, "ciphertexts"))
+            rejects, bad_ids, _ = bad_rows(spark, cts, run_id, "decrypt")
+            if bad_ids:     # the images with a bad row are left out whole, and each bad row reported
+                cts = cts.where(~F.col("image_id").isin(sorted(bad_ids)))
             values = cts.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc,
                                                       rebuilds=rebuilds, tasks=tasks, flood_std=args.flood_std),
                                     spark_schema(DECRYPTED))
@@ -96,10 +109,14 @@ def run(args) -> int:
                                         spark_schema(METRICS))
             metrics.write.options(**PARQUET_OPTIONS["metrics"]).mode("overwrite").parquet(out.table("metrics"))
             timings["decrypt_seconds"] = time.perf_counter() - t0
+            write_rejects(spark, rejects, out.table("rejects"))
+            files = {"metrics": describe_table(spark, storage, out.table("metrics"), checksums=False),
+                     "rejects": describe_table(spark, storage, out.table("rejects"), checksums=False)}
             rows = [r.asDict() for r in spark.read.parquet(out.table("metrics")).orderBy("source").collect()]
         n_cts = sum(r["ciphertexts"] for r in rows)
         counts = Counts(images_in=parent.counts.images_encrypted, images_decrypted=len(rows), ciphertexts=n_cts,
-                        ciphertext_bytes=sum(r["ciphertext_bytes"] for r in rows))
+                        ciphertext_bytes=sum(r["ciphertext_bytes"] for r in rows), images_rejected=len(bad_ids),
+                        rejects=len(rejects))
         manifest = RunManifest(
             job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
@@ -108,8 +125,9 @@ def run(args) -> int:
             options={**parent.options, "images": args.images, "flood_std": args.flood_std},
             counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
             versions=runinfo.versions(), spark=spark_info(spark),
-            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
-        out.commit(manifest, ["metrics"] + (["images"] if png_dir else []))
+            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output},
+            files=files, checksums=table_checksums(files))
+        out.commit(manifest, ["metrics", "rejects"] + (["images"] if png_dir else []))
     except BaseException:
         out.abort()
         raise
@@ -122,6 +140,9 @@ def run(args) -> int:
     secs = timings["decrypt_seconds"]
     print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {secs:.1f} s; "
           f"metrics in {args.out}/metrics/")
+    if rejects:
+        print(f"{len(rejects)} ciphertext rows failed their checks; their {len(bad_ids)} images were not decrypted "
+              f"and the rows are listed in {args.out}/rejects/")
     return 0
 
 

@@ -30,7 +30,9 @@ def same_key(manifest: RunManifest, fingerprint: str, directory: str) -> None:
 
 def refuse_secret_key_directory(keys: str) -> None:
     """The processing side never opens a key directory that holds a secret key (it only looks)."""
-    if (Path(keys) / SECRET).exists():
+    from .remote import is_hdfs, list_names
+
+    if (SECRET in list_names(keys)) if is_hdfs(keys) else (Path(keys) / SECRET).exists():
         raise KeyDirectoryError(
             f"{keys} holds a secret key ({SECRET}); processing runs where the data owner's secret must "
             f"not be, so it refuses this directory without opening the file. Give it the public part: "

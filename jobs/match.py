@@ -22,6 +22,7 @@ from . import runinfo
 from .common import ListAccumulator, table_function, worker_report
 from .inputs import complete_run, same_key
 from .progress import Progress
+from .remote import remote_keys
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
 from .tasks import match_group
@@ -52,7 +53,8 @@ def run_match(args) -> int:
         match = parse_match(args.op[0])
     except ValueError as e:
         raise HepixError(str(e)) from None
-    material = read_public(args.keys)
+    with remote_keys(args.keys) as keys:
+        material = read_public(keys)
     fingerprint = material.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
     spark = build_session("process", args.master, args.conf)
@@ -104,6 +106,7 @@ def run_match(args) -> int:
                 spark_schema(ENCRYPTED_DISTANCES))
             result.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(
                 out.table("distances"))
+            rejects = [tuple(r) + (None,) * (len(REJECTS) - len(r)) for r in rejects]   # no row keys
             spark.createDataFrame(rejects, spark_schema(REJECTS)).write.options(
                 **PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(out.table("rejects"))
             timings["process_seconds"] = time.perf_counter() - t0

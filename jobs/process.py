@@ -30,8 +30,10 @@ from . import runinfo
 from .common import ListAccumulator, add_spark_arguments, table_function, worker_report
 from .inputs import complete_run, refuse_secret_key_directory, same_key
 from .progress import Progress
+from .remote import remote_keys
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
+from .verify import bad_rows, describe_table, table_checksums, write_rejects
 from .tasks import HALO_COLUMNS, mean_filter_group, packed_partition, pointwise_partition, scatter_partition
 
 
@@ -40,9 +42,12 @@ def add_arguments(p) -> None:
     p.add_argument("--input", required=True, help="output directory of `hepix encrypt` (or of process)")
     p.add_argument("--out", required=True, help="output directory for the processed ciphertexts")
     p.add_argument("--op", action="append", required=True, metavar="SPEC",
-                   help="brightness:B, contrast:F, watermark:X,Y,V or meanfilter:K; repeat to chain, applied "
+                   help="brightness:B, contrast:F, watermark:X,Y,V, meanfilter:K or "
+                        "dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant] (CKKS, packed, halo 0: "
+                        "a low-pass filter per tile through the encrypted DFT); repeat to chain, applied "
                         "in order. Or, alone: match:QUERY[,l2|,l1] -- encrypted distances from the image QUERY "
-                        "(its id or file name) to every other image")
+                        "(its id or file name) to every other image; or, alone, on `hepix encrypt-digits` "
+                        "output: infer:MODEL[,task=01|all] with MODEL logreg or tinycnn")
     add_spark_arguments(p)
 
 
@@ -63,6 +68,27 @@ def check_ops_fit(df, ops) -> None:
                              f"{shown}{more}; choose a pixel inside every image")
 
 
+def with_tiles(ops, parent):
+    """A frequency-domain filter (hecore.dft) works tile by tile: record the input's tile in its
+    spec (so that decrypt's reference filters the same tiles), and check the tiles suit it."""
+    import dataclasses
+
+    from hecore.dft import DftFilter
+    from hecore.packed_ops import check_dft_tiles
+    from hecore.params import Params
+
+    out = []
+    for op in ops:
+        if isinstance(op, DftFilter):
+            if parent.layout != "packed":
+                raise ValueError(f"{op.spec} runs in the packed layout only; encrypt with --layout packed")
+            th, tw = (int(v) for v in parent.options.get("tile", (0, 0)))
+            check_dft_tiles(op, th, tw, int(parent.options.get("halo", 0)), Params.from_json(parent.params).slots)
+            op = dataclasses.replace(op, tile=(th, tw))
+        out.append(op)
+    return out
+
+
 def run(args) -> int:
     from pyspark.sql import functions as F
 
@@ -71,11 +97,16 @@ def run(args) -> int:
         from .match import run_match
 
         return run_match(args)
+    if any(spec.strip().lower().startswith("infer:") for spec in args.op):
+        from .digits import run_infer
+
+        return run_infer(args)
     try:
         ops = parse_ops(args.op)
     except ValueError as e:
         raise HepixError(str(e)) from None
-    material = read_public(args.keys)
+    with remote_keys(args.keys) as keys:
+        material = read_public(keys)
     fingerprint = material.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
 
@@ -88,6 +119,7 @@ def run(args) -> int:
         same_key(parent, fingerprint, args.input)             # before any work
         try:
             done = parse_ops(list(parent.ops))
+            ops = with_tiles(ops, parent)
             check_params(material.params, done + ops, parent.layout)
             if parent.layout != "pixel":
                 check_packed_chain(done, ops, int(parent.options.get("halo", 0)))
@@ -102,6 +134,10 @@ def run(args) -> int:
         timings = {}
         with Progress(spark, "process", enabled=not args.quiet) as progress:
             df = spark.read.parquet(join(args.input, "ciphertexts"))
+            progress.stage("checking ciphertext checksums")
+            rejects, bad_ids, bad_n = bad_rows(spark, df, run_id, "process")
+            if bad_ids:     # the images with a bad row are left out whole, and each bad row reported
+                df = df.where(~F.col("image_id").isin(sorted(bad_ids)))
             check_ops_fit(df, ops)                                # before any work
             schema = spark_schema(CIPHERTEXTS)
             if parent.layout != "pixel":        # packed layouts: the whole chain within each ciphertext, one pass
@@ -128,15 +164,20 @@ def run(args) -> int:
             progress.stage("processing")
             df.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(out.table("ciphertexts"))
             timings["process_seconds"] = time.perf_counter() - t0
+            write_rejects(spark, rejects, out.table("rejects"))
             written = spark.read.parquet(out.table("ciphertexts"))
             stats = written.agg(F.count("*").alias("n"), F.countDistinct("image_id").alias("images")).collect()[0]
+            files = {"ciphertexts": describe_table(spark, storage, out.table("ciphertexts"), checksums=True),
+                     "rejects": describe_table(spark, storage, out.table("rejects"), checksums=False)}
         counts = Counts(images_in=parent.counts.images_encrypted, images_encrypted=int(stats["images"]),
                         ciphertexts=int(stats["n"]),
                         ciphertext_bytes=int(stats["n"]) * (parent.counts.ciphertext_bytes //
                                                              max(1, parent.counts.ciphertexts)))
-        if counts.ciphertexts != parent.counts.ciphertexts:
-            raise HepixError(f"internal error: {parent.counts.ciphertexts} ciphertexts in, {counts.ciphertexts} "
-                             "out; nothing was committed")
+        counts.rejects = len(rejects)
+        counts.images_rejected = len(bad_ids)
+        if counts.ciphertexts != parent.counts.ciphertexts - bad_n:
+            raise HepixError(f"internal error: {parent.counts.ciphertexts} ciphertexts in ({bad_n} of them left out "
+                             f"with their images), {counts.ciphertexts} out; nothing was committed")
         manifest = RunManifest(
             job="process", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
@@ -144,8 +185,9 @@ def run(args) -> int:
             key_fingerprint=fingerprint, ops=list(parent.ops) + [o.spec for o in ops], options=parent.options,
             counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
             versions=runinfo.versions(), spark=spark_info(spark),
-            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
-        out.commit(manifest, ["ciphertexts"])
+            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output},
+            files=files, checksums=table_checksums(files))
+        out.commit(manifest, ["ciphertexts", "rejects"])
     except BaseException:
         out.abort()
         raise
@@ -154,4 +196,7 @@ def run(args) -> int:
     secs = timings["process_seconds"]
     print(f"processed {counts.ciphertexts} ciphertexts of {counts.images_encrypted} images in {secs:.1f} s "
           f"({counts.ciphertexts / secs:,.0f} ciphertexts/s); ops now: {' | '.join(manifest.ops)}")
+    if rejects:
+        print(f"{len(rejects)} ciphertext rows failed their checks; their {len(bad_ids)} images were left out and "
+              f"the rows are listed in {args.out}/rejects/")
     return 0

@@ -46,6 +46,18 @@ class Storage:
         if not self._fs(src).rename(self._path(src), self._path(dst)):
             raise OSError(f"could not rename {src} to {dst}")
 
+    def list_files(self, directory: str) -> dict[str, int]:
+        """Data files directly in ``directory`` -> their sizes (hidden ``_x`` and ``.x`` left out)."""
+        fs = self._fs(directory)
+        if not fs.exists(self._path(directory)):
+            return {}
+        found = {}
+        for status in fs.listStatus(self._path(directory)):
+            name = status.getPath().getName()
+            if status.isFile() and not (name.startswith("_") or name.startswith(".")):
+                found[name] = int(status.getLen())
+        return found
+
     def empty_files(self, pattern: str, recursive: bool) -> list[str]:
         """Zero-length files the way Spark's file sources see ``pattern`` (hidden _x and .x left out).
 

@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 
 from schemas.tables import CIPHERTEXTS, TILES
 
+from .checksums import ct_checksum, ct_checksums
+
 #: token -> state built from a broadcast, for the life of this Python worker.
 _WORKER_CACHE: dict[str, object] = {}
 
@@ -38,6 +40,35 @@ def worker_state(token: str, broadcast, build: Callable[[object], object], rebui
 
 def image_id_for(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+# --- failure injection (a test switch) ------------------------------------------------------
+
+#: ``KIND:DIR`` -- make ONE task of the job fail: ``raise`` an exception before the task's first
+#: output, or ``kill`` its Python worker with SIGKILL after the first output (a half-written
+#: file).  ``DIR`` (shared by all workers, so local and local-cluster masters only) receives a
+#: marker file that makes it happen once.  Set it through Spark (``spark.executorEnv.``) so it
+#: reaches the Python workers; tests only.
+FAULT_ENV = "HEPIX_TEST_FAULT"
+
+
+def inject_fault(stage: str, *, before_output: bool) -> None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    kind, _, directory = spec.partition(":")
+    if (kind == "raise") != before_output or kind not in ("raise", "kill"):
+        return
+    try:
+        fd = os.open(os.path.join(directory, f"{stage}-{kind}.once"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return                      # already happened in this job
+    os.write(fd, f"{os.getpid()}\n".encode())
+    os.close(fd)
+    if kind == "raise":
+        raise RuntimeError(f"{FAULT_ENV}: injected failure in a {stage} task (once)")
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 # --- decode: binaryFile rows -> tiles of raw pixels, or rejects ------------------------------
@@ -202,6 +233,7 @@ def ciphertext_rows(meta: EncryptMeta, tile: dict, channel: int, batch, strategy
     cols["ct"] = batch.to_arrow()
     if cols["ct"].type != pa.binary():
         cols["ct"] = cols["ct"].cast(pa.binary())
+    cols["ct_xxh3"] = ct_checksums(cols["ct"])
     return pa.RecordBatch.from_arrays([cols[name] for name in f.names], schema=f)
 
 
@@ -210,6 +242,7 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     """Encrypt every tile channel of the partition, one record batch each."""
     if tasks is not None:
         tasks.add([os.getpid()])
+    inject_fault("encrypt", before_output=True)
     if meta.encryption == "symmetric":
         for rb in batches:
             yield from _encrypt_symmetric_batch(rb, token=token, broadcast=broadcast, meta=meta, rebuilds=rebuilds)
@@ -238,6 +271,7 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                 meta, tile, tile["channel"], batch, strategy.name, strategy.security, params.scheme,
                 level=params.data_primes, scale_bits=params.scale_bits, ops=[], post_scale=1.0,
                 encrypt_seconds=np.full(n, per_ct), process_seconds=np.zeros(n))
+            inject_fault("encrypt", before_output=False)
 
 
 def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -306,8 +340,9 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
         batch = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
         out = apply_pointwise(batch, layout, op, pixel_positions(rb), post_scale, scale_bits)
         dt = (time.perf_counter() - t) / rb.num_rows
+        new_ct = out.to_arrow()
         yield replace_columns(
-            rb, ct=out.to_arrow(), run_id=_const(run_id, rb.num_rows, pa.string()),
+            rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=_const(run_id, rb.num_rows, pa.string()),
             ops=pa.array([o + [spec] for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
             post_scale=_const(post_scale * op.post_scale_factor, rb.num_rows, pa.float64()),
             process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
@@ -354,8 +389,9 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
             cts.append(ev.dump(c))
             scales.append(ps)
             secs.append(r["process_seconds"] + time.perf_counter() - t)
+        new_ct = pa.array(cts, type=pa.binary())
         yield replace_columns(
-            rb, ct=pa.array(cts, type=pa.binary()), run_id=_const(run_id, rb.num_rows, pa.string()),
+            rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=_const(run_id, rb.num_rows, pa.string()),
             ops=pa.array([r["ops"] + list(specs) for r in rows], type=pa.list_(pa.string())),
             post_scale=pa.array(scales, type=pa.float64()), process_seconds=pa.array(secs, type=pa.float64()))
 

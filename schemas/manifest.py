@@ -2,6 +2,9 @@
 
 It is written last, after the tables are in place, so a directory whose
 manifest says ``"status": "complete"`` holds a whole run (see jobs/storage.py).
+``encrypt`` rewrites it after each committed batch with ``"status": "partial"``
+and the files so far; ``files`` and ``checksums`` are what ``hepix verify``
+checks the tables against (jobs/verify.py).
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ class Counts:
 class RunManifest:
     job: str                                  # encrypt | process | decrypt
     run_id: str
-    status: str                               # complete (a manifest is only written for whole runs)
+    status: str                               # complete | partial (encrypt: some batches committed)
     created: str                              # ISO 8601, UTC
     finished: str
     input: str
@@ -46,6 +49,11 @@ class RunManifest:
     versions: dict = field(default_factory=dict)
     spark: dict = field(default_factory=dict)
     parent: dict | None = None                # the manifest of the input run (process, decrypt)
+    # table -> [{"name", "rows", "bytes", "xxh3_xor"}]: the files that make the table (jobs.verify)
+    files: dict = field(default_factory=dict)
+    # table -> {"algorithm", "rows", "xxh3_xor"}: row checksums over the whole table
+    checksums: dict = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)  # encrypt: every run that added batches, oldest first
     format: int = FORMAT
 
     def to_json(self) -> str:

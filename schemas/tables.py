@@ -229,6 +229,76 @@ BENCH = pa.schema([
     pa.field("extra", pa.string()),                        # JSON: experiment-specific values
 ])
 
+_RUN_FIELDS = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("hepix_version", pa.string()),
+    pa.field("git_commit", pa.string()),
+]
+
+#: One row per configuration of ``hepix bench --suite dft`` (hecore.bench_dft): the DFT-Hadamard-iDFT
+#: low-pass pipeline on N pixel values, cold (diagonals encoded on the way) and warm, errors against
+#: NumPy's FFT pipeline, seed 002's latency for the same N alongside.
+BENCH_DFT = pa.schema(_RUN_FIELDS + [
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("ring", pa.int32(), nullable=False),
+    pa.field("stages", pa.string(), nullable=False),           # three | fold | circulant
+    pa.field("levels", pa.int32(), nullable=False),            # per forward transform
+    pa.field("inverse_levels", pa.int32(), nullable=False),    # per inverse transform
+    pa.field("depth", pa.int32(), nullable=False),
+    pa.field("rotations", pa.int32(), nullable=False),
+    pa.field("plaintext_products", pa.int32(), nullable=False),
+    pa.field("cutoff", pa.float64(), nullable=False),
+    pa.field("keygen_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("build_seconds", pa.float64()),
+    pa.field("encode_seconds", pa.float64()),
+    pa.field("pipeline_seconds", pa.float64(), nullable=False),
+    pa.field("warm_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("max_abs_err", pa.float64(), nullable=False),
+    pa.field("rel_err", pa.float64(), nullable=False),
+    pa.field("seed_seconds", pa.float64()),
+    pa.field("speedup_vs_seed", pa.float64()),
+    pa.field("ciphertext_bytes", pa.int64()),
+])
+
+#: One row per configuration of ``hepix bench --suite infer`` (hecore.bench_infer): a model on the
+#: digits test set as one encrypted batch, seed 004's figures alongside (0-vs-1 task only).
+BENCH_INFER = pa.schema(_RUN_FIELDS + [
+    pa.field("model", pa.string(), nullable=False),            # logreg | tinycnn
+    pa.field("task", pa.string(), nullable=False),             # 01 | all
+    pa.field("classes", pa.int32(), nullable=False),
+    pa.field("scheme", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("ring", pa.int32(), nullable=False),
+    pa.field("layout", pa.string(), nullable=False),           # pixel-per-ciphertext | block-B
+    pa.field("samples", pa.int32(), nullable=False),
+    pa.field("ciphertexts", pa.int32(), nullable=False),
+    pa.field("ciphertext_bytes", pa.int64(), nullable=False),
+    pa.field("bytes_per_sample", pa.float64(), nullable=False),
+    pa.field("train_seconds", pa.float64()),
+    pa.field("keygen_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("infer_seconds", pa.float64(), nullable=False),
+    pa.field("infer_warm_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("samples_per_second", pa.float64(), nullable=False),
+    pa.field("end_to_end_samples_per_second", pa.float64(), nullable=False),
+    pa.field("ms_per_sample", pa.float64(), nullable=False),
+    pa.field("accuracy_plain", pa.float64(), nullable=False),
+    pa.field("accuracy_encrypted", pa.float64(), nullable=False),
+    pa.field("agreement", pa.float64(), nullable=False),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("seed_samples_per_second", pa.float64()),
+    pa.field("seed_ms_per_sample", pa.float64()),
+    pa.field("seed_accuracy", pa.float64()),
+    pa.field("seed_bytes_per_sample", pa.float64()),
+])
+
 #: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
@@ -266,6 +336,7 @@ CIPHERTEXTS = pa.schema([
     pa.field("encrypt_seconds", pa.float64(), nullable=False),
     pa.field("process_seconds", pa.float64(), nullable=False),
     pa.field("ct", pa.binary(), nullable=False),
+    pa.field("ct_xxh3", pa.int64()),        # XXH3-64 of ct (jobs.checksums); null: written before checksums
 ])
 
 #: ``hepix process --op match:QUERY``: one encrypted distance per (image, metric).  Slot 0 of ``ct``
@@ -302,6 +373,38 @@ DISTANCES = pa.schema([
     pa.field("decrypt_seconds", pa.float64()),
 ])
 
+#: ``hepix decrypt`` of an inference run (``process --op infer:MODEL`` on ``hepix encrypt-digits``): one row
+#: per digit, its label, the decrypted prediction and head outputs (the data owner's table).
+PREDICTIONS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("batch_id", pa.string(), nullable=False),
+    pa.field("sample", pa.int32(), nullable=False),            # index in the task's test split
+    pa.field("label", pa.int32(), nullable=False),
+    pa.field("prediction", pa.int32(), nullable=False),
+    pa.field("scores", pa.list_(pa.float64()), nullable=False),  # binary: the probability; else one per class
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("task", pa.string(), nullable=False),
+])
+
+#: ``hepix decrypt`` of an inference run: accuracy and cost, one row per batch and one for all (batch_id "all").
+INFERENCE_METRICS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("batch_id", pa.string(), nullable=False),
+    pa.field("model", pa.string(), nullable=False),
+    pa.field("task", pa.string(), nullable=False),
+    pa.field("scheme", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("samples", pa.int32(), nullable=False),
+    pa.field("correct", pa.int32(), nullable=False),
+    pa.field("accuracy", pa.float64(), nullable=False),
+    pa.field("input_ciphertexts", pa.int64()),
+    pa.field("input_bytes", pa.int64()),
+    pa.field("bytes_per_sample", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("process_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+])
+
 #: Inputs that could not be used, and why.  The job goes on without them.
 REJECTS = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
@@ -310,6 +413,12 @@ REJECTS = pa.schema([
     pa.field("reason", pa.string(), nullable=False),     # short tag, e.g. truncated, not-an-image
     pa.field("detail", pa.string(), nullable=False),     # the full message
     pa.field("bytes", pa.int64()),
+    # A rejected ciphertext row (verify, process, decrypt): its key; null for rejected input files.
+    pa.field("image_id", pa.string()),
+    pa.field("channel", pa.int32()),
+    pa.field("tile_y", pa.int32()),
+    pa.field("tile_x", pa.int32()),
+    pa.field("index", pa.int32()),
 ])
 
 #: Quality of decrypted images against the originals (or the plaintext-processed originals).
@@ -402,12 +511,16 @@ TABLES = {
     "metrics": METRICS,
     "encrypted_distances": ENCRYPTED_DISTANCES,
     "distances": DISTANCES,
+    "predictions": PREDICTIONS,
+    "inference_metrics": INFERENCE_METRICS,
     "bench_pixel": BENCH_PIXEL,
     "bench_spark": BENCH_SPARK,
     "bench_packed": BENCH_PACKED,
     "bench_ops": BENCH_OPS,
     "bench": BENCH,
     "audit": AUDIT,
+    "bench_dft": BENCH_DFT,
+    "bench_infer": BENCH_INFER,
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are
@@ -421,6 +534,8 @@ PARQUET_OPTIONS = {
     "rejects": {"compression": "zstd"},
     "metrics": {"compression": "zstd"},
     "distances": {"compression": "none"},
+    "predictions": {"compression": "zstd"},
+    "inference_metrics": {"compression": "zstd"},
 }
 
 #: Spark reader setting for tables with blob columns: 256 rows x 400 KB per batch, not 4096.

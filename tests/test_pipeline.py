@@ -504,7 +504,7 @@ def test_process_succeeds_with_the_exported_public_keys(pipe, keys):
 KEY_COLUMNS = ["image_id", "channel", "tile_y", "tile_x", "index"]
 
 
-def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_path):
+def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_path, capsys):
     out = tmp_path / "enc"
     argv = ["encrypt", "--layout", "pixel", "--keys", keys.public, "--input", images, "--out", out, "--resize", SIZE,
             "--tile", TILE, *SPARK]
@@ -517,7 +517,12 @@ def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_p
     hepix_ok(*argv)
     first_keys, first_runs = snapshot()
     first = manifest(out)
-    hepix_ok(*argv)
+    files = sorted(p.name for p in (out / "ciphertexts").iterdir())
+    capsys.readouterr()
+    hepix_ok(*argv)                     # the same settings: every image is done, nothing is redone
+    assert "nothing to encrypt" in capsys.readouterr().out
+    assert manifest(out).run_id == first.run_id and sorted(p.name for p in (out / "ciphertexts").iterdir()) == files
+    hepix_ok(*argv, "--overwrite")      # --overwrite: everything again, nothing of the old run left
     second_keys, second_runs = snapshot()
     second = manifest(out)
 
@@ -538,7 +543,7 @@ def test_decrypt_leaves_no_staging_behind(pipe):
     out = pipe.decrypt(pipe.encrypt("fresh"))
     # dot files are Hadoop's local checksums (._manifest.json.crc)
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "_manifest.json", "images", "metrics"]
+        "_manifest.json", "images", "metrics", "rejects"]
     assert not [p for p in out.rglob("*") if "_tmp" in p.name]
 
 

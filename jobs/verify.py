@@ -1,0 +1,299 @@
+"""`hepix verify DST`: check a run's tables against its manifest, and report bad rows.
+
+What is checked, from the manifest's file list (``files``) and checksums:
+
+* every listed file exists with its recorded size (a truncated or replaced file is reported
+  by name), and no unlisted file sits in a table directory (Spark readers would take it in);
+* every ciphertext row's ``ct`` bytes still hash to its ``ct_xxh3`` (corrupted or truncated
+  bytes are reported by row: image, channel, tile, index);
+* per file, the row count and the XOR of the row checksums match the manifest;
+* no (image, channel, tile, index) key appears twice, and every image has all its ciphertexts.
+
+The same row check (:func:`check_rows`) runs before ``process`` and ``decrypt`` do any work:
+they leave out the images with bad rows and list those rows in their own rejects table.
+Problems are printed (the first few) and, with ``--rejects DIR``, written as a rejects table;
+the exit status is 1 when anything is wrong, 0 when the table is whole.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+import pyarrow as pa
+
+from hecore.errors import HepixError
+from schemas.tables import PARQUET_OPTIONS, REJECTS, TABLES, spark_schema
+
+from . import runinfo
+from .checksums import ALGORITHM, ct_checksums
+from .common import add_spark_arguments
+from .session import build_session
+from .storage import Storage, join, read_manifest
+
+log = logging.getLogger(__name__)
+
+KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
+
+#: One row per checked ciphertext row: its key, what the bytes hash to, and why it is bad (or null).
+CHECKED = pa.schema([
+    ("file", pa.string()), ("image_id", pa.string()), ("source", pa.string()), ("channel", pa.int32()),
+    ("tile_y", pa.int32()), ("tile_x", pa.int32()), ("index", pa.int32()), ("layout", pa.string()),
+    ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
+    ("tile_h", pa.int32()), ("tile_w", pa.int32()), ("ct_bytes", pa.int64()), ("stored", pa.int64()),
+    ("reason", pa.string()), ("detail", pa.string()),
+])
+
+
+def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Hash every ``ct`` and compare with its ``ct_xxh3`` (rows without one are not judged)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        ct = rb.column("ct")
+        stored = rb.column("ct_xxh3") if "ct_xxh3" in rb.schema.names else pa.nulls(rb.num_rows, pa.int64())
+        computed = ct_checksums(ct).to_numpy(zero_copy_only=False)
+        lengths = pc.binary_length(ct).to_numpy(zero_copy_only=False)
+        has = stored.is_valid().to_numpy(zero_copy_only=False)
+        st = stored.fill_null(0).to_numpy()
+        mismatch = has & (st != computed)
+        reasons, details = [], []
+        for i in range(rb.num_rows):
+            if lengths[i] == 0:
+                reasons.append("empty-ciphertext")
+                details.append("the ct value is empty")
+            elif mismatch[i]:
+                reasons.append("checksum-mismatch")
+                details.append(f"ct ({int(lengths[i])} bytes) hashes to {int(computed[i])}, the row says "
+                               f"{int(st[i])} ({ALGORITHM}): truncated or corrupted bytes")
+            else:
+                reasons.append(None)
+                details.append(None)
+        cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
+        cols.update(ct_bytes=pa.array(lengths.astype(np.int64)), stored=stored,
+                    reason=pa.array(reasons, type=pa.string()), detail=pa.array(details, type=pa.string()))
+        if "file" not in cols:
+            cols["file"] = pa.nulls(rb.num_rows, pa.string())
+        yield pa.RecordBatch.from_arrays([cols[n].cast(CHECKED.field(n).type) for n in CHECKED.names],
+                                         schema=CHECKED)
+
+
+def check_rows(df):
+    """``df`` (ciphertext rows) -> one CHECKED row per row, without the ciphertext bytes."""
+    from pyspark.sql import functions as F
+
+    return df.withColumn("file", F.input_file_name()).mapInArrow(check_partition, spark_schema(CHECKED))
+
+
+def reject_rows(rows, run_id: str, stage: str) -> list[dict]:
+    """CHECKED rows that failed (as Row objects or dicts) -> REJECTS rows naming each one."""
+    out = []
+    for r in rows:
+        r = r.asDict() if hasattr(r, "asDict") else r
+        out.append({"run_id": run_id, "source": r["source"] or "", "stage": stage, "reason": r["reason"],
+                    "detail": (f"{r['source']}: channel {r['channel']}, tile ({r['tile_y']}, {r['tile_x']}), "
+                               f"index {r['index']}: {r['detail']}"),
+                    "bytes": r["ct_bytes"], **{k: r[k] for k in KEY}})
+    return out
+
+
+def bad_rows(spark, df, run_id: str, stage: str) -> tuple[list[dict], set[str], int]:
+    """Check ``df``'s rows before a job uses them: (rejects rows, ids of images with a bad row,
+    how many rows those images have)."""
+    from pyspark.sql import functions as F
+
+    checked = check_rows(df)
+    bad = checked.where(F.col("reason").isNotNull()).collect()
+    ids = {r["image_id"] for r in bad}
+    rows_out = checked.where(F.col("image_id").isin(sorted(ids))).count() if ids else 0
+    return reject_rows(bad, run_id, stage), ids, rows_out
+
+
+def write_rejects(spark, rows: list[dict], path: str) -> None:
+    spark.createDataFrame([tuple(r.get(n) for n in REJECTS.names) for r in rows], spark_schema(REJECTS)) \
+        .coalesce(1).write.options(**PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(path)
+
+
+def expected_rows(layout: str, height: int, width: int, channels: int, tile_h: int, tile_w: int) -> int:
+    """How many ciphertext rows a whole image has in ``layout``."""
+    if layout == "packed":
+        return channels * -(-height // tile_h) * -(-width // tile_w)
+    return height * width * channels
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+def add_arguments(p) -> None:
+    p.add_argument("dst", metavar="DST", help="output directory of encrypt or process (local, file:// or hdfs://)")
+    p.add_argument("--rejects", metavar="DIR", help="also write the problems found as a rejects table here")
+    p.add_argument("--show", type=int, default=20, help="problems to print (default %(default)s)")
+    add_spark_arguments(p)
+
+
+def problem(run_id: str, source: str, reason: str, detail: str, **key) -> dict:
+    return {"run_id": run_id, "source": source, "stage": "verify", "reason": reason, "detail": detail,
+            "bytes": key.pop("bytes", None), **{k: key.get(k) for k in KEY}}
+
+
+def verify_table(spark, storage: Storage, directory: str, table: str, entries: list[dict],
+                 run_id: str) -> tuple[list[dict], dict]:
+    """Problems in one table of a run, and what was checked."""
+    from pyspark.sql import functions as F
+
+    path = join(directory, table)
+    present = storage.list_files(path)
+    problems, good = [], []
+    listed = {e["name"]: e for e in entries}
+    for name, e in sorted(listed.items()):
+        size = present.get(name)
+        if size is None:
+            problems.append(problem(run_id, join(path, name), "missing-file",
+                                    f"{name} is listed in the manifest ({e['rows']} rows) but not in {path}"))
+        else:
+            if size != e["bytes"]:
+                problems.append(problem(run_id, join(path, name), "file-size-mismatch",
+                                        f"{name} has {size} bytes, the manifest says {e['bytes']} (truncated or "
+                                        "replaced); what can still be read of it is checked row by row",
+                                        bytes=size))
+            good.append(name)
+    for name in sorted(set(present) - set(listed)):
+        problems.append(problem(run_id, join(path, name), "unlisted-file",
+                                f"{name} is in {path} but not in the manifest (left by a failed run, or added "
+                                "later); readers of the directory would take its rows in", bytes=present[name]))
+    summary = {"table": table, "files": len(listed), "files_ok": len(good), "rows": 0}
+    if not good:
+        return problems, summary
+    # A file Parquet cannot read (cut short, overwritten) is skipped, not fatal: its rows then count 0.
+    reader = spark.read.option("ignoreCorruptFiles", "true")
+    if table in TABLES:                 # no schema inference from a footer that may be the broken one
+        reader = reader.schema(spark_schema(TABLES[table]))
+    df = reader.parquet(*[join(path, n) for n in good])
+    if "ct" not in df.columns:        # a table without ciphertexts: row counts per file only
+        counts = {r["f"].rsplit("/", 1)[-1]: r["n"] for r in
+                  df.groupBy(F.input_file_name().alias("f")).agg(F.count("*").alias("n")).collect()}
+        for name in good:
+            if counts.get(name, 0) != listed[name]["rows"]:
+                problems.append(problem(run_id, join(path, name), "row-count-mismatch",
+                                        f"{name} has {counts.get(name, 0)} rows, the manifest says "
+                                        f"{listed[name]['rows']}"))
+        summary["rows"] = sum(counts.values())
+        return problems, summary
+    checked = check_rows(df).persist()
+    try:
+        for r in checked.where(F.col("reason").isNotNull()).collect():
+            problems.extend({**x, "stage": "verify"} for x in reject_rows([r], run_id, "verify"))
+        per_file = {r["f"].rsplit("/", 1)[-1]: r for r in checked.groupBy(F.col("file").alias("f")).agg(
+            F.count("*").alias("n"), F.bit_xor(F.coalesce("stored", F.lit(0).cast("long"))).alias("x")).collect()}
+        for name in good:
+            got = per_file.get(name)
+            n, x = (got["n"], got["x"]) if got else (0, 0)
+            if n != listed[name]["rows"]:
+                why = " (unreadable: truncated or corrupted)" if n == 0 else ""
+                problems.append(problem(run_id, join(path, name), "unreadable-file" if n == 0 else "row-count-mismatch",
+                                        f"{name} has {n} readable rows{why}, the manifest says {listed[name]['rows']}"))
+            elif x != listed[name].get("xxh3_xor", x):
+                problems.append(problem(run_id, join(path, name), "checksum-sum-mismatch",
+                                        f"{name}: the XOR of its row checksums is {x}, the manifest says "
+                                        f"{listed[name]['xxh3_xor']} (rows replaced)"))
+        summary["rows"] = sum(r["n"] for r in per_file.values())
+        for r in checked.groupBy(*KEY).agg(F.count("*").alias("n"), F.first("source").alias("source")) \
+                .where(F.col("n") > 1).collect():
+            problems.append(problem(run_id, r["source"], "duplicate-row",
+                                    f"{r['source']}: channel {r['channel']}, tile ({r['tile_y']}, {r['tile_x']}), "
+                                    f"index {r['index']} appears {r['n']} times",
+                                    **{k: r[k] for k in KEY}))
+        images = checked.groupBy("image_id").agg(
+            F.first("source").alias("source"), F.first("layout").alias("layout"), F.count("*").alias("n"),
+            *[F.first(c).alias(c) for c in ("image_height", "image_width", "image_channels", "tile_h", "tile_w")])
+        images = images.collect()
+        for r in images:
+            want = expected_rows(r["layout"], r["image_height"], r["image_width"], r["image_channels"],
+                                 r["tile_h"], r["tile_w"])
+            if r["n"] < want:
+                problems.append(problem(run_id, r["source"], "incomplete-image",
+                                        f"{r['source']}: {r['n']} of its {want} ciphertexts",
+                                        image_id=r["image_id"]))
+        summary["images"] = len(images)
+    finally:
+        checked.unpersist()
+    return problems, summary
+
+
+def run(args) -> int:
+    run_id = runinfo.new_run_id()
+    spark = build_session("verify", args.master, args.conf)
+    try:
+        storage = Storage(spark)
+        manifest = read_manifest(storage, args.dst)
+        if manifest is None:
+            raise HepixError(f"{args.dst} has no _manifest.json: not the output of a hepix run, or its first "
+                             "batch never finished; nothing to verify against")
+        if not manifest.files:
+            raise HepixError(f"the manifest of {args.dst} ({manifest.job}, {manifest.run_id}) lists no files: it "
+                             "was written before hepix recorded checksums; rerun the job to get one")
+        problems, summaries = [], []
+        for table, entries in sorted(manifest.files.items()):
+            found, summary = verify_table(spark, storage, args.dst, table, entries, run_id)
+            problems += found
+            summaries.append(summary)
+            want = manifest.checksums.get(table, {}).get("rows")
+            if want is not None and summary["rows"] != want and summary["files_ok"] == summary["files"]:
+                problems.append(problem(run_id, join(args.dst, table), "row-count-mismatch",
+                                        f"{table} has {summary['rows']} rows, the manifest says {want}"))
+        if manifest.status != "complete":
+            problems.append(problem(run_id, args.dst, "incomplete-run",
+                                    f"the run is {manifest.status}: only the batches listed are checked; rerun "
+                                    f"`hepix {manifest.job}` with the same arguments to finish it"))
+        if args.rejects:
+            write_rejects(spark, problems, args.rejects)
+    finally:
+        spark.stop()
+    for s in summaries:
+        print(f"{s['table']}: {s['files_ok']} of {s['files']} files as listed, {s['rows']} rows"
+              + (f", {s['images']} images" if "images" in s else ""))
+    for p in problems[: args.show]:
+        print(f"  {p['reason']}: {p['detail']}")
+    if len(problems) > args.show:
+        print(f"  ... and {len(problems) - args.show} more" + (f" (all in {args.rejects})" if args.rejects else ""))
+    verdict = "OK" if not problems else f"{len(problems)} problem(s)"
+    print(f"hepix verify {args.dst}: {manifest.job} run {manifest.run_id}, {manifest.status}: {verdict}")
+    return 0 if not problems else 1
+
+
+# --- what the manifest records -----------------------------------------------------------------
+
+def describe_table(spark, storage: Storage, directory: str, *, checksums: bool) -> list[dict]:
+    """The data files of a freshly written table: name, rows, bytes (and the XOR of the row checksums)."""
+    from pyspark.sql import functions as F
+
+    present = storage.list_files(directory)
+    if not present:
+        return []
+    entries = {name: {"name": name, "rows": 0, "bytes": size} for name, size in sorted(present.items())}
+    if checksums:
+        entries = {n: {**e, "xxh3_xor": 0} for n, e in entries.items()}
+    df = spark.read.parquet(directory)
+    aggs = [F.count("*").alias("n")]
+    if checksums:
+        aggs.append(F.bit_xor(F.coalesce("ct_xxh3", F.lit(0).cast("long"))).alias("x"))
+    for r in df.groupBy(F.input_file_name().alias("f")).agg(*aggs).collect():
+        e = entries[r["f"].rsplit("/", 1)[-1]]
+        e["rows"] = int(r["n"])
+        if checksums:
+            e["xxh3_xor"] = int(r["x"])
+    return list(entries.values())
+
+
+def table_checksums(files: dict) -> dict:
+    """Per table: rows, and for ciphertext tables the XOR over all files' checksum XORs."""
+    out = {}
+    for table, entries in files.items():
+        out[table] = {"rows": sum(e["rows"] for e in entries)}
+        if any("xxh3_xor" in e for e in entries) or table == "ciphertexts":
+            x = 0
+            for e in entries:
+                x ^= e.get("xxh3_xor", 0)
+            out[table].update(algorithm=ALGORITHM, xxh3_xor=x)
+    return out

@@ -1,0 +1,128 @@
+"""A real HDFS for tests: Hadoop's MiniDFSCluster, from Maven Central jars.
+
+Not a test module.  The jars (hadoop-client-minicluster and friends, at the
+Hadoop version PySpark bundles) are fetched once by Maven into ``~/.m2`` and
+copied to ``$HEPIX_CACHE/minidfs/<version>/lib`` (default ``~/.cache/hepix``);
+later runs start the cluster straight from there (~15 s).  Needs ``java``, and
+``mvn`` for the first fetch; :func:`unavailable` says why a test must skip.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pyspark
+
+#: (groupId, artifactId, version or None for Hadoop's).  jaxb-api and activation: without them WebHDFS
+#: answers 500 on Java 17; junit-jupiter-api: Hadoop 3.5's test utilities load its Assertions class.
+ARTIFACTS = [
+    ("org.apache.hadoop", "hadoop-client-minicluster", None),
+    ("org.apache.hadoop", "hadoop-client-runtime", None),
+    ("org.apache.hadoop", "hadoop-client-api", None),
+    ("javax.xml.bind", "jaxb-api", "2.2.11"),
+    ("javax.activation", "activation", "1.1.1"),
+    ("org.junit.jupiter", "junit-jupiter-api", "5.10.2"),
+]
+
+
+def hadoop_version() -> str:
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in jars.glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise RuntimeError(f"no hadoop-client-api jar in {jars}")
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("HEPIX_CACHE", Path.home() / ".cache" / "hepix"))
+    return base / "minidfs" / hadoop_version()
+
+
+def unavailable() -> str | None:
+    """Why no MiniDFSCluster can run here, or None."""
+    if not shutil.which("java"):
+        return "no java on PATH: the HDFS integration test needs a JRE and Maven"
+    if not (cache_dir() / "lib" / ".complete").exists() and not shutil.which("mvn"):
+        return "no mvn on PATH and no cached MiniDFSCluster jars: the HDFS integration test needs Maven once"
+    return None
+
+
+def jars() -> Path:
+    """The directory of the cluster's jars, fetched with Maven the first time."""
+    root = cache_dir()
+    lib = root / "lib"
+    if (lib / ".complete").exists():
+        return lib
+    root.mkdir(parents=True, exist_ok=True)
+    version = hadoop_version()
+    deps = "\n".join(
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v or version}</version></dependency>"
+        for g, a, v in ARTIFACTS)
+    (root / "pom.xml").write_text(
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>hepix.test</groupId><artifactId>minidfs</artifactId><version>1</version>"
+        f"<packaging>pom</packaging><dependencies>{deps}</dependencies></project>\n")
+    tmp = root / "lib.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"],
+                   cwd=root, check=True, timeout=900, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    (tmp / ".complete").write_text(version + "\n")
+    shutil.rmtree(lib, ignore_errors=True)
+    tmp.rename(lib)
+    return lib
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MiniDFS:
+    """One name node and one data node on free ports, in ``workdir``; stop() ends it."""
+
+    def __init__(self, workdir: Path, timeout: float = 180):
+        self.workdir = Path(workdir)
+        self.nn_port, self.http_port = free_port(), free_port()
+        lib = jars()
+        self.log = self.workdir / "minidfs.log"
+        details = self.workdir / "nn.json"
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx512m", "-cp", f"{lib}/*", "org.apache.hadoop.test.MiniDFSClusterManager", "-format",
+             "-nnport", str(self.nn_port), "-httpport", str(self.http_port), "-datanodes", "1",
+             "-writeConfig", str(self.workdir / "core-site.xml"), "-writeDetails", str(details)],
+            cwd=self.workdir, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while not details.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"MiniDFSCluster did not start; see {self.log}:\n{self.log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        json.loads(details.read_text())
+
+    @property
+    def uri(self) -> str:
+        return f"hdfs://localhost:{self.nn_port}"
+
+    @property
+    def webhdfs(self) -> str:
+        return f"http://localhost:{self.http_port}"
+
+    def client(self):
+        import getpass
+
+        from hdfs import InsecureClient
+        return InsecureClient(self.webhdfs, user=os.environ.get("HADOOP_USER_NAME") or getpass.getuser())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
