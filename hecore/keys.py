@@ -185,21 +185,7 @@ def load_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> HEContext
 
 def load_secret(keys: str | os.PathLike) -> HEContext:
     """A context with the secret key.  Refuses a secret key file that others can read."""
-    keys = Path(keys)
-    material = read_public(keys)
-    path = keys / SECRET
-    if not path.is_file():
-        raise SecretKeyMissing(
-            f"{keys} holds no {SECRET} (a public-only key directory); decryption needs the data "
-            "owner's key directory"
-        )
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyDirectoryError(
-            f"{path} has mode {mode:04o}: the secret key is readable by other users; "
-            f"run `chmod 600 {path}` (and check who may have read it)"
-        )
-    return HEContext.from_public(material, secret_key=path.read_bytes())
+    return HEContext.from_public(read_public(keys), secret_key=read_secret_key(keys))
 
 
 def read_secret_key(keys: str | os.PathLike) -> bytes:
