@@ -44,7 +44,7 @@ from .ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS
 from .context import HEContext
 from .kernels import warm_up
 from .packed import decrypt_tiles as packed_decrypt_tiles
-from .packed import complex_halves, default_tile
+from .packed import block_values, default_tile
 from .packed import encrypt_tiles as packed_encrypt_tiles
 from .params import Params, preset
 from .pixel import channel_plane
@@ -179,9 +179,7 @@ class _HepixPacked(_Impl):
         _grid, plain = tile_image(image, th, tw)
         for tl in plain:
             for c in range(_grid.channels):
-                plane = channel_plane(tl.pixels, c)
-                values = (complex_halves(plane, 0) if self.complex_packing
-                          else np.asarray(plane, dtype=np.float64).reshape(-1))
+                values = block_values(channel_plane(tl.pixels, c), 0, self.complex_packing)
                 _ct, e, s = self.ctx.encrypt_vector_timed(values)
                 enc += e
                 ser += s

@@ -118,12 +118,19 @@ def join_halves(z: np.ndarray, tile_h: int, tile_w: int, halo: int) -> np.ndarra
     return np.concatenate([z.real[core], z.imag[core]], axis=0)
 
 
+def block_values(block: np.ndarray, halo: int, complex_packing: bool = False) -> np.ndarray:
+    """One tile channel's block (tile + halo) as the slot values a packed ciphertext holds:
+    row-major reals, or with complex packing the two half-blocks as complex numbers."""
+    if complex_packing:
+        return complex_halves(np.asarray(block), halo)
+    return np.asarray(block, dtype=np.float64).reshape(-1)
+
+
 def encrypt_plane(ctx: HEContext, plane: np.ndarray, halo: int = 0, complex_packing: bool = False) -> bytes:
     """Fresh public-key encryption of one tile channel's block, row-major, one pixel per slot
     (complex packing: two, see :func:`complex_halves`)."""
-    if complex_packing:
-        return ctx.encrypt_complex(complex_halves(np.asarray(plane), halo))
-    return ctx.encrypt_vector(np.asarray(plane, dtype=np.float64).reshape(-1))
+    values = block_values(plane, halo, complex_packing)
+    return ctx.encrypt_complex(values) if complex_packing else ctx.encrypt_vector(values)
 
 
 def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int, halo: int = 0,

@@ -25,7 +25,7 @@ import numpy as np
 
 from .context import HEContext, PublicMaterial
 from .errors import HepixError, KeyMismatch
-from .packed import PackedTile, check_tile_fits, complex_halves
+from .packed import PackedTile, block_values, check_tile_fits
 from .pixel import channel_plane
 from .tiling import TileGrid, tile_image
 
@@ -173,14 +173,6 @@ def _check_secret_matches(public: PublicMaterial, secret_key: bytes) -> None:
 
 
 # --- the packed layout ----------------------------------------------------------------------------
-
-def block_values(block: np.ndarray, halo: int, complex_packing: bool = False) -> np.ndarray:
-    """One tile channel's block (tile + halo) as the slot values :mod:`hecore.packed` encrypts:
-    row-major reals, or with complex packing the two half-blocks as complex numbers."""
-    if complex_packing:
-        return complex_halves(np.asarray(block), halo)
-    return np.asarray(block, dtype=np.float64).reshape(-1)
-
 
 def encrypt_blocks(enc: SymmetricEncryptor, blocks, halo: int, complex_packing: bool = False) -> list[bytes]:
     """Tile-channel blocks of one shape, each into its own seeded ciphertext, in one native call."""

@@ -28,7 +28,8 @@ from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PRED
 
 from . import runinfo
 from .common import ListAccumulator, add_spark_arguments, table_function
-from .inputs import complete_run, refuse_secret_key_directory, same_key
+from .inputs import complete_run, same_key
+from .remote import remote_keys
 from .report import table
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
@@ -167,14 +168,14 @@ def run_infer(args) -> int:
     from hecore.keys import read_public
     from hecore.params import Params
 
-    refuse_secret_key_directory(args.keys)
-    if len(args.op) != 1:
+    if len(args.op) != 1:           # process.run refused a key directory with secret.key already
         raise HepixError("infer:MODEL is a whole run on its own; give it as the only --op")
     try:
         op = infer.parse_infer(args.op[0].partition(":")[2])
     except ValueError as e:
         raise HepixError(str(e)) from None
-    material = read_public(args.keys)
+    with remote_keys(args.keys) as keys:
+        material = read_public(keys)
     fingerprint = material.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
     spark = build_session("process", args.master, args.conf)
