@@ -276,7 +276,7 @@ class HEContext:
         return np.asarray(self._he.decryptInt(c)[:count], dtype=np.float64)
 
     def decrypt_complex(self, ct: bytes | memoryview | PyCtxt, count: int = 1) -> np.ndarray:
-        """CKKS: the first ``count`` slots of one ciphertext as complex128 (complex packing, the frequency domain of hecore.dft)."""
+        """CKKS: the first ``count`` slots of one ciphertext as complex128 (complex packing, the frequency domain of hecore.ops.dft)."""
         self._require_secret("decryption")
         if self.params.is_integer:
             raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")

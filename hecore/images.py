@@ -57,7 +57,7 @@ from typing import Union
 import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from hecore.errors import (
+from .errors import (
     DecompressionBomb,
     EmptyImage,
     ImageError,

@@ -170,7 +170,7 @@ def add_constant_c0(out, data_in, n_cts, header, consts, n, q, mask, scratch):
 
 
 def warm_up_ops() -> None:
-    """Compile :func:`add_constant_c0` (or load it from numba's cache) with the types ``hecore.ops`` passes."""
+    """Compile :func:`add_constant_c0` (or load it from numba's cache) with the types ``hecore.ops.spec`` passes."""
     q = np.array([97], dtype=np.uint64)
     header = np.zeros(3, dtype=np.uint8)
     data = np.zeros(2 * (3 + 16), dtype=np.uint8)

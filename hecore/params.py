@@ -210,7 +210,7 @@ PRESETS: dict[str, Params] = {
         Params("ckks", 4096, (40, 30, 39), 30, name="paper-4096"),
         # Seed 001 (TenSEAL study): N = 8192, [60, 40, 40, 60], scale 2^40.
         Params("ckks", 8192, (60, 40, 40, 60), 40, name="tenseal-8192"),
-        # Matching with L1 (an approximation of |x|, see hecore.matching): four data primes,
+        # Matching with L1 (an approximation of |x|, see hecore.ops.matching): four data primes,
         # the 218-bit maximum.  The special prime (54 bits) is at least as large as every data
         # prime: key-switching noise grows with max(data prime) / special prime, and with a
         # special prime 22 bits smaller than a data prime every rotation added an error of
@@ -225,7 +225,7 @@ PRESETS: dict[str, Params] = {
         # SEAL's default 109-bit modulus and t of 20 bits: brightness, watermark and the
         # mean filter's sums (|values| < t/2 = 2^19); one multiplication leaves ~13 bits of
         # noise budget, too little for a distance, so:
-        # The DFT pipeline (hecore.dft) and encrypted inference (hecore.infer): four levels at
+        # The DFT pipeline (hecore.ops.dft) and encrypted inference (hecore.infer.models): four levels at
         # N = 8192 (218 bits exactly), scale 2^32 with 32-bit rescaling primes, a 44-bit first
         # prime (results up to 2^11) and a special prime at least as large as every data prime.
         Params("ckks", 8192, (44, 32, 32, 32, 32, 46), 32, name="dft-8192"),

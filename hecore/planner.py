@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from hecore.ops.matching import Match
+from hecore.ops.spec import Brightness, Contrast, MeanFilter, Op, Watermark, raw_range
+
 from .errors import InvalidParameters
-from .matching import Match
-from .ops import Brightness, Contrast, MeanFilter, Op, Watermark, raw_range
 from .params import PRESETS, Params
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "LAYOUTS"]
@@ -91,7 +92,7 @@ def requirements(ops: Sequence[Op], layout: str, match: Match | None = None) -> 
             integer_ok, why = False, "L1 needs an approximation of |x| (CKKS)"
     else:
         integer_bound, spent = bound, ()
-    # ops that spend levels themselves (hecore.dft's frequency-domain filter): CKKS, packed layout
+    # ops that spend levels themselves (hecore.ops.dft's frequency-domain filter): CKKS, packed layout
     spending = [op for op in ops if getattr(op, "depth", 0)]
     if spending:
         own = sum(op.depth for op in spending)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from schemas.manifest import Counts, RunManifest
 from schemas.tables import AUDIT
 
 from . import runinfo
-from .report import table
+from .console import table
 
 log = logging.getLogger(__name__)
 

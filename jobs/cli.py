@@ -21,14 +21,14 @@ JOBS = {
     "export-public": ("jobs.keygen", "copy a key directory without its secret key, for the cluster"),
     "plan": ("jobs.keygen", "which parameter presets can run an op chain in a layout, smallest first"),
     "encrypt": ("jobs.encrypt", "encrypt images (a directory, glob or URI) into a ciphertext table"),
-    "encrypt-digits": ("jobs.digits", "encrypt scikit-learn's digits (test split) for `process --op infer:MODEL`"),
+    "encrypt-digits": ("jobs.infer", "encrypt scikit-learn's digits (test split) for `process --op infer:MODEL`"),
     "process": ("jobs.process", "apply ops (brightness, contrast, watermark, mean filter) or match images, on "
                                 "ciphertexts, with public keys only"),
     "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
     "audit": ("jobs.audit", "run distinguishers over a ciphertext table without any key; writes an audit table"),
     "verify": ("jobs.verify", "check a table against its manifest: files, row checksums, duplicates, whole images"),
-    "bench": ("jobs.bench", "measure the strategies against fresh encryption; writes a Parquet table"),
-    "report": ("jobs.bench_report", "render a `hepix bench` table as PNG plots and a Markdown report next to the seeds' figures"),
+    "bench": ("jobs.bench.command", "measure the strategies against fresh encryption; writes a Parquet table"),
+    "report": ("jobs.bench.report", "render a `hepix bench` table as PNG plots and a Markdown report next to the seeds' figures"),
     "demo": ("jobs.demo", "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
 }
 

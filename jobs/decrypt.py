@@ -15,21 +15,34 @@ import numpy as np
 
 from hecore.errors import HepixError
 from hecore.keys import load_secret
+from jobs.tasks.decode import ORIGINALS, DecodeOptions, originals_partition
+from jobs.tasks.decrypt import (
+    DECRYPTED,
+    IMAGES,
+    SecretPayload,
+    assemble_group,
+    decrypt_partition,
+)
+from jobs.tasks.metrics import metrics_partition
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import METRICS, PARQUET_OPTIONS, spark_schema
 
 from . import runinfo
-from .common import ListAccumulator, add_spark_arguments, table_function, worker_report
+from .console import table
 from .encrypt import DEFAULT_MAX_PIXELS, read_images
-from .inputs import complete_run, same_key
 from .progress import Progress
 from .remote import remote_keys
-from .report import table
+from .runs import (
+    ListAccumulator,
+    add_spark_arguments,
+    complete_run,
+    same_key,
+    table_function,
+    worker_report,
+)
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
 from .verify import bad_rows, describe_table, table_checksums, write_rejects
-from .tasks import (DECRYPTED, IMAGES, ORIGINALS, DecodeOptions, SecretPayload, assemble_group,
-                    decrypt_partition, metrics_partition, originals_partition)
 
 
 def add_arguments(p) -> None:
@@ -70,7 +83,7 @@ def run(args) -> int:
             if not (parent.ops and parent.ops[-1].startswith("infer:")):
                 raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
                                  "run `hepix process --op infer:MODEL` first")
-            from .digits import decrypt_digits
+            from .infer import decrypt_digits
 
             return decrypt_digits(args, spark, ctx, out, parent, run_id, started)
         bc = sc.broadcast(SecretPayload(public=ctx.public, secret_key=ctx.secret_key_bytes()))

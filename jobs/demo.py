@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hecore.bench import DEFAULT_STRATEGIES, run_pixel_bench
 from hecore.images import center_crop, resize
 from hecore.keys import load_secret
 from hecore.params import DEFAULT_PRESET, PRESETS
+from jobs.bench.suites.pixel import DEFAULT_STRATEGIES, run_pixel_bench
 
-from .report import table
+from .console import table
 
 #: scikit-image's bundled images (no download): two grey, one colour.
 SAMPLES = ("camera", "coins", "astronaut")

@@ -3,7 +3,7 @@
 Thin: parse -> session -> decode tiles on the executors -> (scan) -> broadcast
 the strategy's cache once -> encrypt tiles with hecore -> write -> commit.
 Encryption needs only the public key; the secret key file is never opened -- except with
-``--encryption symmetric``, the key owner's fast path (hecore.symmetric), which needs it.
+``--encryption symmetric``, the key owner's fast path (hecore.encrypt.symmetric), which needs it.
 
 Runs are resumable.  Images go in batches (``--batch-images``); each batch is
 written under ``_staging/<run_id>/``, its files are moved into the tables, and
@@ -24,25 +24,31 @@ from dataclasses import asdict
 
 import numpy as np
 
+from hecore.encrypt.strategies import security_of, strategy_class, strategy_names
+from hecore.encrypt.symmetric import COMPRESSIONS, DEFAULT_COMPRESSION, ENCRYPTIONS
 from hecore.errors import HepixError
 from hecore.images import CONVERSIONS
 from hecore.keys import read_public
-from hecore.packed import check_tile_fits, default_tile
-from hecore.strategies import security_of, strategy_class, strategy_names
-from hecore.symmetric import COMPRESSIONS, DEFAULT_COMPRESSION, ENCRYPTIONS
-from hecore.tiling import parse_tile_spec
+from hecore.layouts.packed import check_tile_fits, default_tile
+from hecore.layouts.tiling import parse_tile_spec
+from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
+from jobs.tasks.encrypt import (
+    WRITTEN,
+    EncryptPayload,
+    encrypt_partition,
+    encrypt_to_files,
+)
+from jobs.tasks.rows import EncryptMeta
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, REJECTS, TILES, spark_schema
 
 from . import runinfo
-from .common import ListAccumulator, add_spark_arguments, worker_report
 from .progress import Progress
-from .session import build_session, spark_info
 from .remote import remote_keys
+from .runs import ListAccumulator, add_spark_arguments, worker_report
+from .session import build_session, spark_info
 from .storage import MANIFEST, Output, Storage, join, read_manifest
 from .verify import describe_table, table_checksums, write_rejects
-from .tasks import (WRITTEN, DecodeOptions, EncryptMeta, EncryptPayload, decode_partition, encrypt_partition,
-                    encrypt_to_files, histogram_partition)
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +217,8 @@ def symmetric_secret(args, material) -> bytes | None:
     if args.layout == "pixel" or args.strategy != "fresh":
         raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layouts), each fresh: use "
                          "--layout packed or packed-complex without --strategy")
+    from hecore.encrypt.symmetric import SymmetricEncryptor
     from hecore.keys import read_secret_key
-    from hecore.symmetric import SymmetricEncryptor
 
     secret = read_secret_key(args.keys)
     SymmetricEncryptor(material, secret, compression=args.compression)   # refuses a key of another key set

@@ -17,8 +17,8 @@ def _add_plan_arguments(p, required: bool) -> None:
 
 def _planned(args):
     """(ops, match) of the --op specs: match:... must come last."""
-    from hecore.matching import parse_match
-    from hecore.ops import parse_ops
+    from hecore.ops.matching import parse_match
+    from hecore.ops.spec import parse_ops
 
     specs = list(args.op)
     match = None

@@ -2,7 +2,7 @@
 
 Every ciphertext of an image is joined with the query's ciphertext of the same
 tile, channel and index; one task per image turns the pairs into one
-encrypted distance per metric (hecore.matching).  Images whose size differs
+encrypted distance per metric (hecore.ops.matching).  Images whose size differs
 from the query's cannot be compared pixel by pixel: they go to the rejects
 table with the reason, and the job goes on.
 """
@@ -12,20 +12,19 @@ import time
 
 from hecore.errors import HepixError
 from hecore.keys import read_public
-from hecore.matching import parse_match
-from hecore.ops import parse_ops, raw_range
+from hecore.ops.matching import parse_match
+from hecore.ops.spec import parse_ops, raw_range
 from hecore.planner import check as check_params
+from jobs.tasks.process import match_group
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import ENCRYPTED_DISTANCES, PARQUET_OPTIONS, REJECTS, spark_schema
 
 from . import runinfo
-from .common import ListAccumulator, table_function, worker_report
-from .inputs import complete_run, same_key
 from .progress import Progress
 from .remote import remote_keys
+from .runs import ListAccumulator, complete_run, same_key, table_function, worker_report
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
-from .tasks import match_group
 
 KEYS = ["tile_y", "tile_x", "channel", "index"]
 
@@ -140,7 +139,7 @@ def run_match(args) -> int:
 def decrypt_distances(spark, ctx, source_dir: str, run_id: str) -> list[dict]:
     """The data owner's side: the encrypted distances of a match run, decrypted (on the driver:
     one ciphertext per image and metric)."""
-    from hecore.matching import l1_poly_error
+    from hecore.ops.matching import l1_poly_error
 
     rows = []
     for r in spark.read.parquet(join(source_dir, "distances")).orderBy("source", "metric").collect():

@@ -20,21 +20,34 @@ import pyarrow as pa
 
 from hecore.errors import HepixError
 from hecore.keys import read_public
-from hecore.ops import MeanFilter, parse_ops
-from hecore.packed_ops import check_packed_chain
+from hecore.ops.packed import check_packed_chain
+from hecore.ops.spec import MeanFilter, parse_ops
 from hecore.planner import check as check_params
+from jobs.tasks.process import (
+    HALO_COLUMNS,
+    mean_filter_group,
+    packed_partition,
+    pointwise_partition,
+    scatter_partition,
+)
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
 
 from . import runinfo
-from .common import ListAccumulator, add_spark_arguments, table_function, worker_report
-from .inputs import complete_run, refuse_secret_key_directory, same_key
 from .progress import Progress
 from .remote import remote_keys
+from .runs import (
+    ListAccumulator,
+    add_spark_arguments,
+    complete_run,
+    refuse_secret_key_directory,
+    same_key,
+    table_function,
+    worker_report,
+)
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
 from .verify import bad_rows, describe_table, table_checksums, write_rejects
-from .tasks import HALO_COLUMNS, mean_filter_group, packed_partition, pointwise_partition, scatter_partition
 
 
 def add_arguments(p) -> None:
@@ -53,7 +66,7 @@ def add_arguments(p) -> None:
 
 def check_ops_fit(df, ops) -> None:
     """Refuse ops that do not fit some image (a watermark outside it), naming the images."""
-    from hecore.ops import Watermark
+    from hecore.ops.spec import Watermark
 
     marks = [op for op in ops if isinstance(op, Watermark)]
     if not marks:
@@ -69,12 +82,12 @@ def check_ops_fit(df, ops) -> None:
 
 
 def with_tiles(ops, parent):
-    """A frequency-domain filter (hecore.dft) works tile by tile: record the input's tile in its
+    """A frequency-domain filter (hecore.ops.dft) works tile by tile: record the input's tile in its
     spec (so that decrypt's reference filters the same tiles), and check the tiles suit it."""
     import dataclasses
 
-    from hecore.dft import DftFilter
-    from hecore.packed_ops import check_dft_tiles
+    from hecore.ops.dft import DftFilter
+    from hecore.ops.packed import check_dft_tiles
     from hecore.params import Params
 
     out = []
@@ -98,7 +111,7 @@ def run(args) -> int:
 
         return run_match(args)
     if any(spec.strip().lower().startswith("infer:") for spec in args.op):
-        from .digits import run_infer
+        from .infer import run_infer
 
         return run_infer(args)
     try:

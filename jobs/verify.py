@@ -26,7 +26,7 @@ from schemas.tables import PARQUET_OPTIONS, REJECTS, TABLES, spark_schema
 
 from . import runinfo
 from .checksums import ALGORITHM, ct_checksums
-from .common import add_spark_arguments
+from .runs import add_spark_arguments
 from .session import build_session
 from .storage import Storage, join, read_manifest
 

@@ -114,8 +114,8 @@ BENCH_PACKED = pa.schema([
 #: (and seed 001's extras) encrypted, operated on and decrypted, each stage timed apart (single runs).
 #: ``pixels`` counts the channel values of one image (matching: of each of the three); ``ciphertexts``
 #: and ``bytes`` the encrypted input(s).  Image operations: ``exact_fraction`` against
-#: ``round_to_uint8(hecore.ops.reference)``, ``max_abs_err`` of ``raw x post_scale`` before the finish
-#: snaps and rounds; a watermark's ``detected`` (exactly its pixel, by hecore.detect).  Matching: one row
+#: ``round_to_uint8(hecore.ops.spec.reference)``, ``max_abs_err`` of ``raw x post_scale`` before the finish
+#: snaps and rounds; a watermark's ``detected`` (exactly its pixel, by jobs.bench.detect).  Matching: one row
 #: per metric, ``d12 d13 d23`` decrypted, ``ref_d*`` exact in plaintext, ``distance_rel_err`` against what
 #: the ciphertexts compute exactly (L2², or L1's polynomial stand-in), and whether d12 < d23 < d13 (Table 3).
 BENCH_OPS = pa.schema([
@@ -163,7 +163,7 @@ BENCH_OPS = pa.schema([
 #: One row per measured configuration of ``hepix bench`` (the default suite, ``--suite all``), read by
 #: ``hepix report`` and notebooks/results.ipynb.  ``experiment``: fig3 (iCHEETAH Fig. 3 / Table 2),
 #: fig10, seed001 (brightness +60), limits (memcpy; packed encode/encrypt/serialise split), packed
-#: (``hecore.bench_packed``), spark (the jobs on local Spark).  Times are seconds measured on
+#: (``jobs.bench.suites.packed``), spark (the jobs on local Spark).  Times are seconds measured on
 #: ``pixels_measured`` channel values; when that is fewer than ``pixels`` (the whole image) or the row
 #: is an extrapolation to a size not run, ``extrapolated`` is true and only ``pixels_per_second`` /
 #: ``seconds`` (= pixels / pixels_per_second) describe the whole image.  ``*_peak_rss_<stage>``: bytes;
@@ -238,7 +238,7 @@ _RUN_FIELDS = [
     pa.field("git_commit", pa.string()),
 ]
 
-#: One row per configuration of ``hepix bench --suite dft`` (hecore.bench_dft): the DFT-Hadamard-iDFT
+#: One row per configuration of ``hepix bench --suite dft`` (jobs.bench.suites.dft): the DFT-Hadamard-iDFT
 #: low-pass pipeline on N pixel values, cold (diagonals encoded on the way) and warm, errors against
 #: NumPy's FFT pipeline, seed 002's latency for the same N alongside.
 BENCH_DFT = pa.schema(_RUN_FIELDS + [
@@ -266,7 +266,7 @@ BENCH_DFT = pa.schema(_RUN_FIELDS + [
     pa.field("ciphertext_bytes", pa.int64()),
 ])
 
-#: One row per configuration of ``hepix bench --suite infer`` (hecore.bench_infer): a model on the
+#: One row per configuration of ``hepix bench --suite infer`` (jobs.bench.suites.infer): a model on the
 #: digits test set as one encrypted batch, seed 004's figures alongside (0-vs-1 task only).
 BENCH_INFER = pa.schema(_RUN_FIELDS + [
     pa.field("model", pa.string(), nullable=False),            # logreg | tinycnn
@@ -303,7 +303,7 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
 #: region; packed layout: the chunk of slots).  ``post_scale`` is the public factor the key
-#: holder applies after decryption (deferred plaintext scaling, see hecore.ops).
+#: holder applies after decryption (deferred plaintext scaling, see hecore.ops.spec).
 CIPHERTEXTS = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("image_id", pa.string(), nullable=False),

@@ -229,7 +229,7 @@ pyspark_lib=$("$py" -c 'import pyspark, os; print(os.path.join(os.path.dirname(p
 spark_zips=("$pyspark_lib"/pyspark.zip "$pyspark_lib"/py4j-*-src.zip)
 (( ${#spark_zips[@]} == 2 )) || die "expected pyspark.zip and one py4j zip in $pyspark_lib"
 spark_pythonpath=$(IFS=:; echo "${spark_zips[*]}")
-check='import Pyfhel, numba, numpy, pyarrow, pandas, PIL, skimage, hecore.kernels, schemas.tables, jobs.cli, jobs.tasks'
+check='import Pyfhel, numba, numpy, pyarrow, pandas, PIL, skimage, hecore.kernels, schemas.tables, jobs.cli, jobs.tasks.encrypt'
 check_where='import hecore, sys; assert "site-packages" in hecore.__file__, hecore.__file__'
 
 echo "package.sh: checking the packing venv" >&2

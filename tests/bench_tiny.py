@@ -1,4 +1,4 @@
-"""A tiny but real `hepix bench` table (every experiment of hecore.bench_repro, on small images),
+"""A tiny but real `hepix bench` table (every experiment of jobs.bench.suites.paper, on small images),
 shared by tests/test_bench_report.py and tests/test_notebook.py.  Not a test module."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from hecore import bench_repro
-from hecore.bench_ops import _Keys
 from hecore.images import center_crop, resize
 from jobs import runinfo
-from jobs.bench_all import write_rows
+from jobs.bench.suites import paper as bench_repro
+from jobs.bench.suites.all import write_rows
+from jobs.bench.suites.ops import _Keys
 
 SEED_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
 
@@ -58,7 +58,7 @@ def spark_row(workdir: Path):
     ``workdir/dec/metrics``)."""
     import skimage.data
 
-    from jobs.bench_all import spark_seed001
+    from jobs.bench.suites.all import spark_seed001
 
     src = workdir / "src"
     src.mkdir(parents=True)

@@ -1,9 +1,9 @@
 """Helpers shared by the packed-layout tests (test_packed_ops, test_integer_schemes, test_matching).
 
 Not a test module: it runs the packed pipeline the way the jobs do --
-encrypt tiles with a halo, apply the ops with :func:`hecore.packed_ops.apply_ops`,
-decrypt, apply the chain's :class:`~hecore.ops.Finish` -- and measures the
-result against :func:`hecore.ops.reference`, rounded with
+encrypt tiles with a halo, apply the ops with :func:`hecore.ops.packed.apply_ops`,
+decrypt, apply the chain's :class:`~hecore.ops.spec.Finish` -- and measures the
+result against :func:`hecore.ops.spec.reference`, rounded with
 :func:`hecore.quality.round_to_uint8` on both sides.
 """
 from __future__ import annotations
@@ -11,15 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from conftest import shared_dataset
+
 from hecore.context import HEContext
 from hecore.evaluator import Evaluator
 from hecore.images import load_image
-from hecore.matching import distance_scale, pair_partial
-from hecore.ops import finish_for, parse_ops, raw_range, reference
-from hecore.packed import PackedTile, decrypt_tiles, encrypt_tiles
-from hecore.packed_ops import PackedGeometry, apply_ops
+from hecore.layouts.packed import PackedTile, decrypt_tiles, encrypt_tiles
+from hecore.ops.matching import distance_scale, pair_partial
+from hecore.ops.packed import PackedGeometry, apply_ops
+from hecore.ops.spec import finish_for, parse_ops, raw_range, reference
 from hecore.params import preset
 from hecore.quality import round_to_uint8
 
@@ -51,7 +51,7 @@ class PackedRun:
     raw: np.ndarray            # decrypted raw values (before post_scale)
     post_scale: float          # what apply_ops returned
     finished: np.ndarray       # Finish.apply(raw): true values before rounding
-    expected: np.ndarray       # hecore.ops.reference
+    expected: np.ndarray       # hecore.ops.spec.reference
     step: float                # the Finish grid step (raw units)
     snaps: bool
 

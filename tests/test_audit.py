@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from he_pipeline import usc_crop
+
 from hecore.audit import LEAKS, PASS, Geometry, audit_group, class_recovery
 from hecore.audit.modp import mulmod, rank_mod
 from hecore.audit.sealbytes import parse_shape
 from hecore.context import PlainCodec, chain_primes
+from hecore.encrypt.strategies import make_strategy
 from hecore.errors import LeakyStrategyRefused
-from hecore.packed import encrypt_tiles
+from hecore.layouts.packed import encrypt_tiles
 from hecore.params import preset
-from hecore.strategies import make_strategy
 
 SIZE = 64
 CROPS = {"clock": ("5.1.12.tiff", 96, 96), "house": ("4.1.05.tiff", 120, 100)}   # grey; RGB (channel 1)
@@ -200,11 +200,11 @@ def test_compressed_ciphertexts_are_expanded_before_the_tests(he_paper4096, publ
 
 @pytest.mark.parametrize("complex_packing", [False, True], ids=["real", "complex"])
 def test_fresh_symmetric_seeded_tiles_pass_every_test(he_paper4096, public_side, complex_packing):
-    """The secure fast path (seeded secret-key encryption, hecore.symmetric) passes the audit too;
+    """The secure fast path (seeded secret-key encryption, hecore.encrypt.symmetric) passes the audit too;
     its seeded serializations are expanded by SEAL before the tests."""
     from hecore.audit.sealbytes import plain_layout
-    from hecore.symmetric import SymmetricEncryptor, available
-    from hecore.symmetric import encrypt_tiles as symmetric_tiles
+    from hecore.encrypt.symmetric import SymmetricEncryptor, available
+    from hecore.encrypt.symmetric import encrypt_tiles as symmetric_tiles
 
     if not available():
         pytest.fail("the native extension hepix_seal is not installed; run `make setup`")

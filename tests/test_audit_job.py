@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pyarrow.dataset as ds
 import pytest
+from he_pipeline import usc_crop
 from PIL import Image
 
-from he_pipeline import usc_crop
 from jobs.cli import main
 
 pytestmark = pytest.mark.spark

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from hecore import bench_dft, bench_infer
+from jobs.bench.suites import dft as bench_dft
+from jobs.bench.suites import infer as bench_infer
 from jobs.cli import main
 from schemas.tables import BENCH_DFT, BENCH_INFER, TABLES
 
@@ -13,7 +14,7 @@ pytest.importorskip("sklearn")
 
 def test_dft_suite(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_dft, "QUICK", ((64, "dft-8192", "fold", 2), (16, "dft-8192", "three", 1)))
-    monkeypatch.setattr("jobs.bench_freq._one_core", lambda: 1)       # leave the test process's cores alone
+    monkeypatch.setattr("jobs.bench.freq._one_core", lambda: 1)       # leave the test process's cores alone
     assert main(["bench", "--suite", "dft", "--quick", "--out", str(tmp_path)]) == 0
     (path,) = (tmp_path / "bench_dft").glob("*.parquet")
     t = pq.read_table(path)
@@ -28,7 +29,7 @@ def test_dft_suite(tmp_path, monkeypatch):
 
 def test_infer_suite(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_infer, "QUICK", (("logreg", "01", "paper-4096", True), ("logreg", "01", "bfv-4096", False)))
-    monkeypatch.setattr("jobs.bench_freq._one_core", lambda: 1)
+    monkeypatch.setattr("jobs.bench.freq._one_core", lambda: 1)
     assert main(["bench", "--suite", "infer", "--quick", "--out", str(tmp_path)]) == 0
     (path,) = (tmp_path / "bench_infer").glob("*.parquet")
     t = pq.read_table(path)

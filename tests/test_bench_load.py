@@ -1,19 +1,17 @@
-"""The load benchmark's machinery (jobs.bench_load) on a handful of tiny images.
+"""The load benchmark's machinery (jobs.bench.suites.load) on a handful of tiny images.
 
 The benchmark itself (1,000+ images) is run by hand; see README "Load".
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from jobs.bench_load import TreeSampler, make_corpus, run_load
+from jobs.bench.suites.load import TreeSampler, make_corpus, run_load
 
 
 def test_generated_corpus_has_the_asked_images(tmp_path):

@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from hecore import bench_ops
-from hecore.matching import plain_distances
+from hecore.ops.matching import plain_distances
+from jobs.bench.suites import ops as bench_ops
 from jobs.cli import main
 from schemas.tables import BENCH_OPS, TABLES
 

@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from bench_tiny import as_rows, tiny_bench
-from hecore.peakmem import PeakMeter, reset_peak
-from jobs.bench import _resolve_suite
-from jobs.bench_report import load_rows, render
+
+from jobs.bench.command import _resolve_suite
+from jobs.bench.peakmem import PeakMeter, reset_peak
+from jobs.bench.report import load_rows, render
 from jobs.cli import main
 from schemas.tables import BENCH
 
@@ -184,7 +184,7 @@ def test_peak_meter_counts_child_processes_as_workers():
     ({}, "all"), ({"sizes": "8"}, "pixel"), ({"preset": "addonly-2048"}, "pixel"), ({"suite": "ops"}, "ops"),
 ])
 def test_the_default_suite_is_all_unless_a_pixel_option_is_given(given, suite):
-    from hecore.bench import DEFAULT_SIZES, DEFAULT_STRATEGIES, DEFAULT_TILE
+    from jobs.bench.suites.pixel import DEFAULT_SIZES, DEFAULT_STRATEGIES, DEFAULT_TILE
     args = SimpleNamespace(suite=None, sizes=",".join(map(str, DEFAULT_SIZES)), strategies=",".join(DEFAULT_STRATEGIES),
                            tile=DEFAULT_TILE, preset=None, image=None)
     for k, v in given.items():
@@ -193,7 +193,7 @@ def test_the_default_suite_is_all_unless_a_pixel_option_is_given(given, suite):
 
 
 def test_seed001_isolated_runs_each_preset_in_its_own_process():
-    from hecore.bench_repro import seed001_isolated
+    from jobs.bench.suites.paper import seed001_isolated
     img = (np.arange(16 * 16 * 3).reshape(16, 16, 3) % 200).astype(np.uint8)
     rows = seed001_isolated([("ramp@16", img)], ("bfv-4096",))
     (r,) = rows

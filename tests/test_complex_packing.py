@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from he_pipeline import COLOUR, GREY, assert_exact, op_chains, run_packed, usc_crop
 
-from he_pipeline import COLOUR, GREY, assert_exact, generate, op_chains, run_packed, usc_crop
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
-from hecore.matching import pair_partial
-from hecore.ops import Watermark
-from hecore.packed import (check_tile_fits, complex_halves, decrypt_tiles, default_tile, encrypt_tiles,
-                           join_halves)
-from hecore.packed_ops import PackedGeometry, apply_op
+from hecore.layouts.packed import (
+    check_tile_fits,
+    complex_halves,
+    decrypt_tiles,
+    default_tile,
+    encrypt_tiles,
+    join_halves,
+)
+from hecore.ops.matching import pair_partial, parse_match
+from hecore.ops.packed import PackedGeometry, apply_op
+from hecore.ops.spec import Watermark, parse_ops
 from hecore.params import preset
 from hecore.planner import plan, requirements
-from hecore.matching import parse_match
-from hecore.ops import parse_ops
 
 #: (tile_h, tile_w, halo): 20x30 with a halo of 2 (halves of 10 rows) and the preset's default
 #: complex tile for a halo of 1 (60x62 at N=4096); neither divides 64.

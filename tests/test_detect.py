@@ -1,4 +1,4 @@
-"""hecore.detect: the binary difference map of Fig. 8 and watermark detection after decryption."""
+"""jobs.bench.detect: the binary difference map of Fig. 8 and watermark detection after decryption."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,7 +8,12 @@ import pytest
 from conftest import shared_dataset
 from PIL import Image
 
-from hecore.detect import detect_watermark, difference_map, expected_difference, save_difference_map
+from jobs.bench.detect import (
+    detect_watermark,
+    difference_map,
+    expected_difference,
+    save_difference_map,
+)
 
 
 def _grey(h=16, w=20, seed=0):
@@ -184,9 +189,9 @@ def test_packed_encrypted_watermark_is_detected_exactly(he_paper4096, tmp_path):
     decrypt, finish, round: the difference with the unmarked image is exactly pixel (10, 20)."""
     from hecore.evaluator import Evaluator
     from hecore.images import center_crop, load_image
-    from hecore.ops import finish_for, parse_ops, reference
-    from hecore.packed import decrypt_tiles, default_tile, encrypt_tiles
-    from hecore.packed_ops import PackedGeometry, apply_ops
+    from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
+    from hecore.ops.packed import PackedGeometry, apply_ops
+    from hecore.ops.spec import finish_for, parse_ops, reference
     from hecore.quality import round_to_uint8
 
     img = center_crop(load_image(shared_dataset("usc-sipi/7.1.01.tiff")).pixels, 64)

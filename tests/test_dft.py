@@ -1,14 +1,14 @@
-"""hecore.dft: the DFT -- Hadamard -- iDFT pipeline, in plaintext (the FFT factorisation) and encrypted
+"""hecore.ops.dft: the DFT -- Hadamard -- iDFT pipeline, in plaintext (the FFT factorisation) and encrypted
 (CKKS, dft-8192) at small N, against NumPy's FFT pipeline."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hecore import dft
 from hecore.context import HEContext
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
+from hecore.ops import dft
 from hecore.params import preset
 
 RNG = np.random.default_rng(2026)
@@ -139,7 +139,7 @@ def test_gain_bounds_the_filtered_values_and_tiles_match_the_packed_layout():
     k = np.real(np.fft.ifftn(op.mask((8, 16)).reshape(8, 16)))
     worst = np.where(np.roll(np.flip(k), 1, axis=(0, 1)) > 0, 255.0, 0.0)
     y = op.apply_block(worst)
-    from hecore.ops import raw_range
+    from hecore.ops.spec import raw_range
     lo, hi = raw_range([op])
     assert y.max() > 255 and lo <= y.min() and y.max() <= hi + 1e-9
     # a 20x20 image in 8x16 tiles: each tile is filtered on its own, edges repeated

@@ -10,9 +10,9 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import shared_dataset
 from PIL import Image, ImageFile
 
-from conftest import shared_dataset
 from hecore.errors import (
     DecompressionBomb,
     EmptyImage,

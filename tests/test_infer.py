@@ -1,14 +1,15 @@
-"""hecore.infer: logistic regression and TinyCNN on scikit-learn's digits, encrypted in CKKS and BFV,
+"""hecore.infer.models: logistic regression and TinyCNN on scikit-learn's digits, encrypted in CKKS and BFV,
 against the plaintext models' predictions (the seed's 0-vs-1 task; TinyCNN on a small batch)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hecore import infer
 from hecore.context import HEContext
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
+from hecore.infer import encrypted
+from hecore.infer import models as infer
 from hecore.params import preset
 
 pytest.importorskip("sklearn")
@@ -37,10 +38,10 @@ def _plain_predictions(model, x):
 def _run(name, model, x, *, block=None):
     ctx, _ = HEContext.generate(preset(name))
     ev = Evaluator(ctx)
-    cts = [ev.load(c) for c in infer.encrypt_batch(ctx, x, block=block)]
+    cts = [ev.load(c) for c in encrypted.encrypt_batch(ctx, x, block=block)]
     q = infer.quantise(model, ctx.params.plain_modulus) if ctx.params.is_integer else None
-    outs = infer.infer_encrypted(ev, model, cts, quantised=q, block=block)
-    return infer.decrypt_scores(ctx, outs, len(x), binary=model.binary, quantised=q)
+    outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=block)
+    return encrypted.decrypt_scores(ctx, outs, len(x), binary=model.binary, quantised=q)
 
 
 def test_task_is_the_seeds(task):
@@ -51,7 +52,7 @@ def test_task_is_the_seeds(task):
 @pytest.mark.parametrize("name,packed", [("paper-4096", False), ("paper-4096", True), ("bfv-4096", False)])
 def test_logreg_encrypted_equals_plaintext(task, logreg, name, packed):
     x = task.x_test
-    block = infer.block_for(len(x), preset(name).slots, packed)
+    block = encrypted.block_for(len(x), preset(name).slots, packed)
     s = _run(name, logreg, x, block=block)
     ref = infer.sigmoid_poly(logreg.scores(x))
     # paper-4096's special prime (39 bits) is below its first data prime (40): each rotation of the
@@ -65,11 +66,11 @@ def test_logreg_encrypted_equals_plaintext(task, logreg, name, packed):
 
 def test_packed_layout_places_pixels_in_blocks():
     x = np.arange(3 * 64).reshape(3, 64) % 17
-    v = infer.layout_batch(x, 2048, 4)            # 512 pixel positions per ciphertext: one ciphertext
+    v = encrypted.layout_batch(x, 2048, 4)            # 512 pixel positions per ciphertext: one ciphertext
     assert v.shape == (1, 2048)
     assert v[0, 5 * 4 + 2] == x[2, 5] and v[0, 5 * 4 + 3] == 0
     with pytest.raises(ValueError, match="integers 0..16"):
-        infer.layout_batch(x + 0.5, 2048, 4)
+        encrypted.layout_batch(x + 0.5, 2048, 4)
 
 
 @pytest.mark.parametrize("name", ["dft-8192", "bfv-8192"])
@@ -93,11 +94,11 @@ def test_quantisation_stays_within_t(logreg, cnn):
 def test_refusals(task, cnn):
     ctx, _ = HEContext.generate(preset("paper-4096"))
     ev = Evaluator(ctx)
-    cts = [ev.load(c) for c in infer.encrypt_batch(ctx, task.x_test[:4])]
+    cts = [ev.load(c) for c in encrypted.encrypt_batch(ctx, task.x_test[:4])]
     with pytest.raises(InvalidParameters, match="needs depth 3"):
-        infer.infer_encrypted(ev, cnn, cts)
+        encrypted.infer_encrypted(ev, cnn, cts)
     with pytest.raises(InvalidParameters, match="logistic regression only"):
-        infer.infer_encrypted(ev, cnn, cts[:1], block=8)
+        encrypted.infer_encrypted(ev, cnn, cts[:1], block=8)
     with pytest.raises(ValueError, match="unknown model"):
         infer.parse_infer("resnet")
     assert infer.parse_infer("tinycnn,task=all") == infer.InferOp("tinycnn", "all")

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from he_pipeline import (
+    COLOUR,
+    GREY,
+    assert_exact,
+    generate,
+    op_chains,
+    run_packed,
+    usc_crop,
+)
 
-from he_pipeline import COLOUR, GREY, assert_exact, generate, op_chains, run_packed, usc_crop
 from hecore.context import integer_slots
 from hecore.errors import HepixError, InvalidParameters
 from hecore.evaluator import Evaluator
-from hecore.packed import default_tile
+from hecore.layouts.packed import default_tile
 from hecore.params import preset
 
 SCHEMES = ["bfv-4096", "bgv-4096"]

@@ -1,4 +1,4 @@
-"""hecore.matching: encrypted distances between two 64x64 USC-SIPI crops.
+"""hecore.ops.matching: encrypted distances between two 64x64 USC-SIPI crops.
 
 L2² must be exact (BFV/BGV: bit for bit; CKKS tenseal-8192: after rounding); L1 on match-8192
 must equal the plaintext evaluation of the same polynomial (relative 1e-6) and lie within the
@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from he_pipeline import GREY, GREY_OTHER, generate, packed_distance, usc_crop
+
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
-from hecore.matching import (
-    L1_POLY, METRICS, Match, check_match_params, distance_scale, l1_poly, l1_poly_error, pair_partial,
-    parse_match, plain_distances, plain_l1_approx,
+from hecore.ops.matching import (
+    L1_POLY,
+    METRICS,
+    Match,
+    check_match_params,
+    distance_scale,
+    l1_poly,
+    l1_poly_error,
+    pair_partial,
+    parse_match,
+    plain_distances,
+    plain_l1_approx,
 )
-from hecore.ops import reference
+from hecore.ops.spec import reference
 from hecore.planner import check
 
 #: (tile_h, tile_w, halo): the N=8192 default (the whole crop, one tile) and 24x40 tiles (six
@@ -44,7 +53,7 @@ def contexts():
 
 
 def _plain(crops, b, specs=(), bound=None):
-    from hecore.ops import parse_ops
+    from hecore.ops.spec import parse_ops
     ops = parse_ops(list(specs))
     return plain_distances(reference(crops["a"], ops), reference(crops[b], ops), bound)
 

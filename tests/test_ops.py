@@ -1,4 +1,4 @@
-"""Tests of hecore.ops: op specs, the plaintext references, and the encrypted pixel-layout ops.
+"""Tests of hecore.ops.spec: op specs, the plaintext references, and the encrypted pixel-layout ops.
 
 Encrypted tests use the cheap ``addonly-2048`` preset (one test runs on
 ``paper-4096``, which has two data primes) and images of a few dozen pixels.
@@ -11,13 +11,27 @@ import numpy as np
 import pytest
 
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
+from hecore.encrypt.strategies import make_strategy
 from hecore.kernels import add_constant_c0
-from hecore.ops import (
-    Brightness, MeanFilter, MissingNeighbour, Watermark, add_constant, apply_pointwise, constant_word,
-    finish_for, halo_tiles, mean_filter_tile, parse_op, parse_ops, reference, window_multiplicities,
+from hecore.ops.pixel import (
+    MissingNeighbour,
+    add_constant,
+    apply_pointwise,
+    constant_word,
+    halo_tiles,
+    mean_filter_tile,
+    window_multiplicities,
+)
+from hecore.ops.spec import (
+    Brightness,
+    MeanFilter,
+    Watermark,
+    finish_for,
+    parse_op,
+    parse_ops,
+    reference,
 )
 from hecore.quality import round_to_uint8
-from hecore.strategies import make_strategy
 
 RNG_SEED = 20240601
 
@@ -402,7 +416,7 @@ def test_mean_filter_tile_names_the_missing_neighbour(he_addonly2048):
 
 
 def test_mean_filter_tile_small_table_budget_gives_same_bytes(he_addonly2048, monkeypatch):
-    import hecore.ops as ops
+    import hecore.ops.pixel as ops
 
     ctx = he_addonly2048[0]
     h, w = 5, 4

@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import shared_dataset
+
 from hecore.ciphertexts import CiphertextBatch
 from hecore.errors import InvalidParameters
 from hecore.images import load_image
-from hecore.ops import add_constant
-from hecore.packed import PackedTile, check_tile_fits, decrypt_tiles, encrypt_tiles
+from hecore.layouts.packed import (
+    PackedTile,
+    check_tile_fits,
+    decrypt_tiles,
+    encrypt_tiles,
+)
+from hecore.ops.pixel import add_constant
 from hecore.params import preset
 from hecore.quality import compare
 

@@ -1,4 +1,4 @@
-"""The image operations on packed tiles (hecore.packed_ops), CKKS: decrypt(op(encrypt(img))) against
+"""The image operations on packed tiles (hecore.ops.packed), CKKS: decrypt(op(encrypt(img))) against
 the plaintext reference, on 64x64 USC-SIPI crops, with tiles that do not divide the image.
 
 BFV and BGV run the same matrix in test_integer_schemes.py.  Every exactness assertion carries
@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from he_pipeline import (
+    COLOUR,
+    GREY,
+    assert_exact,
+    generate,
+    op_chains,
+    run_packed,
+    usc_crop,
+)
 
-from he_pipeline import COLOUR, GREY, assert_exact, generate, op_chains, run_packed, usc_crop
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator, MissingEvaluationKeys
-from hecore.ops import Brightness, MeanFilter, Watermark, parse_ops
-from hecore.packed import check_tile_fits, default_tile, encrypt_tiles
-from hecore.packed_ops import PackedGeometry, apply_op, apply_ops, check_packed_chain
+from hecore.layouts.packed import check_tile_fits, default_tile, encrypt_tiles
+from hecore.ops.packed import PackedGeometry, apply_op, apply_ops, check_packed_chain
+from hecore.ops.spec import Brightness, MeanFilter, Watermark, parse_ops
 from hecore.params import preset
 
 #: (tile_h, tile_w, halo): 16x30 with a halo of 2 and the preset's default tile for a halo of 1

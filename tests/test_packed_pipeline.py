@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 import pytest
 from PIL import Image
 
-from hecore.matching import plain_distances
+from hecore.ops.matching import plain_distances
 from jobs.cli import main
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

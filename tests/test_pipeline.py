@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from conftest import shared_dataset
 from PIL import Image
 
-from conftest import shared_dataset
 from jobs.cli import main
 from schemas.manifest import RunManifest
 from schemas.tables import CIPHERTEXTS, METRICS, REJECTS
@@ -90,7 +90,7 @@ def preprocessed(path: Path) -> np.ndarray:
 
 
 def numpy_reference(pixels: np.ndarray, ops: tuple[str, ...]) -> np.ndarray:
-    """The ops on plaintext, written independently of hecore.ops: float, no clipping between
+    """The ops on plaintext, written independently of hecore.ops.spec: float, no clipping between
     ops, round to nearest and clip to 0..255 once at the end; the mean filter replicates edges."""
     a = pixels.astype(np.float64)
     for spec in ops:
@@ -262,7 +262,7 @@ def test_leaky_strategy_without_allow_leaky_is_refused_before_any_output(keys, i
     assert "LeakyStrategyRefused" in err and "not IND-CPA secure" in err
     assert repr(strategy) in err
     assert "--allow-leaky" in err
-    from hecore.strategies import LEAKS
+    from hecore.encrypt.strategies import LEAKS
     assert LEAKS[strategy] in err                      # says *what* leaks
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()

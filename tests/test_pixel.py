@@ -1,11 +1,11 @@
-"""Tests of hecore.pixel: encrypting an image tile by tile, channel by channel, and back."""
+"""Tests of hecore.layouts.pixel: encrypting an image tile by tile, channel by channel, and back."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hecore.pixel import PixelTile, decrypt_tiles, encrypt_tiles
-from hecore.strategies import make_strategy
+from hecore.encrypt.strategies import make_strategy
+from hecore.layouts.pixel import PixelTile, decrypt_tiles, encrypt_tiles
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from hecore.quality import (
-    Quality,
-    compare,
-    difference_map,
-    psnr,
-    round_to_uint8,
-)
+from hecore.quality import Quality, compare, difference_map, psnr, round_to_uint8
 
 
 def _gray(h: int = 16, w: int = 16, seed: int = 0) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Tests of the pixel strategies: fresh (IND-CPA) and the leaking iCHEETAH caches in hecore.hazmat.
+"""Tests of the pixel strategies: fresh (IND-CPA) and the leaking iCHEETAH caches in hecore.encrypt.hazmat.
 
 Expensive work is shared: contexts are session fixtures (conftest.py) and
 prepared strategies are module fixtures.  Most tests run at the cheap
@@ -12,15 +12,11 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from conftest import REPO_ROOT, shared_dataset
+
 from hecore.ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS, CiphertextBatch
 from hecore.context import HEContext
-from hecore.errors import KeyMismatch, LeakyStrategyRefused, UnknownStrategy
-from hecore.images import center_crop, load_image
-from hecore.pixel import decrypt_tiles, encrypt_tiles
-from hecore.quality import compare
-from hecore.strategies import (
+from hecore.encrypt.strategies import (
     LEAKS,
     make_strategy,
     security_of,
@@ -28,6 +24,10 @@ from hecore.strategies import (
     strategy_from_state,
     strategy_names,
 )
+from hecore.errors import KeyMismatch, LeakyStrategyRefused, UnknownStrategy
+from hecore.images import center_crop, load_image
+from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
+from hecore.quality import compare
 
 ALL = ["fresh", "radix", "radix-rand", "scan", "full", "zinc"]
 LEAKY = ["radix", "radix-rand", "scan", "full", "zinc"]
@@ -184,15 +184,15 @@ def test_bad_strategy_options_raise_value_error(he_addonly2048):
 def test_hazmat_is_not_imported_until_the_caller_opts_in():
     code = (
         "import sys\n"
-        "from hecore import strategies as s\n"
-        "assert 'hecore.hazmat' not in sys.modules, 'imported with hecore.strategies'\n"
+        "from hecore.encrypt import strategies as s\n"
+        "assert 'hecore.encrypt.hazmat' not in sys.modules, 'imported with hecore.encrypt.strategies'\n"
         "try:\n"
         "    s.strategy_class('full')\n"
         "except s.LeakyStrategyRefused:\n"
         "    pass\n"
-        "assert 'hecore.hazmat' not in sys.modules, 'imported by a refused request'\n"
+        "assert 'hecore.encrypt.hazmat' not in sys.modules, 'imported by a refused request'\n"
         "s.strategy_class('full', allow_leaky=True)\n"
-        "assert 'hecore.hazmat' in sys.modules\n"
+        "assert 'hecore.encrypt.hazmat' in sys.modules\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""hecore.symmetric: seeded secret-key CKKS encryption through the native extension hepix_seal.
+"""hecore.encrypt.symmetric: seeded secret-key CKKS encryption through the native extension hepix_seal.
 
 Round trips on 64x64 USC-SIPI crops (real and complex packing), Pyfhel loading the bytes, packed
 ops on them, fresh randomness, key refusals, the bench rows, and `hepix encrypt --encryption
@@ -14,20 +14,24 @@ import sys
 import numpy as np
 import pyarrow.dataset as ds
 import pytest
+from he_pipeline import COLOUR, GREY, usc_crop
 from PIL import Image
 
-from he_pipeline import COLOUR, GREY, usc_crop
-from hecore import symmetric
 from hecore.context import HEContext
+from hecore.encrypt import symmetric
+from hecore.encrypt.symmetric import (
+    NativeExtensionMissing,
+    SymmetricEncryptor,
+    encrypt_tiles,
+)
 from hecore.errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
 from hecore.evaluator import Evaluator
 from hecore.keys import keygen
-from hecore.ops import finish_for, parse_ops, reference
-from hecore.packed import PackedTile, decrypt_tiles, default_tile
-from hecore.packed_ops import PackedGeometry, apply_ops
+from hecore.layouts.packed import PackedTile, decrypt_tiles, default_tile
+from hecore.ops.packed import PackedGeometry, apply_ops
+from hecore.ops.spec import finish_for, parse_ops, reference
 from hecore.params import preset
 from hecore.quality import round_to_uint8
-from hecore.symmetric import NativeExtensionMissing, SymmetricEncryptor, encrypt_tiles
 
 needs_native = pytest.mark.skipif(
     not symmetric.available(),
@@ -66,7 +70,7 @@ def test_complex_packing_round_trip_is_exact_with_two_pixels_per_slot(owner, cro
     real_grid, real_tiles = encrypt_tiles(crop, enc, *default_tile(ctx.params, halo=1), halo=1)
     assert len(tiles) == grid.count * grid.channels < len(real_tiles)
     assert all(t.complex_packing for t in tiles)
-    raw = decrypt_tiles(ctx, grid, tiles)                    # hecore.packed's decryption of packed-complex
+    raw = decrypt_tiles(ctx, grid, tiles)                    # hecore.layouts.packed's decryption of packed-complex
     assert np.array_equal(round_to_uint8(raw), crop), float(np.max(np.abs(raw - crop)))
     assert float(np.max(np.abs(raw - crop))) < 1e-3
 
@@ -175,7 +179,12 @@ def test_a_missing_extension_is_a_clear_error(monkeypatch, he_addonly2048):
 
 @needs_native
 def test_bench_has_symmetric_rows_next_to_the_baselines():
-    from hecore.bench_packed import HEPIX_SYMMETRIC, PIXEL_FULL, PIXEL_SYMMETRIC, run_packed_bench
+    from jobs.bench.suites.packed import (
+        HEPIX_SYMMETRIC,
+        PIXEL_FULL,
+        PIXEL_SYMMETRIC,
+        run_packed_bench,
+    )
 
     img = usc_crop(GREY)
     try:

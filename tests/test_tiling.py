@@ -1,10 +1,10 @@
-"""Tests of hecore.tiling: exact round trips, edge padding, untile checks, tile specs."""
+"""Tests of hecore.layouts.tiling: exact round trips, edge padding, untile checks, tile specs."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hecore.tiling import Tile, TileGrid, parse_tile_spec, tile_image, untile
+from hecore.layouts.tiling import Tile, TileGrid, parse_tile_spec, tile_image, untile
 
 RNG = np.random.default_rng(7)
 GREY = RNG.integers(0, 256, (10, 13), dtype=np.uint8)

@@ -53,7 +53,7 @@ if ! "$py" -m pip install --quiet --only-binary tenseal -e "$root[test,bench]" >
   echo "setup: no TenSEAL wheel for this Python; installing without the bench extra" >&2
   "$py" -m pip install --quiet -e "$root[test]" >&2
 fi
-# --- the native extension (hecore.symmetric: secret-key seeded encryption) ---------------------
+# --- the native extension (hecore.encrypt.symmetric: secret-key seeded encryption) ---------------------
 # Compiled offline against the SEAL library the Pyfhel wheel ships; cached by a key over its
 # sources (tools/build_native.sh).  Reinstalled only when the installed build is another one.
 native_wheel=$("$here/build_native.sh" "$py" "$cache")

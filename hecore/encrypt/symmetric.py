@@ -1,0 +1,193 @@
+"""Secret-key (symmetric) CKKS encryption with seeded ciphertexts: the key owner's fast secure path.
+
+Pyfhel 3.5 encrypts with the public key only.  The native extension ``hepix_seal`` (built from
+``native/`` by ``make setup``, see tools/build_native.sh) links the very SEAL 4.1 library the
+Pyfhel wheel ships and calls SEAL's ``Encryptor(context, secret_key).encrypt_symmetric``.  A
+symmetric ciphertext's second component is uniformly random, so SEAL stores only the seed it is
+expanded from: the serialized ciphertext is about half the size, and secret-key encryption costs
+about half a public-key one (REFERENCE.md).  Each encryption draws a fresh seed and fresh error
+(IND-CPA, like public-key encryption); nothing is cached.  SEAL expands the seed when the bytes
+are loaded, so Pyfhel -- and every hepix job after encryption -- reads them like any ciphertext.
+
+Only the holder of the secret key can encrypt this way: parties that must encrypt without it
+keep using public-key encryption (:func:`hecore.layouts.packed.encrypt_tiles`).
+
+Both packings of :mod:`hecore.layouts.packed` (layout ``packed``: a pixel per slot; ``packed-complex``:
+the tile's halves in the real and imaginary parts, two pixels per slot) are encrypted this way by
+:func:`encrypt_tiles`, and ``hepix encrypt --encryption symmetric`` does it for the tables.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+
+import numpy as np
+
+from hecore.context import HEContext, PublicMaterial
+from hecore.errors import HepixError, KeyMismatch
+from hecore.layouts.packed import PackedTile, block_values, check_tile_fits
+from hecore.layouts.pixel import channel_plane
+from hecore.layouts.tiling import TileGrid, tile_image
+
+#: The ``strategy`` label of rows encrypted this way (the ``security`` label stays ind-cpa).
+STRATEGY = "symmetric"
+ENCRYPTIONS = ("public", "symmetric")
+COMPRESSIONS = ("none", "zstd", "zlib")
+#: Serialization of the seeded ciphertexts.  zstd shrinks the stored component to the primes' bit
+#: widths (~40% less) but costs about as much time as the encryption itself.
+DEFAULT_COMPRESSION = "none"
+
+
+class NativeExtensionMissing(HepixError):
+    """The ``hepix_seal`` extension is not installed (``make setup`` builds it)."""
+
+
+def native_module():
+    """The ``hepix_seal`` extension module, or :class:`NativeExtensionMissing` saying how to build it."""
+    try:
+        import hepix_seal
+    except ImportError as e:
+        raise NativeExtensionMissing(
+            f"symmetric encryption needs hepix's native extension hepix_seal, which cannot be imported ({e}); "
+            "build and install it with `make setup` (tools/build_native.sh), or encrypt with the public key "
+            "(--encryption public)"
+        ) from None
+    return hepix_seal
+
+
+def available() -> bool:
+    try:
+        native_module()
+    except NativeExtensionMissing:
+        return False
+    return True
+
+
+def seal_context_bytes(context: bytes) -> tuple[int, float, bytes]:
+    """Split Pyfhel's ``to_bytes_context`` into (security bits, scale, SEAL's EncryptionParameters bytes).
+
+    Pyfhel 3.5 writes its own prefix before SEAL's serialization: the security level (int32),
+    the number of prime sizes (uint64), the sizes (int32 each) and the scale (float64).
+    """
+    head = struct.Struct("<iQ")
+    if len(context) < head.size:
+        raise HepixError(f"the context is {len(context)} bytes, too short to be a Pyfhel context")
+    sec, count = head.unpack_from(context)
+    if not 0 <= count <= 64:
+        raise HepixError(f"the context bytes do not start with a Pyfhel context prefix ({count} prime sizes)")
+    offset = head.size + 4 * count
+    if len(context) < offset + 8:
+        raise HepixError("the context bytes end inside Pyfhel's prefix")
+    (scale,) = struct.unpack_from("<d", context, offset)
+    return sec, scale, bytes(context[offset + 8:])
+
+
+class SymmetricEncryptor:
+    """Seeded secret-key CKKS encryption of batches of slot vectors (the GIL is released meanwhile).
+
+    ``check_key`` (default) proves that ``secret_key`` belongs to ``public`` before anything is
+    encrypted: a public-key encryption of known values must decrypt under it.
+    """
+
+    def __init__(self, public: PublicMaterial, secret_key: bytes, *, compression: str = DEFAULT_COMPRESSION,
+                 check_key: bool = True):
+        params = public.params
+        if params.scheme != "ckks":
+            raise HepixError(f"symmetric encryption is implemented for CKKS; {params.name} is "
+                             f"{params.scheme.upper()}: use --encryption public, or keys of a CKKS preset")
+        if compression not in COMPRESSIONS:
+            raise HepixError(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
+        if not secret_key:
+            raise KeyMismatch("symmetric encryption needs the secret key, but the secret key given is empty; "
+                              "load the data owner's key directory (with secret.key)")
+        native = native_module()
+        sec, _scale, seal_bytes = seal_context_bytes(public.context)
+        try:
+            self._native = native.SymmetricEncryptor(seal_bytes, bytes(secret_key), 2.0 ** params.scale_bits,
+                                                     compression, sec)
+        except ValueError as e:
+            raise KeyMismatch(f"cannot set up symmetric encryption for key {public.fingerprint()[:16]}: {e}") from None
+        if self._native.n != params.n:
+            raise HepixError(f"the context holds N={self._native.n}, the parameters say {params.describe()}")
+        self.params = params
+        self.public = public
+        self.compression = compression
+        if check_key:
+            _check_secret_matches(public, secret_key)
+
+    @classmethod
+    def from_context(cls, ctx: HEContext, **kwargs) -> "SymmetricEncryptor":
+        """From a context that holds the secret key (:func:`hecore.keys.load_secret`)."""
+        ctx._require_secret("symmetric encryption")
+        return cls(ctx.public, ctx.secret_key_bytes(), **kwargs)
+
+    @classmethod
+    def from_key_directory(cls, keys, **kwargs) -> "SymmetricEncryptor":
+        """From a key directory with its secret key (0600; refused otherwise, and when missing)."""
+        from hecore.keys import read_public, read_secret_key
+
+        return cls(read_public(keys, eval_keys=False), read_secret_key(keys), **kwargs)
+
+    @property
+    def slots(self) -> int:
+        return int(self._native.slots)
+
+    def encrypt_real(self, values) -> list[bytes]:
+        """One ciphertext per row of ``values`` ((rows, k <= slots) or one vector of k), real slots."""
+        arr = _finite(np.ascontiguousarray(values, dtype=np.float64))
+        return self._native.encrypt_real(arr)
+
+    def encrypt_complex(self, values) -> list[bytes]:
+        """As :meth:`encrypt_real` for complex128 rows: one complex value per slot."""
+        arr = _finite(np.ascontiguousarray(values, dtype=np.complex128))
+        return self._native.encrypt_complex(arr)
+
+    def encrypt(self, values) -> list[bytes]:
+        """Complex packing for complex input, real otherwise."""
+        return self.encrypt_complex(values) if np.iscomplexobj(values) else self.encrypt_real(values)
+
+
+def _finite(arr: np.ndarray) -> np.ndarray:
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"values must be one slot vector or a 2-D batch of them, got shape {arr.shape}")
+    bad = np.flatnonzero(~np.isfinite(arr.reshape(-1)))
+    if bad.size:
+        raise ValueError(f"value {arr.reshape(-1)[bad[0]]!r} at position {int(bad[0])} is not finite")
+    return arr
+
+
+def _check_secret_matches(public: PublicMaterial, secret_key: bytes) -> None:
+    """Raise :class:`KeyMismatch` unless ``secret_key`` decrypts what ``public`` encrypts."""
+    probe = np.arange(1.0, 9.0)
+    ctx = HEContext.from_public(replace(public, relin_key=None, rotate_key=None))
+    try:
+        owner = HEContext.from_public(replace(public, relin_key=None, rotate_key=None), secret_key=secret_key)
+        got = owner.decrypt_slots(ctx.encrypt_vector(probe), probe.size)
+    except Exception as e:   # Pyfhel raises bare RuntimeErrors for key bytes of another context
+        raise KeyMismatch(f"the secret key does not load with key {public.fingerprint()[:16]}'s context: {e}") from None
+    if not np.allclose(got, probe, atol=1e-3):
+        raise KeyMismatch(
+            f"the secret key does not belong to key {public.fingerprint()[:16]}: it cannot decrypt that public "
+            "key's ciphertexts; use the secret.key of the same key directory"
+        )
+
+
+# --- the packed layout ----------------------------------------------------------------------------
+
+def encrypt_blocks(enc: SymmetricEncryptor, blocks, halo: int, complex_packing: bool = False) -> list[bytes]:
+    """Tile-channel blocks of one shape, each into its own seeded ciphertext, in one native call."""
+    values = np.stack([block_values(b, halo, complex_packing) for b in blocks])
+    return enc.encrypt_complex(values) if complex_packing else enc.encrypt_real(values)
+
+
+def encrypt_tiles(pixels: np.ndarray, enc: SymmetricEncryptor, tile_h: int, tile_w: int, halo: int = 0,
+                  complex_packing: bool = False) -> tuple[TileGrid, list[PackedTile]]:
+    """As :func:`hecore.layouts.packed.encrypt_tiles` (layout ``packed``, or ``packed-complex`` with
+    ``complex_packing``), every tile channel encrypted with the secret key, the whole image in one
+    native call.  Decrypt with :func:`hecore.layouts.packed.decrypt_tiles`."""
+    check_tile_fits(enc.params, tile_h, tile_w, halo, complex_packing)
+    grid, tiles = tile_image(pixels, tile_h, tile_w, halo)
+    units = [(t, c) for t in tiles for c in range(grid.channels)]
+    cts = encrypt_blocks(enc, [channel_plane(t.pixels, c) for t, c in units], halo, complex_packing)
+    return grid, [PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, ct, halo=halo, complex_packing=complex_packing)
+                  for (t, c), ct in zip(units, cts)]

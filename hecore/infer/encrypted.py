@@ -1,0 +1,215 @@
+"""TODO docstring."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hecore.errors import InvalidParameters
+
+from .models import (
+    PIXEL_MAX,
+    PIXELS,
+    POOL_OF,
+    TAPS,
+    LogReg,
+    Quantised,
+    quantise,
+    sigmoid_poly,
+)
+
+
+def block_for(n: int, slots: int, packed: bool) -> int:
+    """The block (slots per pixel position) of a batch of ``n`` samples: ``slots`` (one pixel
+    position per ciphertext) unless ``packed``, then the smallest power of two >= n."""
+    if not 1 <= n <= slots:
+        raise ValueError(f"{n} samples do not fit the {slots} slots of one ciphertext; split the batch")
+    return slots if not packed else max(1, 1 << (n - 1).bit_length())
+
+
+def layout_batch(x: np.ndarray, slots: int, block: int) -> np.ndarray:
+    """(ciphertexts, slots) values of a batch: slot ``b * block + j`` of ciphertext ``c`` holds pixel
+    ``c * (slots // block) + b`` of sample ``j`` (``block = slots``: ciphertext f = pixel f)."""
+    x = np.asarray(x)
+    if x.ndim != 2 or x.shape[1] != PIXELS:
+        raise ValueError(f"a digits batch has shape (n, {PIXELS}), got {x.shape}")
+    if np.any(x < 0) or np.any(x > PIXEL_MAX) or np.any(x != np.rint(x)):
+        raise ValueError(f"digit pixels must be integers 0..{PIXEL_MAX}")
+    if block & (block - 1) or slots % block or len(x) > block:
+        raise ValueError(f"block {block} must be a power of two dividing {slots} and hold the {len(x)} samples")
+    per = slots // block
+    cts = -(-PIXELS // per)
+    out = np.zeros((cts, per, block))
+    for f in range(PIXELS):
+        out[f // per, f % per, :len(x)] = x[:, f]
+    return out.reshape(cts, slots)
+
+
+def encrypt_batch(ctx, x: np.ndarray, *, block: int | None = None) -> list:
+    """Fresh public-key encryptions of a batch of ``n <= N/2`` samples (64 pixels each), laid out by
+    :func:`layout_batch`: by default one ciphertext per pixel position, slot j = sample j; with a
+    ``block`` < N/2 (logistic regression only) ``N/2 / block`` pixel positions per ciphertext."""
+    block = block or ctx.params.slots
+    return [ctx.encrypt_vector(v) for v in layout_batch(x, ctx.params.slots, block)]
+
+
+@dataclass
+class _Plain:
+    """Encoded scalar plaintexts, cached per (value, level, scale)."""
+
+    ev: object
+    cache: dict = field(default_factory=dict)
+
+    def get(self, value, level, scale):
+        key = (value, level, scale)
+        p = self.cache.get(key)
+        if p is None:
+            p = self.cache[key] = self.ev.encode(value, level=level, scale=scale)
+        return p
+
+
+def _plain_cache(model, ev) -> _Plain:
+    """The encoded weights of ``model`` for ``ev``, kept on the model across batches (the weights
+    are public; encoding them is a one-off per model and key)."""
+    cache = model.__dict__.setdefault("_encoded", {})
+    key = id(ev)
+    if key not in cache:
+        cache.clear()
+        cache[key] = _Plain(ev)
+    return cache[key]
+
+
+def _linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float):
+    """``sum_i weights[i] cts[i] + bias`` (CKKS: one level; zero weights skipped)."""
+    integer = ev.params.is_integer
+    level = ev.level(cts[0])
+    q = None if integer else ev.level_prime(cts[0])
+    acc = None
+    for c, w in zip(cts, weights):
+        w = int(w) if integer else float(w)
+        if w == 0:
+            continue
+        if integer and w < 0:
+            # BFV/BGV: -|w| encodes as t - |w|, a ~t-sized constant that costs ~log2(t) bits of noise
+            # budget; |w| and a negation cost log2|w|
+            prod = ev.negate(ev.multiply_plain(c, plain.get(-w, level, q)))
+        else:
+            prod = ev.multiply_plain(c, plain.get(w, level, q))
+        acc = ev.add_into(acc, prod)
+    if acc is None:
+        raise InvalidParameters("a layer whose weights are all zero (after quantisation) cannot be evaluated")
+    acc = ev.rescale(acc)
+    if bias:
+        b = int(bias) if integer else float(bias)
+        acc = ev.add_plain(acc, plain.get(b, ev.level(acc), None if integer else ev.scale(acc)))
+    return acc
+
+
+def _blocked_linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float, block: int):
+    """Logistic regression on block-packed pixels: per ciphertext one product with the weights laid
+    out like the pixels, then the blocks summed by ``log2(N/2 / block)`` rotations; slot j of the
+    result holds sample j's score."""
+    integer = ev.params.is_integer
+    per = ev.slots // block
+    wl = np.zeros((len(cts), per, block))
+    for f in range(PIXELS):
+        wl[f // per, f % per, :] = weights[f]
+    wl = wl.reshape(len(cts), ev.slots)
+    level = ev.level(cts[0])
+    q = None if integer else ev.level_prime(cts[0])
+    acc = None
+    for c, w in zip(cts, wl):
+        if not np.any(w):
+            continue
+        key = ("block", w.tobytes(), level, q)
+        pt = plain.cache.get(key)
+        if pt is None:
+            pt = plain.cache[key] = ev.encode(w, level=level, scale=q)
+        acc = ev.add_into(acc, ev.multiply_plain(c, pt))
+    acc = ev.rescale(acc)
+    step = block
+    while step < ev.slots:
+        acc = ev.add(acc, ev.rotate(acc, step))
+        step *= 2
+    if bias:
+        acc = ev.add_plain(acc, plain.get(float(bias), ev.level(acc), ev.scale(acc)))
+    return acc
+
+
+def infer_encrypted(ev, model, cts: list, *, quantised: Quantised | None = None, stats: dict | None = None,
+                    block: int | None = None) -> list:
+    """The model on a batch of loaded ciphertexts (:func:`encrypt_batch`, with the same ``block``):
+    one ciphertext per output score (binary: the sigmoid line's probability in CKKS, the quantised
+    score in BFV/BGV), sample j in slot j."""
+    block = block or ev.slots
+    if block != ev.slots:
+        if not isinstance(model, LogReg) or ev.params.is_integer:
+            raise InvalidParameters(
+                f"block-packed batches (block {block} < {ev.slots} slots) serve CKKS logistic regression only; "
+                f"encrypt one pixel per ciphertext for {model.name} / {ev.params.scheme.upper()}")
+        per = ev.slots // block
+        if len(cts) != -(-PIXELS // per):
+            raise ValueError(f"a batch with block {block} has {-(-PIXELS // per)} ciphertexts, got {len(cts)}")
+        if ev.level(cts[0]) + 1 > ev.params.depth:
+            raise InvalidParameters(f"logreg needs depth 1; {ev.params.name} affords {ev.params.depth}")
+        w, b = model.head()
+        t0 = time.perf_counter()
+        plain = _plain_cache(model, ev)
+        out = [_blocked_linear(ev, plain, cts, w[i], b[i], block) for i in range(w.shape[0])]
+        if stats is not None:
+            stats["infer_seconds"] = time.perf_counter() - t0
+        return out
+    if len(cts) != PIXELS:
+        raise ValueError(f"a digits batch has {PIXELS} ciphertexts (one per pixel), got {len(cts)}")
+    integer = ev.params.is_integer
+    need = model.depth
+    if not integer and ev.level(cts[0]) + need > ev.params.depth:
+        raise InvalidParameters(f"{model.name} needs depth {need}; {ev.params.name} affords {ev.params.depth} "
+                                "(use `hepix plan` for a preset)")
+    if integer and quantised is None:
+        quantised = quantise(model, ev.params.plain_modulus)
+    plain = _plain_cache(model, ev)
+    t0 = time.perf_counter()
+    spare = 0 if integer else ev.params.depth - ev.level(cts[0]) - need
+    if spare > 0:              # levels the model does not need: drop their primes first (cheaper products)
+        cts = [ev.mod_switch(c, spare) for c in cts]
+    if isinstance(model, LogReg):
+        w, b = quantised.layers[0] if integer else model.head()
+        out = [_linear(ev, plain, cts, w[i], b[i]) for i in range(w.shape[0])]
+    else:
+        (ker, bc), (wh, bh) = quantised.layers if integer else ((model.kernels, model.conv_bias), model.head())
+        k = ker.shape[0]
+        pooled = [None] * (9 * k)
+        for pos in range(36):
+            inputs = [cts[i] for i in TAPS[pos]]
+            for kk in range(k):
+                a = _linear(ev, plain, inputs, ker[kk], bc[kk])
+                j = POOL_OF[pos] * k + kk
+                pooled[j] = ev.add_into(pooled[j], ev.square_raw(a, relinearize=False))
+        # the four squares of a pool window are summed as three-part ciphertexts: one
+        # relinearisation (key switch) and one rescale per pooled feature instead of four
+        pooled = [ev.rescale(ev.relinearize(p)) for p in pooled]
+        out = [_linear(ev, plain, pooled, wh[i], bh[i]) for i in range(wh.shape[0])]
+    if stats is not None:
+        stats["infer_seconds"] = time.perf_counter() - t0
+    return out
+
+
+def decrypt_scores(ctx, outs: list, n: int, *, binary: bool, quantised: Quantised | None = None) -> np.ndarray:
+    """(n, outputs) decrypted head outputs, back to the plaintext model's units (binary: the
+    sigmoid line's probability; BFV: the score divided back, then the sigmoid line)."""
+    s = np.stack([ctx.decrypt_slots(c, n) for c in outs], axis=1)
+    if quantised is not None:
+        s = s / quantised.divisor
+        if binary:
+            s = sigmoid_poly(s)
+    return s
+
+
+def batch_bytes(cts) -> int:
+    return int(sum(len(c) for c in cts))
+
+
+def samples_fit(params) -> int:
+    return params.slots

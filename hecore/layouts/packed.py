@@ -1,0 +1,169 @@
+"""The packed layout (seed 001's SIMD packing): one ciphertext per tile and channel.
+
+A tile of ``tile_h x tile_w <= N/2`` pixels of one channel sits in the CKKS
+slots row-major, one pixel per slot, and is encrypted fresh with the public
+key (IND-CPA), so one encryption covers up to N/2 pixels instead of one.
+The whole tile is encrypted, edge padding included: the padded values are
+the image's border pixels repeated, which is exactly what a clamped-border
+filter needs beyond the image, and the row stride stays ``tile_w``.
+
+With a halo of ``r`` (what a filter of reach ``r`` needs, see
+:mod:`hecore.ops.packed`), the ciphertext holds the tile's block grown by
+``r`` on every side, ``(tile_h + 2r) x (tile_w + 2r)`` slots, and the tile's
+own pixels start at slot ``r * (tile_w + 2r) + r``.
+
+CKKS encrypts the values as reals; BFV/BGV as exact integers (pixels are).
+
+Complex packing (layout ``packed-complex``, CKKS only) puts two pixels in each
+slot: the tile's top half in the real parts and its bottom half in the
+imaginary parts, each half with its own halo.  Both half-blocks are slices of
+the tile's block: rows ``[0, hh + 2r)`` and ``[hh, 2hh + 2r)`` with
+``hh = tile_h / 2``, so a tile twice as tall fits one ciphertext and one
+encryption covers up to ``N`` pixels.  Every image op is linear with real
+coefficients (plaintext additions, rotations, a public post-scale), so it acts
+on both halves at once and on each exactly as on a real-packed block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from hecore.ciphertexts import SECURITY_IND_CPA
+from hecore.context import HEContext
+from hecore.errors import InvalidParameters
+from hecore.params import PRESETS, Params
+
+from .pixel import channel_plane
+from .tiling import TileGrid, tile_image, untile_channels
+
+
+@dataclass(frozen=True)
+class PackedTile:
+    """One channel of one tile as a single serialized ciphertext (``tile_h x tile_w`` slots used)."""
+
+    ty: int
+    tx: int
+    y: int
+    x: int
+    h: int
+    w: int
+    channel: int
+    ct: bytes
+    security: str = SECURITY_IND_CPA
+    halo: int = 0
+    complex_packing: bool = False
+
+
+def block_rows(tile_h: int, halo: int, complex_packing: bool = False) -> int:
+    """Rows of the slot block a ciphertext holds: the tile's (or, complex, half the tile's) plus the halo."""
+    return (tile_h // 2 if complex_packing else tile_h) + 2 * halo
+
+
+def check_tile_fits(params: Params, tile_h: int, tile_w: int, halo: int = 0, complex_packing: bool = False) -> None:
+    """Raise :class:`InvalidParameters` if a tile (with its halo) has more pixels than the ring has slots.
+
+    With complex packing the tile's height must be even and each half (with its halo) must fit.
+    """
+    if complex_packing:
+        if params.is_integer:
+            raise InvalidParameters(
+                f"complex packing (two pixels per slot) needs CKKS; {params.name} is {params.scheme.upper()}: "
+                "use --layout packed, or keys of a CKKS preset")
+        if tile_h % 2:
+            raise InvalidParameters(
+                f"complex packing splits a tile into a top and a bottom half; tile height {tile_h} is odd: "
+                "use an even height")
+    bh, bw = block_rows(tile_h, halo, complex_packing), tile_w + 2 * halo
+    need = bh * bw
+    if need > params.slots:
+        fits = sorted((p.slots, p.total_bits, name) for name, p in PRESETS.items()
+                      if p.slots >= need and p.scheme == params.scheme)
+        hint = f"use a preset with at least {need} slots ({fits[0][2]})" if fits else "use smaller tiles"
+        with_halo = f" (with a halo of {halo}: {bh}x{bw})" if halo else ""
+        what = f"has {need} pixels"
+        if complex_packing:
+            with_halo, what = f" (each half with a halo of {halo}: {bh}x{bw})", f"needs {need} slots"
+        raise InvalidParameters(
+            f"a {tile_h}x{tile_w} tile{with_halo} {what} but {params.name} ({params.describe()}) has "
+            f"{params.slots} slots per ciphertext; {hint} or tiles of at most {params.slots} pixels"
+        )
+
+
+def default_tile(params: Params, halo: int = 0, complex_packing: bool = False) -> tuple[int, int]:
+    """The tile whose block (tile + halo) is the largest power-of-two rectangle (height <= width)
+    that fills the slots: 32x64 for N=4096, 30x62 with a halo of 1; with complex packing a
+    tile of two such blocks' cores, 60x62."""
+    h = 1 << (params.slots.bit_length() - 1) // 2
+    w = params.slots // h
+    if min(h, w) <= 2 * halo:
+        raise InvalidParameters(f"a halo of {halo} leaves no room in {params.name}'s {h}x{w} blocks")
+    return (h - 2 * halo) * (2 if complex_packing else 1), w - 2 * halo
+
+
+def complex_halves(block: np.ndarray, halo: int) -> np.ndarray:
+    """A tile's block (tile + halo, ``(2hh + 2r) x cols``) as complex slots: the top half-block
+    in the real parts, the bottom one in the imaginary parts, row-major."""
+    hh = (block.shape[0] - 2 * halo) // 2
+    top, bottom = block[: hh + 2 * halo], block[hh:]
+    return (top.astype(np.float64) + 1j * bottom.astype(np.float64)).reshape(-1)
+
+
+def join_halves(z: np.ndarray, tile_h: int, tile_w: int, halo: int) -> np.ndarray:
+    """The tile's ``tile_h x tile_w`` raw values from the complex slots of a half-block each."""
+    hh = tile_h // 2
+    bh, bw = hh + 2 * halo, tile_w + 2 * halo
+    z = np.asarray(z)[: bh * bw].reshape(bh, bw)
+    core = (slice(halo, halo + hh), slice(halo, halo + tile_w))
+    return np.concatenate([z.real[core], z.imag[core]], axis=0)
+
+
+def block_values(block: np.ndarray, halo: int, complex_packing: bool = False) -> np.ndarray:
+    """One tile channel's block (tile + halo) as the slot values a packed ciphertext holds:
+    row-major reals, or with complex packing the two half-blocks as complex numbers."""
+    if complex_packing:
+        return complex_halves(np.asarray(block), halo)
+    return np.asarray(block, dtype=np.float64).reshape(-1)
+
+
+def encrypt_plane(ctx: HEContext, plane: np.ndarray, halo: int = 0, complex_packing: bool = False) -> bytes:
+    """Fresh public-key encryption of one tile channel's block, row-major, one pixel per slot
+    (complex packing: two, see :func:`complex_halves`)."""
+    values = block_values(plane, halo, complex_packing)
+    return ctx.encrypt_complex(values) if complex_packing else ctx.encrypt_vector(values)
+
+
+def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int, halo: int = 0,
+                  complex_packing: bool = False) -> tuple[TileGrid, Iterator[PackedTile]]:
+    """Encrypt an 8-bit L or RGB image tile by tile, channel by channel; a lazy iterator like
+    :func:`hecore.layouts.pixel.encrypt_tiles`, one fresh ciphertext per tile and channel."""
+    check_tile_fits(ctx.params, tile_h, tile_w, halo, complex_packing)
+    grid, tiles = tile_image(pixels, tile_h, tile_w, halo)
+
+    def produce() -> Iterator[PackedTile]:
+        for t in tiles:
+            for c in range(grid.channels):
+                ct = encrypt_plane(ctx, channel_plane(t.pixels, c), halo, complex_packing)
+                yield PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, ct, halo=halo,
+                                 complex_packing=complex_packing)
+
+    return grid, produce()
+
+
+def decrypt_block(ctx: HEContext, ct, tile_h: int, tile_w: int, halo: int = 0,
+                  complex_packing: bool = False) -> np.ndarray:
+    """The tile's ``tile_h x tile_w`` raw values (halo cut off) of one packed ciphertext."""
+    if complex_packing:
+        return join_halves(ctx.decrypt_complex(ct, block_rows(tile_h, halo, True) * (tile_w + 2 * halo)),
+                           tile_h, tile_w, halo)
+    bh, bw = tile_h + 2 * halo, tile_w + 2 * halo
+    block = ctx.decrypt_slots(ct, bh * bw).reshape(bh, bw)
+    return block[halo:halo + tile_h, halo:halo + tile_w]
+
+
+def decrypt_tiles(ctx: HEContext, grid: TileGrid, tiles) -> np.ndarray:
+    """Decrypt packed tiles into a float image of the grid's size (raw values before rounding)."""
+    return untile_channels(grid, (
+        (pt, pt.channel, decrypt_block(ctx, pt.ct, grid.tile_h, grid.tile_w, pt.halo, pt.complex_packing))
+        for pt in tiles))

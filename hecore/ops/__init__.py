@@ -1,0 +1,3 @@
+"""Operations on encrypted images: the op vocabulary and its plaintext reference (:mod:`.spec`), the pixel
+layout's byte-level arithmetic (:mod:`.pixel`), the packed layouts' ops (:mod:`.packed`), matching
+(:mod:`.matching`) and the frequency-domain filter (:mod:`.dft`)."""

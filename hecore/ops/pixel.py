@@ -1,0 +1,242 @@
+"""TODO docstring."""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextLayout
+from hecore.kernels import add_constant_c0, linear_combination
+
+from .spec import (
+    Brightness,
+    Contrast,
+    MeanFilter,
+    Op,
+    Watermark,
+    check_int,
+    check_number,
+    window_offsets,
+)
+
+#: Largest |constant| (in units of 1/Delta) :func:`constant_word` accepts.
+_CONSTANT_BOUND = 2**62
+
+
+#: Bytes the coefficient table of one :func:`mean_filter_tile` block may take.
+TABLE_BUDGET_BYTES = 64 << 20
+
+
+def constant_word(layout: CiphertextLayout, value: float, post_scale: float, scale_bits: int) -> np.ndarray:
+    """``round(value / post_scale x 2^scale_bits)`` mod each data prime (uint64, one per prime).
+
+    Added to every component-0 word of a ciphertext at scale ``2^scale_bits``,
+    it adds ``value`` to the true value (``raw x post_scale``) of every slot.
+    """
+    value = check_number("value", value)
+    post_scale = check_number("post_scale", post_scale)
+    if post_scale == 0:
+        raise ValueError("post_scale must not be 0")
+    scaled = value / post_scale * 2.0 ** int(scale_bits)
+    if not math.isfinite(scaled) or abs(scaled) >= _CONSTANT_BOUND:
+        raise ValueError(
+            f"constant {value} / post_scale {post_scale} at scale 2^{scale_bits} is {scaled:.3g} "
+            f"in ciphertext units, not below 2^62"
+        )
+    c = round(scaled)
+    return np.array([c % q for q in layout.primes], dtype=np.uint64)
+
+
+def _check_batch(batch: CiphertextBatch, layout: CiphertextLayout) -> np.ndarray:
+    """The batch's ciphertexts as a contiguous (count, stride) uint8 view, after checking them."""
+    count = len(batch)
+    offsets = np.asarray(batch.offsets, dtype=np.int64)
+    sizes = np.diff(offsets)
+    bad = np.flatnonzero(sizes != layout.stride)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"ciphertext {i} of the batch has {int(sizes[i])} bytes; this layout's ciphertexts "
+            f"have {layout.stride} (other parameters or not a fresh-layout ciphertext)"
+        )
+    start = int(offsets[0]) if count else 0
+    data = np.ascontiguousarray(batch.data[start: start + count * layout.stride])
+    rows = data.reshape(count, layout.stride)
+    header = np.frombuffer(layout.header, dtype=np.uint8)
+    bad = np.flatnonzero(np.any(rows[:, : layout.header_len] != header, axis=1))
+    if bad.size:
+        raise ValueError(
+            f"ciphertext {int(bad[0])} of the batch has a header that differs from this layout's "
+            f"(other parameters, scale or level)"
+        )
+    return data
+
+
+def add_constant(batch: CiphertextBatch, layout: CiphertextLayout, value: float, post_scale: float,
+                 scale_bits: int, *, mask: np.ndarray | None = None) -> CiphertextBatch:
+    """A new batch: every ciphertext (or those where ``mask`` is True) with ``value`` added to its true value.
+
+    The input must be ciphertexts of ``layout`` (size and header are checked);
+    the output keeps the input's strategy and security labels.
+    """
+    count = len(batch)
+    data = _check_batch(batch, layout)
+    if mask is None:
+        mask8 = np.ones(count, dtype=np.uint8)
+    else:
+        mask = np.asarray(mask)
+        if mask.shape != (count,):
+            raise ValueError(f"mask has shape {mask.shape}; expected ({count},) for a batch of {count}")
+        mask8 = mask.astype(bool).astype(np.uint8)
+    consts = constant_word(layout, value, post_scale, scale_bits)
+    out = np.empty(count * layout.stride, dtype=np.uint8)
+    scratch = np.empty(len(layout.primes) * layout.n, dtype=np.uint64)
+    if count:
+        add_constant_c0(out, data, count, layout.header_array(), consts, layout.n,
+                        layout.q_array(), mask8, scratch)
+    return CiphertextBatch.uniform(out, count, layout.stride, batch.strategy, batch.security)
+
+
+def apply_pointwise(batch: CiphertextBatch, layout: CiphertextLayout, op: Op, positions: np.ndarray,
+                    post_scale: float, scale_bits: int) -> CiphertextBatch:
+    """Apply a :class:`Brightness` (every ciphertext), :class:`Contrast` (every ciphertext) or
+    :class:`Watermark` (the ciphertexts at its pixel).
+
+    ``positions`` is an ``(len(batch), 2)`` integer array of each ciphertext's
+    absolute pixel ``(py, px)``; ``post_scale`` the pipeline's current one,
+    *before* the op (a contrast multiplies it by ``F``: the caller records
+    ``post_scale x op.post_scale_factor`` with the result).
+    A batch without the watermark pixel comes back as an unchanged copy.
+    """
+    positions = np.asarray(positions)
+    if positions.shape != (len(batch), 2):
+        raise ValueError(f"positions has shape {positions.shape}; expected ({len(batch)}, 2)")
+    if isinstance(op, Brightness):
+        return add_constant(batch, layout, op.b, post_scale, scale_bits)
+    if isinstance(op, Contrast):
+        return add_constant(batch, layout, op.value, post_scale * op.f, scale_bits)
+    if isinstance(op, Watermark):
+        mask = (positions[:, 0] == op.y) & (positions[:, 1] == op.x)
+        return add_constant(batch, layout, op.v, post_scale, scale_bits, mask=mask)
+    raise ValueError(f"{op!r} is not a pointwise operation (brightness, contrast or watermark)")
+
+
+class MissingNeighbour(KeyError, ValueError):
+    """A ciphertext a window needs is not among the ones given."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def window_multiplicities(k: int, size: int, pos: int) -> tuple[np.ndarray, np.ndarray]:
+    """Along one axis of ``size`` pixels: the clamped coordinates the window at ``pos`` covers, and how often.
+
+    Returns ``(coords, counts)`` (int64, ``coords`` ascending, ``counts`` summing to ``k``).
+    The 2-D multiplicities are the outer product of the row and the column ones.
+    """
+    lo, hi = window_offsets(k)
+    coords = np.clip(np.arange(pos + lo, pos + hi + 1), 0, size - 1)
+    uniq, counts = np.unique(coords, return_counts=True)
+    return uniq.astype(np.int64), counts.astype(np.int64)
+
+
+def _needed_range(k: int, size: int, first: int, last: int) -> tuple[int, int]:
+    """The clamped input coordinates [a, b] that outputs first..last need along one axis."""
+    lo, hi = window_offsets(k)
+    return max(0, first + lo), min(size - 1, last + hi)
+
+
+def mean_filter_tile(layout: CiphertextLayout, tile_cts: Mapping[tuple[int, int], object],
+                     height: int, width: int, k: int, out_y: int, out_x: int, out_h: int, out_w: int,
+                     *, strategy: str = "fresh", security: str = SECURITY_IND_CPA) -> CiphertextBatch:
+    """The raw ``k x k`` window sums of the output region, one ciphertext per pixel, row-major.
+
+    ``tile_cts`` maps absolute pixel coordinates ``(py, px)`` of one channel
+    of a ``height x width`` image to serialized ciphertexts of ``layout``; it
+    must hold every pixel the clamped windows of the region
+    ``[out_y, out_y + out_h) x [out_x, out_x + out_w)`` touch (the tile plus
+    its halo, see :func:`halo_tiles`), and may hold more.  Output pixel
+    ``(y, x)`` is ``sum multiplicity x ct`` over its window; its true value is
+    that times ``post_scale / k^2`` (deferred scaling, see the module doc).
+    ``strategy`` and ``security`` label the result: pass the inputs' labels
+    (if any input leaks, so does the result).
+    """
+    height = check_int("height", height, 1)
+    width = check_int("width", width, 1)
+    k = MeanFilter(k).k
+    out_h = check_int("out_h", out_h, 0)
+    out_w = check_int("out_w", out_w, 0)
+    out_y = check_int("out_y", out_y, 0)
+    out_x = check_int("out_x", out_x, 0)
+    if out_y + out_h > height or out_x + out_w > width:
+        raise ValueError(
+            f"output region rows {out_y}..{out_y + out_h - 1}, columns {out_x}..{out_x + out_w - 1} "
+            f"passes the {height}x{width} image"
+        )
+    stride = layout.stride
+    count = out_h * out_w
+    out = np.empty(count * stride, dtype=np.uint8)
+    result = CiphertextBatch.uniform(out, count, stride, strategy, security)
+    if count == 0:
+        return result
+
+    header = layout.header_array()
+    q = layout.q_array()
+    scratch = np.empty(layout.words, dtype=np.uint64)
+    c0, c1 = _needed_range(k, width, out_x, out_x + out_w - 1)
+    ncols = c1 - c0 + 1
+    col_mult = [window_multiplicities(k, width, x) for x in range(out_x, out_x + out_w)]
+    # Output rows are done in blocks so that the table of input coefficients stays bounded.
+    per_row = ncols * layout.words * 8
+    block = max(1, min(out_h, TABLE_BUDGET_BYTES // per_row - (k - 1)))
+    for y0 in range(out_y, out_y + out_h, block):
+        y1 = min(out_y + out_h, y0 + block)          # outputs y0 .. y1 - 1
+        r0, r1 = _needed_range(k, height, y0, y1 - 1)
+        nrows = r1 - r0 + 1
+        table = np.empty((nrows * ncols, layout.words), dtype=np.uint64)
+        for r in range(r0, r1 + 1):
+            for c in range(c0, c1 + 1):
+                table[(r - r0) * ncols + (c - c0)] = _coefficients_at(layout, tile_cts, r, c)
+        coefs = np.zeros(((y1 - y0) * out_w, nrows * ncols), dtype=np.int16)
+        for y in range(y0, y1):
+            rows, rcount = window_multiplicities(k, height, y)
+            for j, (cols, ccount) in enumerate(col_mult):
+                idx = ((rows - r0)[:, None] * ncols + (cols - c0)[None, :]).ravel()
+                coefs[(y - y0) * out_w + j, idx] = np.outer(rcount, ccount).ravel()
+        dst = np.arange((y0 - out_y) * out_w, (y1 - out_y) * out_w, dtype=np.int64)
+        linear_combination(out, dst, header, table, coefs, q, layout.n, scratch)
+    return result
+
+
+def _coefficients_at(layout: CiphertextLayout, tile_cts, py: int, px: int) -> np.ndarray:
+    try:
+        ct = tile_cts[(py, px)]
+    except KeyError:
+        raise MissingNeighbour(
+            f"the ciphertext of pixel (py={py}, px={px}) is missing: the mean filter's window needs it "
+            f"(collect each tile's halo with halo_tiles)"
+        ) from None
+    try:
+        return layout.coefficients(ct)
+    except ValueError as e:
+        raise ValueError(f"ciphertext of pixel (py={py}, px={px}): {e}") from None
+
+
+def halo_tiles(py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int, r: int) -> list[tuple[int, int]]:
+    """The tiles ``(ty, tx)`` that need pixel ``(py, px)`` for windows reaching ``r`` pixels out.
+
+    A tile needs the pixels of its own region extended by ``r`` on every side
+    (clipped to the image, which clamped windows never leave); so pixel
+    ``(py, px)`` goes to the tiles holding the pixels ``py - r .. py + r`` x
+    ``px - r .. px + r``: its own tile, plus neighbours when it lies within ``r``
+    of a tile edge.  ``rows`` x ``cols`` is the tile grid; sorted row-major.
+    """
+    for name, v, m in (("py", py, 0), ("px", px, 0), ("tile_h", tile_h, 1), ("tile_w", tile_w, 1),
+                       ("rows", rows, 1), ("cols", cols, 1), ("r", r, 0)):
+        check_int(name, v, m)
+    if py >= rows * tile_h or px >= cols * tile_w:
+        raise ValueError(f"pixel (py={py}, px={px}) lies outside the {rows}x{cols} grid of {tile_h}x{tile_w} tiles")
+    ty0, ty1 = max(0, (py - r) // tile_h), min(rows - 1, (py + r) // tile_h)
+    tx0, tx1 = max(0, (px - r) // tile_w), min(cols - 1, (px + r) // tile_w)
+    return [(ty, tx) for ty in range(ty0, ty1 + 1) for tx in range(tx0, tx1 + 1)]

@@ -1,0 +1,497 @@
+"""Image operations on encrypted pixels (iCHEETAH §4.4): brightness, contrast, watermark, mean filter.
+
+Every operation exists twice: ``apply_plain`` is the plaintext reference on a
+float image, and the functions at the bottom of this module do the same on
+the ciphertexts of the pixel layout (one CKKS ciphertext per pixel value per
+channel, :mod:`hecore.layouts.pixel`), working on the serialized bytes directly.
+The packed layout's versions are in :mod:`hecore.ops.packed`; matching
+(distances between images) is in :mod:`hecore.ops.matching`.
+
+How the encrypted side works
+----------------------------
+Fresh SEAL CKKS ciphertexts are stored in NTT form, as ``2 x P x N`` words
+(component 0 then component 1, each prime ``q_i`` after the other, see
+:mod:`hecore.ciphertexts`).  A ciphertext decrypts to ``m(X) ~ Delta * encode(values)``
+with ``Delta = 2^scale_bits``.  Two facts are all the operations need:
+
+* the sum of two ciphertexts (word by word, mod ``q_i``) decrypts to the sum
+  of their values;
+* adding an integer ``c`` to every NTT word of component 0 (mod each ``q_i``)
+  adds the constant polynomial ``c``, whose NTT is ``c`` at every point, so
+  every slot of the decrypted value gains ``c / Delta``.
+
+Both keep the header (scale, level, parms_id) unchanged, so the results are
+ordinary ciphertexts that Pyfhel loads and decrypts.  No multiplication, no
+rescaling, no relinearisation and no rotation is used: every operation here
+has multiplicative depth 0 and works even on the single-prime ``addonly-2048``
+preset.
+
+Deferred plaintext scaling
+--------------------------
+A mean filter is a sum followed by a division by ``k^2``.  The division would
+need a plaintext multiplication by ``1/k^2`` and a rescale (one level, and an
+approximation: ``1/9`` is not representable at the scale).  Instead the
+encrypted pipeline carries a public ``post_scale`` (a float, 1.0 to start
+with): the true value of a ciphertext is ``decrypt(ct) x post_scale``.
+
+* The mean filter only adds the ``k x k`` window (each input ciphertext with
+  its multiplicity) and multiplies ``post_scale`` by ``1/k^2``.
+* Adding a constant ``V`` to the true value adds ``V / post_scale`` to the raw
+  (decrypted) value: :func:`constant_word` does that division.
+* The key holder applies ``post_scale`` after decryption
+  (:meth:`Finish.apply`).
+* A contrast change ``F (x - 128) + 128`` is the same idea the other way
+  round: the multiplication by the public factor ``F`` is a change of
+  ``post_scale`` (x ``F``), and ``128 (1 - F)`` is an added constant.  A
+  plaintext factor commutes with decryption, so nothing is lost by applying
+  it there, and no level is spent (CKKS does the same with its own scale).
+
+Why: the result is exact for every ``k`` (the raw values of integer pixels
+stay integers, so after decryption they can be rounded to integers *before*
+the division, which removes the CKKS error entirely, ties such as ``k = 2``
+included); it costs no depth and no rescale; and ``post_scale`` depends only
+on the public list of operations, so dividing by it reveals nothing the
+server did not already know.  The raw values grow by ``k^2`` per filter,
+which the modulus has ample room for (``addonly-2048``: |raw values| below
+2^23 for ``Delta = 2^30`` and a 54-bit prime: q / 2 / Delta).
+
+The clipping rule
+-----------------
+Encrypted values cannot be clipped to 0..255 between operations (that would
+need a comparison).  So :func:`reference` applies the operations in float
+with *no* clipping between them, and both sides round and clip exactly once,
+at the end (:func:`hecore.quality.round_to_uint8`).  A pixel of 250 brightened
+by +50 is 300 until the very end, where it becomes 255.
+
+Borders and even windows
+------------------------
+The mean filter replicates the edge: window coordinates are clamped into the
+image (``np.pad`` mode ``"edge"``), so a corner pixel of a 3x3 filter counts
+itself four times.  The window of an odd ``k`` is centred (offsets
+``-(k//2) .. k//2``); for an even ``k`` it cannot be, and it is defined as
+offsets ``-(k//2) .. k//2 - 1`` (one more row/column above/left than
+below/right).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import ClassVar, Sequence, Union
+
+import numpy as np
+
+__all__ = [
+    "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops", "reference",
+    "Finish", "finish_for", "constant_word", "add_constant", "apply_pointwise",
+    "window_offsets", "window_multiplicities", "mean_filter_tile", "halo_tiles",
+    "MissingNeighbour", "MAX_MEAN_K",
+]
+
+#: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
+#: :func:`~hecore.kernels.linear_combination` takes int16 multiplicities.
+MAX_MEAN_K = 181
+
+#: The fixed point of :class:`Contrast`.
+MID_GREY = 128
+
+#: Contrast factors hepix accepts (a factor is a change of post_scale; 0 would lose the image).
+CONTRAST_RANGE = (1.0 / 256, 256.0)
+
+
+
+#: :meth:`Finish.apply` snaps raw values to their grid only when its step is at least this.
+_MIN_SNAP_STEP = Fraction(1, 256)
+
+
+def _fmt(x: float) -> str:
+    """A number as the shortest text that parses back to it (``50``, ``-30``, ``0.5``)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 2**53 else repr(x)
+
+
+def check_number(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _as_image(img: np.ndarray) -> np.ndarray:
+    arr = np.asarray(img, dtype=np.float64)
+    if arr.ndim not in (2, 3) or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"image must have shape (H, W) or (H, W, C), got {arr.shape}")
+    return arr
+
+
+# --- the operations --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Brightness:
+    """Add ``b`` to every pixel value of every channel (iCHEETAH §4.4.2, brightness +50; seed 001 uses +60).
+
+    Encrypted: a constant added to every ciphertext, see :func:`apply_pointwise`.
+    """
+
+    b: float
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    post_scale_factor: ClassVar[float] = 1.0
+    halo: ClassVar[int] = 0
+    pointwise: ClassVar[bool] = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "b", check_number("brightness offset", self.b))
+
+    @property
+    def spec(self) -> str:
+        return f"brightness:{_fmt(self.b)}"
+
+    @property
+    def value(self) -> float:
+        """The constant added to the true value of an affected pixel."""
+        return self.b
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        return _as_image(img) + self.b
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Scale every pixel value about mid-grey: ``F (x - 128) + 128`` (seed 001's adjustment family).
+
+    Encrypted: ``post_scale`` is multiplied by ``F`` (free, exact) and
+    ``128 (1 - F)`` is added as a constant, see the module doc.
+    """
+
+    f: float
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    halo: ClassVar[int] = 0
+    pointwise: ClassVar[bool] = True
+
+    def __post_init__(self):
+        f = check_number("contrast factor F", self.f)
+        lo, hi = CONTRAST_RANGE
+        if not lo <= f <= hi:
+            raise ValueError(f"contrast factor F={f} must lie in [{lo}, {hi:g}] (1 keeps the image)")
+        object.__setattr__(self, "f", f)
+
+    @property
+    def spec(self) -> str:
+        return f"contrast:{_fmt(self.f)}"
+
+    @property
+    def post_scale_factor(self) -> float:
+        return self.f
+
+    @property
+    def value(self) -> float:
+        """The constant added to the true value after the scaling."""
+        return MID_GREY * (1.0 - self.f)
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        return (_as_image(img) - MID_GREY) * self.f + MID_GREY
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Add ``v`` to the pixel at column ``x``, row ``y``, in every channel (iCHEETAH §4.4.4).
+
+    Encrypted: a constant added to that pixel's ciphertexts only; every other
+    ciphertext is copied byte for byte, see :func:`apply_pointwise`.
+    """
+
+    x: int
+    y: int
+    v: float
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    post_scale_factor: ClassVar[float] = 1.0
+    halo: ClassVar[int] = 0
+    pointwise: ClassVar[bool] = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "x", check_int("watermark column x", self.x, 0))
+        object.__setattr__(self, "y", check_int("watermark row y", self.y, 0))
+        object.__setattr__(self, "v", check_number("watermark value v", self.v))
+
+    @property
+    def spec(self) -> str:
+        return f"watermark:{self.x},{self.y},{_fmt(self.v)}"
+
+    @property
+    def value(self) -> float:
+        return self.v
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        arr = _as_image(img)
+        if self.y >= arr.shape[0] or self.x >= arr.shape[1]:
+            raise ValueError(
+                f"watermark pixel (x={self.x}, y={self.y}) lies outside the "
+                f"{arr.shape[1]}x{arr.shape[0]} (WxH) image"
+            )
+        out = arr.copy()
+        out[self.y, self.x] += self.v
+        return out
+
+
+@dataclass(frozen=True)
+class MeanFilter:
+    """The ``k x k`` mean filter with edge replication (iCHEETAH §4.4.1, 3x3 there).
+
+    Any ``k >= 1``: offsets ``-(k//2) .. k//2`` for odd ``k``, ``-(k//2) .. k//2 - 1``
+    for even ``k``; coordinates outside the image are clamped to its edge.
+    Encrypted: the sum of the window's ciphertexts (:func:`mean_filter_tile`),
+    with the division by ``k^2`` deferred to the key holder (``post_scale_factor``).
+    """
+
+    k: int
+
+    depth: ClassVar[int] = 0
+    needs_rotation: ClassVar[bool] = False
+    pointwise: ClassVar[bool] = False
+
+    def __post_init__(self):
+        k = check_int("mean filter side k", self.k, 1)
+        if k > MAX_MEAN_K:
+            raise ValueError(f"mean filter side k={k} is larger than the supported {MAX_MEAN_K}")
+        object.__setattr__(self, "k", k)
+
+    @property
+    def spec(self) -> str:
+        return f"meanfilter:{self.k}"
+
+    @property
+    def post_scale_factor(self) -> float:
+        return 1.0 / (self.k * self.k)
+
+    @property
+    def halo(self) -> int:
+        """How far (pixels) a window reaches beyond its centre, on the longer side."""
+        return self.k // 2
+
+    def apply_plain(self, img: np.ndarray) -> np.ndarray:
+        arr = _as_image(img)
+        lo, hi = window_offsets(self.k)
+        pad = [(-lo, hi), (-lo, hi)] + ([(0, 0)] if arr.ndim == 3 else [])
+        padded = np.pad(arr, pad, mode="edge")
+        h, w = arr.shape[:2]
+        total = np.zeros_like(arr)
+        for dy in range(self.k):
+            for dx in range(self.k):
+                total += padded[dy:dy + h, dx:dx + w]
+        return total / (self.k * self.k)
+
+
+Op = Union[Brightness, Contrast, Watermark, MeanFilter]
+
+_FORMS = ("'brightness:B', 'contrast:F', 'watermark:X,Y,V', 'meanfilter:K' or "
+          "'dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant]'")
+_NUM = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*"
+_INT = r"\s*(\d+)\s*"
+_PATTERNS = {
+    "brightness": (re.compile(f"^{_NUM}$"), "'brightness:B' with B a number, e.g. brightness:50"),
+    "contrast": (re.compile(f"^{_NUM}$"), "'contrast:F' with F a factor in [1/256, 256], e.g. contrast:1.5"),
+    "watermark": (re.compile(f"^{_INT},{_INT},{_NUM}$"),
+                  "'watermark:X,Y,V' with X (column) and Y (row) integers >= 0 and V a number, "
+                  "e.g. watermark:10,20,5"),
+    "meanfilter": (re.compile(f"^{_INT}$"), f"'meanfilter:K' with K an integer in 1..{MAX_MEAN_K}, e.g. meanfilter:3"),
+}
+
+
+def parse_op(spec: str) -> Op:
+    """The operation of a command-line spec: ``brightness:B``, ``watermark:X,Y,V``, ``meanfilter:K``."""
+    if not isinstance(spec, str):
+        raise ValueError(f"operation spec must be a string like {_FORMS}, got {spec!r}")
+    name, sep, args = spec.strip().partition(":")
+    name = name.strip().lower()
+    if name == "dftfilter":                    # CKKS frequency-domain filter, packed layout (hecore.ops.dft)
+        from .dft import parse_dftfilter
+
+        return parse_dftfilter(args)
+    if name not in _PATTERNS:
+        raise ValueError(f"unknown operation {spec!r}: expected {_FORMS}")
+    pattern, form = _PATTERNS[name]
+    m = pattern.match(args) if sep else None
+    if m is None:
+        raise ValueError(f"bad operation spec {spec!r}: expected {form}")
+    try:
+        if name == "brightness":
+            return Brightness(float(m.group(1)))
+        if name == "contrast":
+            return Contrast(float(m.group(1)))
+        if name == "watermark":
+            return Watermark(int(m.group(1)), int(m.group(2)), float(m.group(3)))
+        return MeanFilter(int(m.group(1)))
+    except ValueError as e:
+        raise ValueError(f"bad operation spec {spec!r}: {e}; expected {form}") from None
+
+
+def parse_ops(specs: Sequence[str]) -> list[Op]:
+    """:func:`parse_op` on each spec, in order."""
+    if isinstance(specs, str):
+        raise ValueError(f"parse_ops takes a list of specs, got the single string {specs!r}")
+    return [parse_op(s) for s in specs]
+
+
+def raw_range(ops: Sequence[Op], lo: float = 0.0, hi: float = 255.0) -> tuple[float, float]:
+    """Bounds of the *raw* (decrypted, before ``post_scale``) values after ``ops`` on pixels in [lo, hi].
+
+    What the parameter checks and the distance normalisation need: the mean
+    filter multiplies raw values by up to ``k^2`` (deferred division),
+    constants shift them by ``value / post_scale``, a contrast changes only
+    ``post_scale``.
+    """
+    ps = 1.0
+    for op in ops:
+        if isinstance(op, MeanFilter):
+            lo, hi = lo * op.k * op.k, hi * op.k * op.k
+            ps /= op.k * op.k
+        elif isinstance(op, Contrast):
+            ps *= op.f
+            lo, hi = lo + op.value / ps, hi + op.value / ps
+        elif isinstance(op, Brightness):
+            lo, hi = lo + op.b / ps, hi + op.b / ps
+        elif isinstance(op, Watermark):
+            lo, hi = min(lo, lo + op.v / ps), max(hi, hi + op.v / ps)
+        elif getattr(op, "spec", "").startswith("dftfilter:"):
+            mid, half = (lo + hi) / 2, (hi - lo) / 2 * op.gain      # the DC passes; the rest rings
+            lo, hi = mid - half, mid + half
+        else:
+            raise TypeError(f"not an operation: {op!r}")
+    return lo, hi
+
+
+def reference(img_uint8: np.ndarray, ops: Sequence[Op]) -> np.ndarray:
+    """The plaintext result of ``ops`` applied in order, in float64, with no clipping between them.
+
+    The encrypted path cannot clip, so neither does the reference: round and
+    clip once at the end, with :func:`hecore.quality.round_to_uint8`, on both sides.
+
+    The true results are rationals with small denominators (``k^2``, a
+    contrast factor's); float arithmetic can land a tie such as 25.5 at
+    25.4999999999, which would round the other way than the exact value the
+    encrypted side computes.  The result is therefore rounded to 9 decimals,
+    far below any pixel step and far above float noise.
+    """
+    img = _as_image(img_uint8)
+    for op in ops:
+        img = op.apply_plain(img)
+    return np.round(img, 9) if ops else img
+
+
+# --- what the key holder does after decryption ------------------------------------------
+
+@dataclass(frozen=True)
+class Finish:
+    """How raw decrypted values of an op chain become true values (the deferred scaling).
+
+    ``post_scale`` is the product of the ops' ``post_scale_factor`` (exact).
+    When the pipeline starts from integer pixels, every raw value lies on the
+    grid ``offset + step x Z`` (constants shift it, the mean filter scales the
+    offset by ``k^2``, a watermark refines the step); :meth:`apply` then snaps
+    the raw values to that grid before scaling, which removes the CKKS error
+    completely and makes rounding ties (``k = 2``) come out as in the
+    reference.  The snap needs the CKKS error below ``step / 2``; it is used
+    only when ``step >= 1/256`` (e.g. not for a brightness of 0.1, whose
+    binary fraction has no useful grid).
+    """
+
+    post_scale: Fraction
+    offset: Fraction
+    step: Fraction
+
+    @property
+    def post_scale_float(self) -> float:
+        return float(self.post_scale)
+
+    @property
+    def snaps(self) -> bool:
+        return self.step >= _MIN_SNAP_STEP
+
+    def apply(self, raw: np.ndarray) -> np.ndarray:
+        raw = np.asarray(raw, dtype=np.float64)
+        ps = self.post_scale
+        if not self.snaps:
+            return raw * ps.numerator / ps.denominator
+        n = np.rint((raw - float(self.offset)) / float(self.step))
+        a, g = self.offset * ps, self.step * ps      # value = a + g n = (A + G n) / den
+        den = math.lcm(a.denominator, g.denominator)
+        big_a, big_g = a.numerator * (den // a.denominator), g.numerator * (den // g.denominator)
+        n_max = float(np.max(np.abs(n))) if n.size else 0.0
+        if den < 2**53 and abs(big_a) + abs(big_g) * n_max < 2**53:
+            # Every term is an integer below 2^53, so the only rounding is the final
+            # (correctly rounded) division: x.5 comes out as exactly x.5.
+            return (float(big_a) + float(big_g) * n) / float(den)
+        return float(a) + float(g) * n
+
+
+def finish_for(ops: Sequence[Op]) -> Finish:
+    """The :class:`Finish` of a chain of ops applied to integer pixels."""
+    ps, offset, step = Fraction(1), Fraction(0), Fraction(1)
+    if any(getattr(op, "spec", "").startswith("dftfilter:") for op in ops):
+        # a frequency-domain filter leaves no grid to snap to: raw x post_scale, as decrypted
+        for op in ops:
+            ps *= Fraction(op.post_scale_factor)
+        return Finish(ps, Fraction(0), Fraction(0))
+    for op in ops:
+        if isinstance(op, MeanFilter):
+            offset *= op.k * op.k
+            ps /= op.k * op.k
+        elif isinstance(op, Brightness):
+            offset += Fraction(op.b) / ps
+        elif isinstance(op, Contrast):
+            ps *= Fraction(op.f)
+            offset += Fraction(MID_GREY) * (1 - Fraction(op.f)) / ps
+        elif isinstance(op, Watermark):
+            w = Fraction(op.v) / ps
+            if w:
+                den = math.lcm(step.denominator, w.denominator)
+                step = Fraction(math.gcd(step.numerator * (den // step.denominator),
+                                         w.numerator * (den // w.denominator)), den)
+        else:
+            raise TypeError(f"not an operation: {op!r}")
+    return Finish(ps, offset % step, step)
+
+
+# --- encrypted side: constants --------------------------------------------------------------
+
+
+
+
+
+
+
+
+
+# --- encrypted side: the mean filter -----------------------------------------------------------
+
+
+
+def window_offsets(k: int) -> tuple[int, int]:
+    """First and last offset of a ``k``-wide window: ``-(k//2)`` and ``-(k//2) + k - 1``."""
+    lo = -(k // 2)
+    return lo, lo + k - 1
+
+
+
+
+
+
+
+
+
+

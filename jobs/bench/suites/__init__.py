@@ -1,0 +1,1 @@
+"""One module per benchmark suite of ``hepix bench --suite``."""

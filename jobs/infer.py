@@ -1,0 +1,315 @@
+"""Encrypted inference on scikit-learn's digits through the jobs (hecore.infer.models does the work).
+
+* ``hepix encrypt-digits --keys PUBLIC --out DIR [--task 01|all] [--pack]``: the data owner encrypts the
+  test split of the digits task (the seed's 0-vs-1, or all ten digits) into a ``ciphertexts`` table
+  of layout ``digits``: batches of up to N/2 samples, SIMD across samples (slot j = sample j), one
+  ciphertext per pixel position -- or, with ``--pack`` (CKKS logistic regression), several pixel
+  positions per ciphertext.  Column meanings for this layout: ``h`` samples in the batch, ``y``
+  the first sample's index in the test split, ``tile_h`` the block (slots per pixel position),
+  ``index`` the ciphertext's place in the batch.
+* ``hepix process --op infer:MODEL[,task=01|all]`` (public keys only): the server trains its model on
+  the public training split (fixed seeds) and runs it on every batch; each output row is one head
+  output (``index`` = class, or 0 for the binary probability), with ``post_scale`` the factor the
+  key holder multiplies by (BFV's quantisation).
+* ``hepix decrypt``: the key holder decrypts the head outputs into ``predictions`` (one row per digit,
+  with its label) and ``inference_metrics`` (accuracy per batch and overall, bytes per sample, times).
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from hecore.errors import HepixError, InvalidParameters
+from schemas.manifest import Counts, RunManifest
+from schemas.tables import (
+    CIPHERTEXTS,
+    INFERENCE_METRICS,
+    PARQUET_OPTIONS,
+    PREDICTIONS,
+    spark_schema,
+)
+
+from . import runinfo
+from .console import table
+from .remote import remote_keys
+from .runs import (
+    ListAccumulator,
+    add_spark_arguments,
+    complete_run,
+    same_key,
+    table_function,
+)
+from .session import build_session, spark_info
+from .storage import Output, Storage, join
+
+LAYOUT = "digits"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--keys", required=True, help="key directory (only its public part is read)")
+    p.add_argument("--out", required=True, help="output directory: ciphertexts/, _manifest.json")
+    p.add_argument("--task", choices=("01", "all"), default="01",
+                   help="01: digits 0 and 1, the seed's task (108 test samples); all: ten classes (540)")
+    p.add_argument("--pack", action="store_true",
+                   help="several pixel positions per ciphertext (CKKS logistic regression only; fewer, "
+                        "smaller ciphertexts per sample)")
+    add_spark_arguments(p)
+
+
+def run(args) -> int:
+    from hecore.infer import encrypted
+    from hecore.infer import models as infer
+    from hecore.keys import load_public
+
+    ctx = load_public(args.keys, eval_keys=False)
+    params = ctx.params
+    if args.pack and params.is_integer:
+        raise HepixError(f"--pack serves CKKS logistic regression; {params.name} is {params.scheme.upper()}: "
+                         "leave --pack out")
+    task = infer.digits_task(args.task)
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    n = len(task.y_test)
+    rows = []
+    t_all = time.perf_counter()
+    for b, start in enumerate(range(0, n, params.slots)):
+        x = task.x_test[start:start + params.slots]
+        block = encrypted.block_for(len(x), params.slots, args.pack)
+        t0 = time.perf_counter()
+        cts = encrypted.encrypt_batch(ctx, x, block=block)
+        secs = (time.perf_counter() - t0) / len(cts)
+        sha = hashlib.sha256(np.ascontiguousarray(x, dtype=np.uint8).tobytes()).hexdigest()
+        for i, ct in enumerate(cts):
+            rows.append({
+                "run_id": run_id, "image_id": f"digits-{args.task}-{b}", "source": f"sklearn-digits:{args.task}:test",
+                "content_sha256": sha, "layout": LAYOUT, "scheme": params.scheme, "preset": params.name,
+                "strategy": "fresh", "security": "ind-cpa", "key_fingerprint": ctx.fingerprint,
+                "image_height": 8, "image_width": 8, "image_channels": 1, "tile_h": block, "tile_w": len(cts),
+                "halo": 0, "tile_y": b, "tile_x": 0, "y": start, "x": 0, "h": len(x), "w": infer.PIXELS,
+                "channel": 0, "index": i, "ops": [], "post_scale": 1.0, "level": 0,
+                "scale_bits": params.scale_bits, "encrypt_seconds": secs, "process_seconds": 0.0, "ct": ct})
+    enc_secs = time.perf_counter() - t_all
+    spark = build_session("encrypt-digits", args.master, args.conf)
+    out = Output(Storage(spark), args.out, run_id)
+    try:
+        spark.createDataFrame(rows, spark_schema(CIPHERTEXTS)).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
+            "overwrite").parquet(out.table("ciphertexts"))
+        nbytes = sum(len(r["ct"]) for r in rows)
+        manifest = RunManifest(
+            job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
+            finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
+            layout=LAYOUT, strategy="fresh", security="ind-cpa", preset=params.name, params=params.to_json(),
+            key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n},
+            counts=Counts(images_in=n, images_encrypted=n, ciphertexts=len(rows), ciphertext_bytes=nbytes),
+            timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark))
+        out.commit(manifest, ["ciphertexts"])
+    except BaseException:
+        out.abort()
+        raise
+    finally:
+        spark.stop()
+    print(f"encrypted {n} digits (task {args.task}) into {len(rows)} ciphertexts, {nbytes / 2**20:.1f} MB "
+          f"({nbytes / n:,.0f} bytes per sample) in {enc_secs:.2f} s with {params.name}; key {ctx.fingerprint[:16]}")
+    return 0
+
+
+# --- process ---------------------------------------------------------------------------------
+
+def _check_fits(op, model, params, pack: bool) -> None:
+    """Refuse keys that cannot run the model, naming a preset that can (CKKS: levels; BFV: t)."""
+    from hecore.infer import models as infer
+    from hecore.params import PRESETS
+
+    def fits(p) -> bool:
+        if pack and (p.is_integer or not p.supports_keyswitching):
+            return False
+        if p.is_integer:
+            try:
+                infer.quantise(model, p.plain_modulus)
+            except InvalidParameters:
+                return False
+            return p.supports_keyswitching or op.model == "logreg"
+        return p.depth >= op.depth and (op.model == "logreg" or p.supports_keyswitching)
+
+    if fits(params):
+        return
+    works = sorted((p for p in PRESETS.values() if p.scheme == params.scheme and fits(p)),
+                   key=lambda p: (p.n, p.total_bits))
+    if not works:
+        works = sorted((p for p in PRESETS.values() if fits(p)), key=lambda p: (p.n, p.total_bits))
+    need = (f"{op.depth} level(s), {params.name} has {params.depth}" if not params.is_integer
+            else f"a plaintext modulus the quantised model fits, t of {params.plain_modulus_bits} bits is too small")
+    hint = f"use keys made with `hepix keygen --preset {works[0].name}` ({works[0].describe()})" if works else \
+        "no preset can"
+    raise InvalidParameters(f"{op.spec} cannot run on {params.name}: needs {need}; {hint}")
+
+
+def infer_group(tbl: pa.Table, *, token: str, broadcast, model_bc, spec: str, run_id: str, rebuilds=None) -> pa.Table:
+    """One batch's ciphertexts (sorted by index) -> one row per head output."""
+    from hecore.infer import encrypted
+    from hecore.infer import models as infer
+    from jobs.tasks.process import build_evaluator
+    from jobs.tasks.worker import worker_state
+
+    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
+    if tbl.num_rows == 0:
+        return CIPHERTEXTS.empty_table()
+    rows = sorted(tbl.to_pylist(), key=lambda r: r["index"])
+    first = rows[0]
+    model = model_bc.value
+    t0 = time.perf_counter()
+    cts = [ev.load(r["ct"]) for r in rows]
+    q = infer.quantise(model, ev.params.plain_modulus) if ev.params.is_integer else None
+    outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=first["tile_h"])
+    secs = time.perf_counter() - t0
+    out = []
+    for i, c in enumerate(outs):
+        r = dict(first)
+        r.update(run_id=run_id, index=i, ops=list(first["ops"]) + [spec],
+                 post_scale=(1.0 / q.divisor) if q else 1.0, level=ev.level(c),
+                 process_seconds=secs / len(outs), ct=ev.dump(c))
+        out.append(r)
+    return pa.Table.from_pylist(out, schema=CIPHERTEXTS)
+
+
+def run_infer(args) -> int:
+    from pyspark.sql import functions as F
+
+    from hecore.infer import models as infer
+    from hecore.keys import read_public
+    from hecore.params import Params
+
+    if len(args.op) != 1:           # process.run refused a key directory with secret.key already
+        raise HepixError("infer:MODEL is a whole run on its own; give it as the only --op")
+    try:
+        op = infer.parse_infer(args.op[0].partition(":")[2])
+    except ValueError as e:
+        raise HepixError(str(e)) from None
+    with remote_keys(args.keys) as keys:
+        material = read_public(keys)
+    fingerprint = material.fingerprint()
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    spark = build_session("process", args.master, args.conf)
+    sc = spark.sparkContext
+    storage = Storage(spark)
+    out = Output(storage, args.out, run_id)
+    try:
+        parent = complete_run(storage, args.input, ("encrypt",))
+        same_key(parent, fingerprint, args.input)
+        if parent.layout != LAYOUT:
+            raise HepixError(f"{op.spec} runs on encrypted digits (`hepix encrypt-digits`), not on the "
+                             f"{parent.layout} layout of {args.input}")
+        if parent.options.get("task") != op.task:
+            raise HepixError(f"{args.input} holds the digits task {parent.options.get('task')!r}, the op asks for "
+                             f"task={op.task}; use infer:{op.model},task={parent.options.get('task')}")
+        t0 = time.perf_counter()
+        model = infer.train(op.model, infer.digits_task(op.task))
+        train_secs = time.perf_counter() - t0
+        params = Params.from_json(parent.params)
+        pack = bool(parent.options.get("pack"))
+        try:
+            _check_fits(op, model, params, pack)
+            if pack and op.model != "logreg":
+                raise InvalidParameters(f"{args.input} was encrypted with --pack, which serves logreg only; "
+                                        f"encrypt again without --pack for {op.model}")
+        except ValueError as e:
+            raise HepixError(str(e)) from None
+        print(f"hepix process {run_id}: {args.input} -> {args.out}; {op.spec} (trained in {train_secs:.1f} s on "
+              f"the public training split); key {fingerprint[:16]} (public only)")
+        bc = sc.broadcast(material)
+        model_bc = sc.broadcast(model)
+        token = f"{run_id}/{bc._jbroadcast.id()}"
+        rebuilds = sc.accumulator([], ListAccumulator())
+        t0 = time.perf_counter()
+        df = spark.read.parquet(join(args.input, "ciphertexts"))
+        res = df.groupBy("image_id").applyInArrow(
+            table_function(infer_group, token=token, broadcast=bc, model_bc=model_bc, spec=op.spec,
+                           run_id=run_id, rebuilds=rebuilds), spark_schema(CIPHERTEXTS))
+        res.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(out.table("ciphertexts"))
+        secs = time.perf_counter() - t0
+        written = spark.read.parquet(out.table("ciphertexts"))
+        stats = written.agg(F.count("*").alias("n"), F.sum(F.length("ct")).alias("bytes")).collect()[0]
+        manifest = RunManifest(
+            job="process", run_id=run_id, status="complete", created=started.isoformat(),
+            finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=LAYOUT,
+            strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
+            key_fingerprint=fingerprint, ops=[op.spec],
+            options={**parent.options, "model": op.model, "binary": bool(model.binary),
+                     "input_ciphertexts": parent.counts.ciphertexts, "input_bytes": parent.counts.ciphertext_bytes,
+                     "encrypt_seconds": parent.timings.get("encrypt_seconds")},
+            counts=Counts(images_in=parent.counts.images_in, images_encrypted=parent.counts.images_encrypted,
+                          ciphertexts=int(stats["n"]), ciphertext_bytes=int(stats["bytes"] or 0)),
+            timings={"train_seconds": train_secs, "process_seconds": secs},
+            workers={"cache_rebuilds": len(rebuilds.value)}, versions=runinfo.versions(), spark=spark_info(spark),
+            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
+        out.commit(manifest, ["ciphertexts"])
+    except BaseException:
+        out.abort()
+        raise
+    finally:
+        spark.stop()
+    print(f"{op.spec}: {parent.options.get('samples')} digits in {secs:.1f} s, {stats['n']} output ciphertexts")
+    return 0
+
+
+# --- decrypt ---------------------------------------------------------------------------------
+
+def decrypt_digits(args, spark, ctx, out, parent, run_id, started) -> int:
+    """The key holder's side: head outputs -> predictions (with labels) and accuracy."""
+    from hecore.infer import models as infer
+
+    op = infer.parse_infer(parent.ops[-1].partition(":")[2])
+    task = infer.digits_task(op.task)
+    binary = bool(parent.options.get("binary"))
+    t0 = time.perf_counter()
+    rows = spark.read.parquet(join(args.input, "ciphertexts")).collect()
+    batches: dict[str, list] = {}
+    for r in rows:
+        batches.setdefault(r["image_id"], []).append(r.asDict())
+    preds, metrics = [], []
+    for batch_id in sorted(batches):
+        rs = sorted(batches[batch_id], key=lambda r: r["index"])
+        n, start = rs[0]["h"], rs[0]["y"]
+        s = np.stack([ctx.decrypt_slots(r["ct"], n) * r["post_scale"] for r in rs], axis=1)
+        if binary and ctx.params.is_integer:
+            s = infer.sigmoid_poly(s)              # BFV returns the score; the sigmoid line after decryption
+        p = infer.predictions(s, binary)
+        labels = task.y_test[start:start + n]
+        for j in range(n):
+            preds.append({"run_id": run_id, "batch_id": batch_id, "sample": start + j, "label": int(labels[j]),
+                          "prediction": int(p[j]), "scores": [float(v) for v in s[j]], "model": op.model,
+                          "task": op.task})
+        metrics.append({"batch_id": batch_id, "samples": n, "correct": int((p == labels).sum()),
+                        "process_seconds": float(sum(r["process_seconds"] for r in rs))})
+    secs = time.perf_counter() - t0
+    total = sum(m["samples"] for m in metrics)
+    correct = sum(m["correct"] for m in metrics)
+    opts = parent.options
+    common = {"run_id": run_id, "model": op.model, "task": op.task, "scheme": ctx.params.scheme,
+              "preset": ctx.params.name}
+    rows_m = [{**common, **m, "accuracy": m["correct"] / m["samples"]} for m in metrics]
+    rows_m.append({**common, "batch_id": "all", "samples": total, "correct": correct,
+                   "accuracy": correct / max(1, total), "input_ciphertexts": opts.get("input_ciphertexts"),
+                   "input_bytes": opts.get("input_bytes"),
+                   "bytes_per_sample": (opts.get("input_bytes") or 0) / max(1, total),
+                   "encrypt_seconds": opts.get("encrypt_seconds"),
+                   "process_seconds": parent.timings.get("process_seconds"), "decrypt_seconds": secs})
+    spark.createDataFrame(preds, spark_schema(PREDICTIONS)).write.options(**PARQUET_OPTIONS["predictions"]).mode(
+        "overwrite").parquet(out.table("predictions"))
+    spark.createDataFrame(rows_m, spark_schema(INFERENCE_METRICS)).write.options(
+        **PARQUET_OPTIONS["inference_metrics"]).mode("overwrite").parquet(out.table("inference_metrics"))
+    manifest = RunManifest(
+        job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
+        finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
+        strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
+        key_fingerprint=ctx.fingerprint, ops=parent.ops, options=parent.options,
+        counts=Counts(images_in=total, images_decrypted=total, ciphertexts=len(rows)),
+        timings={"decrypt_seconds": secs}, versions=runinfo.versions(), spark=spark_info(spark),
+        parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
+    out.commit(manifest, ["predictions", "inference_metrics"])
+    print(table(rows_m, [("batch_id", "batch", ""), ("model", "model", ""), ("task", "task", ""),
+                         ("preset", "preset", ""), ("samples", "samples", "d"), ("accuracy", "accuracy", ".4f"),
+                         ("bytes_per_sample", "bytes/sample", ",.0f")]))
+    return 0

@@ -1,0 +1,105 @@
+"""TODO docstring."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from schemas.tables import TILES
+
+
+def image_id_for(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    tile_h: int
+    tile_w: int
+    resize: int | None
+    conversions: tuple[str, ...]
+    max_pixels: int
+    halo: int = 0
+
+
+def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
+    from hecore.errors import ImageError
+    from hecore.images import ImagePolicy, LoadedImage, load_image, preprocess
+    from hecore.layouts.tiling import tile_image
+
+    policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
+    for batch in batches:
+        rows: list[dict] = []
+        paths = batch.column("path").to_pylist()
+        contents = batch.column("content")
+        for i, source in enumerate(paths):
+            content = contents[i].as_buffer()
+            size = content.size if content is not None else 0
+            try:
+                img: LoadedImage = load_image(memoryview(content) if content is not None else b"",
+                                              source=source, policy=policy)
+                if opts.resize:
+                    img = preprocess(img, opts.resize)
+            except ImageError as e:
+                rows.append({"source": source, "reject_stage": "decode", "reject_reason": e.reason,
+                             "reject_detail": str(e), "bytes": size})
+                continue
+            digest = hashlib.sha256(content).hexdigest()
+            grid, tiles = tile_image(img.pixels, opts.tile_h, opts.tile_w, opts.halo)
+            common = {"image_id": image_id_for(source), "source": source, "content_sha256": digest,
+                      "image_height": img.height, "image_width": img.width,
+                      "image_channels": img.channels, "conversions": list(img.conversions),
+                      "tile_h": grid.tile_h, "tile_w": grid.tile_w, "halo": opts.halo, "bytes": size}
+            # One row per tile and channel: units of equal work, which Spark's round-robin
+            # repartition then spreads evenly (a whole RGB tile is three times a grey one).
+            for t in tiles:
+                planes = t.pixels if t.pixels.ndim == 3 else t.pixels[:, :, None]
+                for c in range(img.channels):
+                    rows.append({**common, "tile_y": t.ty, "tile_x": t.tx, "y": t.y, "x": t.x, "h": t.h,
+                                 "w": t.w, "channel": c,
+                                 "pixels": np.ascontiguousarray(planes[:, :, c]).tobytes()})
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=TILES)
+
+
+def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Pixel-value counts (0..255) over the valid region of every tile: the corpus scan."""
+    counts = np.zeros(256, dtype=np.int64)
+    for rb in batches:
+        for tile in rb.to_pylist():
+            plane = np.frombuffer(tile["pixels"], dtype=np.uint8).reshape(tile["tile_h"], tile["tile_w"])
+            counts += np.bincount(plane[: tile["h"], : tile["w"]].reshape(-1), minlength=256)
+    yield pa.RecordBatch.from_pydict({"value": np.arange(256, dtype=np.int32), "count": counts})
+
+
+ORIGINALS = pa.schema([("content_sha256", pa.string()), ("original", pa.binary()),
+                       ("orig_height", pa.int32()), ("orig_width", pa.int32()), ("orig_channels", pa.int32())])
+
+
+def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
+    """Reference images, preprocessed exactly as ``encrypt`` did, keyed by the file's sha256."""
+    from hecore.errors import ImageError
+    from hecore.images import ImagePolicy, load_image, preprocess
+
+    policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
+    for batch in batches:
+        rows = []
+        contents = batch.column("content")
+        for i, source in enumerate(batch.column("path").to_pylist()):
+            content = contents[i].as_buffer()
+            if content is None:
+                continue
+            try:
+                img = load_image(memoryview(content), source=source, policy=policy)
+                if opts.resize:
+                    img = preprocess(img, opts.resize)
+            except ImageError:
+                continue        # not one of the encrypted images; encrypt already reported it
+            rows.append({"content_sha256": hashlib.sha256(content).hexdigest(),
+                         "original": np.ascontiguousarray(img.pixels).tobytes(),
+                         "orig_height": img.height, "orig_width": img.width, "orig_channels": img.channels})
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=ORIGINALS)

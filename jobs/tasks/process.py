@@ -1,0 +1,206 @@
+"""TODO docstring."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterator
+
+import pyarrow as pa
+
+from jobs.checksums import ct_checksums
+from schemas.tables import CIPHERTEXTS
+
+from .rows import (
+    EncryptMeta,
+    ciphertext_rows,
+    constant_column,
+    pc_unique,
+    pixel_positions,
+    replace_columns,
+    single_value,
+)
+from .worker import worker_state
+
+
+def build_layout(public):
+    """A worker's view of the public context: the ciphertext layout the byte-level ops need."""
+    from hecore.context import HEContext
+    from hecore.kernels import warm_up
+
+    warm_up()
+    return HEContext.from_public(public).layout
+
+
+def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, spec: str,
+                        run_id: str, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
+    from hecore.ciphertexts import CiphertextBatch
+    from hecore.ops.pixel import apply_pointwise
+    from hecore.ops.spec import parse_op
+
+    layout = worker_state(token, broadcast, build_layout, rebuilds)
+    if tasks is not None:
+        tasks.add([os.getpid()])
+    op = parse_op(spec)
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        post_scale = float(single_value(rb, "post_scale"))
+        scale_bits = int(single_value(rb, "scale_bits"))
+        t = time.perf_counter()
+        batch = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
+        out = apply_pointwise(batch, layout, op, pixel_positions(rb), post_scale, scale_bits)
+        dt = (time.perf_counter() - t) / rb.num_rows
+        new_ct = out.to_arrow()
+        yield replace_columns(
+            rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, rb.num_rows, pa.string()),
+            ops=pa.array([o + [spec] for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
+            post_scale=constant_column(post_scale * op.post_scale_factor, rb.num_rows, pa.float64()),
+            process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
+
+
+def build_evaluator(public):
+    """A worker's evaluator: the public context with its relinearisation and rotation keys."""
+    from hecore.context import HEContext
+    from hecore.evaluator import Evaluator
+
+    return Evaluator(HEContext.from_public(public))
+
+
+def packed_geometry(r: dict):
+    from hecore.ops.packed import PackedGeometry
+
+    return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"],
+                          complex_packing=r["layout"] == "packed-complex")
+
+
+def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
+                     run_id: str, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
+    """Apply the op chain to every packed ciphertext (one tile channel each), row by row."""
+    from hecore.ops.packed import apply_op
+    from hecore.ops.spec import parse_ops
+
+    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
+    if tasks is not None:
+        tasks.add([os.getpid()])
+    ops = parse_ops(specs)
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        cts, scales, secs = [], [], []
+        rows = rb.to_pylist()
+        for r in rows:
+            t = time.perf_counter()
+            c, ps = ev.load(r["ct"]), r["post_scale"]
+            geom = packed_geometry(r)
+            for op in ops:
+                c, ps = apply_op(ev, c, op, geom, ps)
+            cts.append(ev.dump(c))
+            scales.append(ps)
+            secs.append(r["process_seconds"] + time.perf_counter() - t)
+        new_ct = pa.array(cts, type=pa.binary())
+        yield replace_columns(
+            rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, rb.num_rows, pa.string()),
+            ops=pa.array([r["ops"] + list(specs) for r in rows], type=pa.list_(pa.string())),
+            post_scale=pa.array(scales, type=pa.float64()), process_seconds=pa.array(secs, type=pa.float64()))
+
+
+def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], query_id: str,
+                query_source: str, bound: float, run_id: str, rebuilds=None) -> pa.Table:
+    """All ciphertexts of one image joined with the query's (column ``query_ct``): one encrypted
+    distance per metric."""
+    from hecore.ops.matching import distance_scale, pair_partial
+    from schemas.tables import ENCRYPTED_DISTANCES
+
+    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
+    if table.num_rows == 0:
+        return ENCRYPTED_DISTANCES.empty_table()
+    rows = table.to_pylist()
+    first = rows[0]
+    packed = first["layout"] != "pixel"
+    t = time.perf_counter()
+    loaded = [(ev.load(r["ct"]), ev.load(r["query_ct"]), packed_geometry(r) if packed else None) for r in rows]
+    load_seconds = time.perf_counter() - t
+    out = []
+    for metric in metrics:
+        t = time.perf_counter() - load_seconds / len(metrics)
+        partials = [pair_partial(ev, a, b, metric, geom, bound, len(rows)) for a, b, geom in loaded]
+        total = ev.add_many(partials)
+        out.append({
+            "run_id": run_id, "query_image_id": query_id, "query_source": query_source,
+            "image_id": first["image_id"], "source": first["source"], "metric": metric,
+            "layout": first["layout"], "scheme": first["scheme"], "preset": first["preset"],
+            "key_fingerprint": first["key_fingerprint"], "ops": first["ops"], "bound": bound,
+            "parts": len(rows),
+            "distance_scale": distance_scale(metric, first["post_scale"], bound, len(rows), ev.params.is_integer),
+            "process_seconds": time.perf_counter() - t, "ct": ev.dump(total)})
+    return pa.Table.from_pylist(out, schema=ENCRYPTED_DISTANCES)
+
+
+HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]
+
+
+def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterator[pa.RecordBatch]:
+    """Send each pixel ciphertext to its own tile and to the neighbour tiles whose halo needs it."""
+    from hecore.ops.pixel import halo_tiles
+
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        pos = pixel_positions(rb)
+        th, tw = rb.column("tile_h").to_numpy(), rb.column("tile_w").to_numpy()
+        hh, ww = rb.column("image_height").to_numpy(), rb.column("image_width").to_numpy()
+        take, tys, txs = [], [], []
+        for i in range(rb.num_rows):
+            rows, cols = -(-int(hh[i]) // int(th[i])), -(-int(ww[i]) // int(tw[i]))
+            for ty, tx in halo_tiles(int(pos[i, 0]), int(pos[i, 1]), int(th[i]), int(tw[i]), rows, cols, halo):
+                take.append(i)
+                tys.append(ty)
+                txs.append(tx)
+        out = rb.take(pa.array(take, type=pa.int64()))
+        arrays = out.columns + [pa.array(tys, type=pa.int32()), pa.array(txs, type=pa.int32())]
+        schema = out.schema
+        for name, type_ in HALO_COLUMNS:
+            schema = schema.append(pa.field(name, type_, nullable=False))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: str, run_id: str,
+                      rebuilds=None) -> pa.Table:
+    """One output tile of the k x k mean filter from the tile's ciphertexts and its halo."""
+    from hecore.ciphertexts import SECURITY_LEAKS, CiphertextBatch
+    from hecore.ops.pixel import mean_filter_tile
+
+    layout = worker_state(token, broadcast, build_layout, rebuilds)
+    rb = table.combine_chunks().to_batches()[0] if table.num_rows else None
+    if rb is None:
+        return pa.Table.from_batches([], schema=CIPHERTEXTS)
+    first = rb.slice(0, 1).to_pylist()[0]
+    ty, tx = first["target_ty"], first["target_tx"]
+    th, tw = first["tile_h"], first["tile_w"]
+    height, width = first["image_height"], first["image_width"]
+    out_y, out_x = ty * th, tx * tw
+    out_h, out_w = min(th, height - out_y), min(tw, width - out_x)
+    pos = pixel_positions(rb)
+    cts = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
+    tile_cts = {(int(py), int(px)): cts[i] for i, (py, px) in enumerate(pos)}
+    securities = set(pc_unique(rb.column("security")))
+    strategies = pc_unique(rb.column("strategy"))
+    security = SECURITY_LEAKS if SECURITY_LEAKS in securities else securities.pop()
+    t = time.perf_counter()
+    batch = mean_filter_tile(layout, tile_cts, height, width, k, out_y, out_x, out_h, out_w,
+                             strategy=strategies[0], security=security)
+    dt = (time.perf_counter() - t) / max(1, len(batch))
+    # The output pixel (y, x) keeps the encryption time and history of the input at (y, x).
+    own = {(int(py), int(px)): i for i, (py, px) in enumerate(pos)}
+    order = [own[(out_y + j // out_w, out_x + j % out_w)] for j in range(out_h * out_w)]
+    src = rb.take(pa.array(order, type=pa.int64()))
+    tile = {**first, "tile_y": ty, "tile_x": tx, "y": out_y, "x": out_x, "h": out_h, "w": out_w}
+    meta = EncryptMeta(run_id=run_id, layout=first["layout"], preset=first["preset"],
+                       key_fingerprint=first["key_fingerprint"])
+    out = ciphertext_rows(
+        meta, tile, first["channel"], batch, strategies[0], security, first["scheme"],
+        level=first["level"], scale_bits=first["scale_bits"], ops=list(first["ops"]) + [spec],
+        post_scale=first["post_scale"] / (k * k),
+        encrypt_seconds=src.column("encrypt_seconds").to_numpy(),
+        process_seconds=src.column("process_seconds").to_numpy() + dt)
+    return pa.Table.from_batches([out])

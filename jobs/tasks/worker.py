@@ -1,0 +1,46 @@
+"""TODO docstring."""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+#: token -> state built from a broadcast, for the life of this Python worker.
+_WORKER_CACHE: dict[str, object] = {}
+
+
+def worker_state(token: str, broadcast, build: Callable[[object], object], rebuilds=None):
+    """The state for ``token``, built from ``broadcast.value`` the first time this worker needs it."""
+    state = _WORKER_CACHE.get(token)
+    if state is None:
+        state = build(broadcast.value)
+        _WORKER_CACHE[token] = state
+        if rebuilds is not None:
+            rebuilds.add([(os.getpid(), token)])
+    return state
+
+
+#: ``KIND:DIR`` -- make ONE task of the job fail: ``raise`` an exception before the task's first
+#: output, or ``kill`` its Python worker with SIGKILL after the first output (a half-written
+#: file).  ``DIR`` (shared by all workers, so local and local-cluster masters only) receives a
+#: marker file that makes it happen once.  Set it through Spark (``spark.executorEnv.``) so it
+#: reaches the Python workers; tests only.
+FAULT_ENV = "HEPIX_TEST_FAULT"
+
+
+def inject_fault(stage: str, *, before_output: bool) -> None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    kind, _, directory = spec.partition(":")
+    if (kind == "raise") != before_output or kind not in ("raise", "kill"):
+        return
+    try:
+        fd = os.open(os.path.join(directory, f"{stage}-{kind}.once"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return                      # already happened in this job
+    os.write(fd, f"{os.getpid()}\n".encode())
+    os.close(fd)
+    if kind == "raise":
+        raise RuntimeError(f"{FAULT_ENV}: injected failure in a {stage} task (once)")
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
