@@ -15,16 +15,11 @@ import numpy as np
 
 from hecore.errors import HepixError
 from hecore.keys import load_secret
-from jobs.tasks.decode import ORIGINALS, DecodeOptions, originals_partition
-from jobs.tasks.decrypt import (
-    DECRYPTED,
-    IMAGES,
-    SecretPayload,
-    assemble_group,
-    decrypt_partition,
-)
+from jobs.tasks.decode import DecodeOptions, originals_partition
+from jobs.tasks.decrypt import SecretPayload, assemble_group, decrypt_partition
 from jobs.tasks.metrics import metrics_partition
 from schemas.manifest import Counts, RunManifest
+from schemas.stages import DECRYPTED, IMAGES, ORIGINALS
 from schemas.tables import METRICS, PARQUET_OPTIONS, spark_schema
 
 from . import runinfo

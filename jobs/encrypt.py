@@ -32,15 +32,11 @@ from hecore.keys import read_public
 from hecore.layouts.packed import check_tile_fits, default_tile
 from hecore.layouts.tiling import parse_tile_spec
 from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
-from jobs.tasks.encrypt import (
-    WRITTEN,
-    EncryptPayload,
-    encrypt_partition,
-    encrypt_to_files,
-)
+from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
 from jobs.tasks.rows import EncryptMeta
 from schemas.manifest import Counts, RunManifest
-from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, REJECTS, TILES, spark_schema
+from schemas.stages import TILES, WRITTEN
+from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, REJECTS, spark_schema
 
 from . import runinfo
 from .progress import Progress

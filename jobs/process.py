@@ -24,13 +24,13 @@ from hecore.ops.packed import check_packed_chain
 from hecore.ops.spec import MeanFilter, parse_ops
 from hecore.planner import check as check_params
 from jobs.tasks.process import (
-    HALO_COLUMNS,
     mean_filter_group,
     packed_partition,
     pointwise_partition,
     scatter_partition,
 )
 from schemas.manifest import Counts, RunManifest
+from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
 
 from . import runinfo

@@ -22,6 +22,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from hecore.errors import HepixError
+from schemas.stages import CHECKED
 from schemas.tables import PARQUET_OPTIONS, REJECTS, TABLES, spark_schema
 
 from . import runinfo
@@ -34,14 +35,6 @@ log = logging.getLogger(__name__)
 
 KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
 
-#: One row per checked ciphertext row: its key, what the bytes hash to, and why it is bad (or null).
-CHECKED = pa.schema([
-    ("file", pa.string()), ("image_id", pa.string()), ("source", pa.string()), ("channel", pa.int32()),
-    ("tile_y", pa.int32()), ("tile_x", pa.int32()), ("index", pa.int32()), ("layout", pa.string()),
-    ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
-    ("tile_h", pa.int32()), ("tile_w", pa.int32()), ("ct_bytes", pa.int64()), ("stored", pa.int64()),
-    ("reason", pa.string()), ("detail", pa.string()),
-])
 
 
 def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

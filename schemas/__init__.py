@@ -1,17 +1,6 @@
-"""Table schemas and the run manifest: the single source of truth for what hepix writes."""
-from .manifest import Counts, RunManifest
-from .tables import (
-    BENCH_PIXEL,
-    BENCH_SPARK,
-    BLOB_READER_BATCH_ROWS,
-    CIPHERTEXTS,
-    METRICS,
-    PARQUET_OPTIONS,
-    REJECTS,
-    TABLES,
-    TILES,
-    spark_schema,
-)
+"""Table schemas and the run manifest: the single source of truth for what hepix writes.
 
-__all__ = ["BENCH_PIXEL", "BENCH_SPARK", "BLOB_READER_BATCH_ROWS", "CIPHERTEXTS", "Counts", "METRICS",
-           "PARQUET_OPTIONS", "REJECTS", "RunManifest", "TABLES", "TILES", "spark_schema"]
+:mod:`schemas.tables` the product tables (what the jobs write), :mod:`schemas.bench` the benchmarks'
+tables, :mod:`schemas.stages` the Arrow schemas between the stages of a job, :mod:`schemas.manifest`
+the run manifest.
+"""

@@ -7,7 +7,7 @@ import pytest
 from jobs.bench.suites import dft as bench_dft
 from jobs.bench.suites import infer as bench_infer
 from jobs.cli import main
-from schemas.tables import BENCH_DFT, BENCH_INFER, TABLES
+from schemas.bench import BENCH_DFT, BENCH_INFER, BENCH_TABLES
 
 pytest.importorskip("sklearn")
 
@@ -18,7 +18,7 @@ def test_dft_suite(tmp_path, monkeypatch):
     assert main(["bench", "--suite", "dft", "--quick", "--out", str(tmp_path)]) == 0
     (path,) = (tmp_path / "bench_dft").glob("*.parquet")
     t = pq.read_table(path)
-    assert TABLES["bench_dft"] is BENCH_DFT and t.schema.remove_metadata().equals(BENCH_DFT)
+    assert BENCH_TABLES["bench_dft"] is BENCH_DFT and t.schema.remove_metadata().equals(BENCH_DFT)
     rows = t.to_pylist()
     assert [r["n"] for r in rows] == [64, 16]
     for r in rows:

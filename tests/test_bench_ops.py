@@ -10,7 +10,7 @@ import pytest
 from hecore.ops.matching import plain_distances
 from jobs.bench.suites import ops as bench_ops
 from jobs.cli import main
-from schemas.tables import BENCH_OPS, TABLES
+from schemas.bench import BENCH_OPS, BENCH_TABLES
 
 #: --quick, smaller still: every case and configuration, a few seconds of encryption.
 TINY = replace(bench_ops.QUICK, meanfilter_size=16, brightness_size=32, watermark_size=16, match_size=32,
@@ -44,7 +44,7 @@ def _one(rows, **match):
 
 def test_the_table_has_the_bench_ops_schema(bench):
     table, rows = bench
-    assert TABLES["bench_ops"] is BENCH_OPS
+    assert BENCH_TABLES["bench_ops"] is BENCH_OPS
     assert table.schema.remove_metadata().equals(BENCH_OPS)
     assert len({r["run_id"] for r in rows}) == 1
 

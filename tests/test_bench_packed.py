@@ -16,7 +16,7 @@ from jobs.bench.suites.packed import (
     run_packed_bench,
 )
 from jobs.cli import main
-from schemas.tables import BENCH_PACKED, TABLES
+from schemas.bench import BENCH_PACKED, BENCH_TABLES
 
 
 def _camera(size: int) -> np.ndarray:
@@ -49,7 +49,7 @@ def _one(rows, implementation, encryption=None):
 
 def test_the_table_has_the_bench_packed_schema(bench):
     table, rows = bench
-    assert TABLES["bench_packed"] is BENCH_PACKED
+    assert BENCH_TABLES["bench_packed"] is BENCH_PACKED
     assert table.schema.remove_metadata().equals(BENCH_PACKED)
     assert len({r["run_id"] for r in rows}) == 1
 

@@ -15,7 +15,7 @@ from jobs.bench.command import _resolve_suite
 from jobs.bench.peakmem import PeakMeter, reset_peak
 from jobs.bench.report import load_rows, render
 from jobs.cli import main
-from schemas.tables import BENCH
+from schemas.bench import BENCH
 
 EXPERIMENTS = {"fig3", "fig10", "seed001", "limits", "packed"}
 

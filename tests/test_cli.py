@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.cli import main
-from schemas.tables import BENCH_PIXEL
+from schemas.bench import BENCH_PIXEL
 
 
 def test_keygen_writes_a_key_directory_with_a_private_secret_key(tmp_path, capsys):

@@ -6,7 +6,7 @@ import pytest
 
 from jobs.cli import main
 from jobs.session import read_conf_file
-from schemas.tables import BENCH_SPARK
+from schemas.bench import BENCH_SPARK
 
 
 def test_conf_file_reads_spark_defaults_format(tmp_path):

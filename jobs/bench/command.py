@@ -33,7 +33,7 @@ from jobs.bench.suites.pixel import (
     run_pixel_bench,
 )
 from jobs.console import table
-from schemas.tables import BENCH_OPS, BENCH_PACKED, BENCH_PIXEL
+from schemas.bench import BENCH_OPS, BENCH_PACKED, BENCH_PIXEL
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from jobs import runinfo
 from jobs.console import table
-from schemas.tables import BENCH_DFT, BENCH_INFER
+from schemas.bench import BENCH_DFT, BENCH_INFER
 
 
 def _one_core() -> int:

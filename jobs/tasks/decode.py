@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from schemas.tables import TILES
+from schemas.stages import ORIGINALS, TILES
 
 
 def image_id_for(source: str) -> str:
@@ -75,8 +75,6 @@ def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
     yield pa.RecordBatch.from_pydict({"value": np.arange(256, dtype=np.int32), "count": counts})
 
 
-ORIGINALS = pa.schema([("content_sha256", pa.string()), ("original", pa.binary()),
-                       ("orig_height", pa.int32()), ("orig_width", pa.int32()), ("orig_channels", pa.int32())])
 
 
 def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:

@@ -10,6 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from schemas.stages import DECRYPTED, IMAGES
+
 from .rows import constant_column, pc_unique, pixel_positions
 from .worker import worker_state
 
@@ -22,14 +24,6 @@ class SecretPayload:
     secret_key: bytes = field(repr=False)   # never in a log line or an error message
 
 
-DECRYPTED = pa.schema([
-    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
-    ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
-    ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
-    ("ops", pa.list_(pa.string())), ("channel", pa.int32()), ("py", pa.int32()), ("px", pa.int32()),
-    ("raw", pa.float64()), ("cts", pa.int64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
-    ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
-])
 
 
 def build_decryptor(payload: SecretPayload):
@@ -102,15 +96,6 @@ def _decrypt_packed_row(ctx, row: pa.RecordBatch, flood_std: float = 0.0) -> pa.
     return pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
 
 
-IMAGES = pa.schema([
-    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
-    ("height", pa.int32()), ("width", pa.int32()), ("channels", pa.int32()),
-    ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
-    ("ops", pa.list_(pa.string())), ("values", pa.binary()),      # float64 H x W x C true values
-    ("unsnapped", pa.binary()),     # float64 raw x post_scale, before snapping to the exact grid
-    ("ciphertexts", pa.int64()), ("ciphertext_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
-    ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
-])
 
 
 def assemble_group(table: pa.Table) -> pa.Table:

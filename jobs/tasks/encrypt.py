@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from schemas.stages import WRITTEN
 from schemas.tables import CIPHERTEXTS
 
 from .rows import EncryptMeta, ciphertext_rows
@@ -207,7 +208,6 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
 
 # --- encrypt, writing Parquet from the Python workers --------------------------------------------
 
-WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())])
 
 
 def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, token: str, broadcast,

@@ -8,6 +8,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from jobs.checksums import ct_checksums
+from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS
 
 from .rows import (
@@ -136,7 +137,6 @@ def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], q
     return pa.Table.from_pylist(out, schema=ENCRYPTED_DISTANCES)
 
 
-HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]
 
 
 def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterator[pa.RecordBatch]:

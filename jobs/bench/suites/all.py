@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from hecore.images import center_crop, load_image, resize
 from hecore.params import preset
 from jobs import runinfo
-from schemas.tables import BENCH
+from schemas.bench import BENCH
 
 from . import paper as bench_repro
 from .ops import _Keys

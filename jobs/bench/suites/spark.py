@@ -23,7 +23,8 @@ from jobs import runinfo
 from jobs.tasks.decode import DecodeOptions, decode_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition
 from jobs.tasks.rows import EncryptMeta
-from schemas.tables import BENCH_SPARK, CIPHERTEXTS
+from schemas.bench import BENCH_SPARK
+from schemas.tables import CIPHERTEXTS
 
 SAMPLES = ("camera", "coins", "moon", "astronaut", "coffee", "chelsea")
 

@@ -1,0 +1,318 @@
+"""The tables ``hepix bench`` writes and ``hepix report`` reads: one row per measured configuration.
+
+The product tables (what the jobs write) are in :mod:`schemas.tables`; these are the benchmarks'.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+#: One row per measured configuration of the pixel-layout benchmark (``hepix bench pixel``).
+BENCH_PIXEL = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("hepix_version", pa.string()),
+    pa.field("git_commit", pa.string()),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("qi_sizes", pa.list_(pa.int32())),
+    pa.field("scale_bits", pa.int32()),
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),
+    pa.field("channels", pa.int32(), nullable=False),
+    pa.field("pixels", pa.int64(), nullable=False),
+    pa.field("strategy", pa.string(), nullable=False),
+    pa.field("strategy_options", pa.string()),
+    pa.field("security", pa.string(), nullable=False),
+    pa.field("reuse_buffer", pa.bool_()),
+    pa.field("setup_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("pixels_per_second", pa.float64()),
+    pa.field("ciphertext_bytes", pa.int64()),
+    pa.field("ciphertext_mb_per_second", pa.float64()),
+    pa.field("speedup_vs_fresh", pa.float64()),
+    pa.field("speedup_vs_fresh_with_setup", pa.float64()),
+    pa.field("memcpy_mb_per_second", pa.float64()),
+    pa.field("mse", pa.float64()),
+    pa.field("psnr", pa.float64()),
+    pa.field("ssim", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),
+])
+
+
+#: One row per configuration of the Spark overhead/scaling benchmark (``hepix bench --suite spark``).
+BENCH_SPARK = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores_available", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("images", pa.int32(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),
+    pa.field("tile", pa.int32(), nullable=False),
+    pa.field("config", pa.string(), nullable=False),       # hecore, one process | spark local[N]
+    pa.field("cores", pa.int32(), nullable=False),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),     # decode + cache build + encrypt + write
+    pa.field("wall_seconds", pa.float64()),                # including the Spark session start-up
+    pa.field("ciphertexts_per_second", pa.float64(), nullable=False),
+    pa.field("vs_hecore_alone", pa.float64(), nullable=False),
+    pa.field("speedup_vs_local1", pa.float64()),
+    pa.field("workers", pa.string()),                      # JSON: cache rebuilds, python workers, tasks
+])
+
+
+#: One row per (implementation, parameters, encryption type, image) of ``hepix bench --suite packed``:
+#: hepix's packed layout against TenSEAL ``ckks_vector`` at equal parameters and against the pixel
+#: layout's ``full`` caching.  ``pixels`` counts channel values (width x height x channels);
+#: ``seconds`` is the median over ``repeats`` single-threaded passes over the image; the ``vs_*``
+#: ratios are pixels/s over the reference's pixels/s on the same image (TenSEAL at the same N).
+BENCH_PACKED = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("hepix_version", pa.string()),
+    pa.field("git_commit", pa.string()),
+    pa.field("implementation", pa.string(), nullable=False),   # hepix-packed | tenseal | hepix-pixel-full
+    pa.field("library", pa.string()),                          # e.g. "TenSEAL 0.3.18"
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("qi_sizes", pa.list_(pa.int32())),
+    pa.field("scale_bits", pa.int32()),
+    pa.field("encryption", pa.string(), nullable=False),       # public | symmetric | cached
+    pa.field("security", pa.string(), nullable=False),         # ind-cpa | leaks
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("width", pa.int32(), nullable=False),
+    pa.field("height", pa.int32(), nullable=False),
+    pa.field("channels", pa.int32(), nullable=False),
+    pa.field("pixels", pa.int64(), nullable=False),
+    pa.field("tile_h", pa.int32()),
+    pa.field("tile_w", pa.int32()),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("repeats", pa.int32(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("pixels_per_second", pa.float64(), nullable=False),
+    pa.field("encrypt_seconds", pa.float64()),                 # encoding + encryption, measured apart
+    pa.field("serialize_seconds", pa.float64()),               # serialization, measured apart
+    pa.field("setup_seconds", pa.float64()),                   # keys, context, cache: not in seconds
+    pa.field("bytes", pa.int64(), nullable=False),             # serialized ciphertext bytes
+    pa.field("bytes_per_pixel", pa.float64(), nullable=False),
+    pa.field("vs_tenseal_public", pa.float64()),
+    pa.field("vs_tenseal_symmetric", pa.float64()),
+    pa.field("vs_pixel_full", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),                  # after decryption and rounding; null: not decrypted
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("bytes_vs_tenseal_symmetric", pa.float64()),      # bytes_per_pixel over TenSEAL symmetric's, same N
+])
+
+
+#: One row per (case, layout, parameters, strategy) of ``hepix bench --suite ops``: the iCHEETAH §4.4 cases
+#: (and seed 001's extras) encrypted, operated on and decrypted, each stage timed apart (single runs).
+#: ``pixels`` counts the channel values of one image (matching: of each of the three); ``ciphertexts``
+#: and ``bytes`` the encrypted input(s).  Image operations: ``exact_fraction`` against
+#: ``round_to_uint8(hecore.ops.spec.reference)``, ``max_abs_err`` of ``raw x post_scale`` before the finish
+#: snaps and rounds; a watermark's ``detected`` (exactly its pixel, by jobs.bench.detect).  Matching: one row
+#: per metric, ``d12 d13 d23`` decrypted, ``ref_d*`` exact in plaintext, ``distance_rel_err`` against what
+#: the ciphertexts compute exactly (L2², or L1's polynomial stand-in), and whether d12 < d23 < d13 (Table 3).
+BENCH_OPS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("hepix_version", pa.string()),
+    pa.field("git_commit", pa.string()),
+    pa.field("case", pa.string(), nullable=False),            # meanfilter | brightness | matching | watermark | ...
+    pa.field("section", pa.string(), nullable=False),         # 4.4.1 .. 4.4.4 | seed 001
+    pa.field("ops", pa.string(), nullable=False),             # e.g. meanfilter:3, match:l1
+    pa.field("layout", pa.string(), nullable=False),          # pixel | packed
+    pa.field("scheme", pa.string(), nullable=False),          # ckks | bfv | bgv
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("strategy", pa.string(), nullable=False),        # fresh | full (pixel layout, leaks)
+    pa.field("security", pa.string(), nullable=False),        # ind-cpa | leaks
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("size", pa.int32(), nullable=False),             # square side in pixels
+    pa.field("channels", pa.int32(), nullable=False),
+    pa.field("pixels", pa.int64(), nullable=False),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("bytes", pa.int64(), nullable=False),
+    pa.field("setup_seconds", pa.float64()),                  # strategy cache; key generation not included
+    pa.field("encrypt_seconds", pa.float64(), nullable=False),
+    pa.field("op_seconds", pa.float64(), nullable=False),
+    pa.field("decrypt_seconds", pa.float64(), nullable=False),
+    pa.field("exact_fraction", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("detected", pa.bool_()),
+    pa.field("detected_pixels", pa.string()),                 # "(x,y) ..." found by detect_watermark
+    pa.field("metric", pa.string()),                          # l2 (squared) | l1
+    pa.field("d12", pa.float64()),
+    pa.field("d13", pa.float64()),
+    pa.field("d23", pa.float64()),
+    pa.field("ref_d12", pa.float64()),
+    pa.field("ref_d13", pa.float64()),
+    pa.field("ref_d23", pa.float64()),
+    pa.field("distance_rel_err", pa.float64()),
+    pa.field("order_as_paper", pa.bool_()),                   # decrypted: d12 < d23 < d13
+    pa.field("ref_order_as_paper", pa.bool_()),               # plaintext (exact) distances
+])
+
+
+#: One row per measured configuration of ``hepix bench`` (the default suite, ``--suite all``), read by
+#: ``hepix report`` and notebooks/results.ipynb.  ``experiment``: fig3 (iCHEETAH Fig. 3 / Table 2),
+#: fig10, seed001 (brightness +60), limits (memcpy; packed encode/encrypt/serialise split), packed
+#: (``jobs.bench.suites.packed``), spark (the jobs on local Spark).  Times are seconds measured on
+#: ``pixels_measured`` channel values; when that is fewer than ``pixels`` (the whole image) or the row
+#: is an extrapolation to a size not run, ``extrapolated`` is true and only ``pixels_per_second`` /
+#: ``seconds`` (= pixels / pixels_per_second) describe the whole image.  ``*_peak_rss_<stage>``: bytes;
+#: driver = this process (plus Spark's JVM), workers = other child processes (null: none).
+BENCH = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("quick", pa.bool_()),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("load_1m", pa.float64()),                     # 1-minute load average when the row started
+    pa.field("hepix_version", pa.string()),
+    pa.field("versions", pa.string()),                     # JSON: Pyfhel, numpy, pyspark, ...
+    pa.field("git_commit", pa.string()),
+    pa.field("experiment", pa.string(), nullable=False),
+    pa.field("layout", pa.string()),                       # pixel | packed | none
+    pa.field("implementation", pa.string()),               # hepix-pixel | hepix-packed | tenseal | numpy-memcpy | ...
+    pa.field("library", pa.string()),
+    pa.field("scheme", pa.string()),
+    pa.field("preset", pa.string()),
+    pa.field("n", pa.int32()),
+    pa.field("qi_sizes", pa.list_(pa.int32())),
+    pa.field("scale_bits", pa.int32()),
+    pa.field("strategy", pa.string()),
+    pa.field("strategy_options", pa.string()),
+    pa.field("encryption", pa.string()),                   # public | symmetric | cached | ...
+    pa.field("security", pa.string()),                     # ind-cpa | leaks
+    pa.field("image", pa.string()),
+    pa.field("size", pa.int32()),
+    pa.field("width", pa.int32()),
+    pa.field("height", pa.int32()),
+    pa.field("channels", pa.int32()),
+    pa.field("pixels", pa.int64()),
+    pa.field("pixels_measured", pa.int64()),
+    pa.field("extrapolated", pa.bool_()),
+    pa.field("ops", pa.string()),
+    pa.field("repeats", pa.int32()),
+    pa.field("setup_seconds", pa.float64()),
+    pa.field("encode_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("serialize_seconds", pa.float64()),
+    pa.field("op_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("seconds", pa.float64()),
+    pa.field("pixels_per_second", pa.float64()),
+    pa.field("ciphertexts", pa.int64()),
+    pa.field("bytes", pa.int64()),
+    pa.field("bytes_per_second", pa.float64()),
+    pa.field("memcpy_bytes_per_second", pa.float64()),
+    pa.field("speedup_vs_fresh", pa.float64()),
+    pa.field("driver_peak_rss_encrypt", pa.int64()),
+    pa.field("driver_peak_rss_op", pa.int64()),
+    pa.field("driver_peak_rss_decrypt", pa.int64()),
+    pa.field("workers_peak_rss_encrypt", pa.int64()),
+    pa.field("workers_peak_rss_op", pa.int64()),
+    pa.field("workers_peak_rss_decrypt", pa.int64()),
+    pa.field("reference", pa.string()),                    # original | plaintext-processed
+    pa.field("mse", pa.float64()),
+    pa.field("psnr", pa.float64()),
+    pa.field("ssim", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),
+    pa.field("extra", pa.string()),                        # JSON: experiment-specific values
+])
+
+
+_RUN_FIELDS = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("hepix_version", pa.string()),
+    pa.field("git_commit", pa.string()),
+]
+
+
+#: One row per configuration of ``hepix bench --suite dft`` (jobs.bench.suites.dft): the DFT-Hadamard-iDFT
+#: low-pass pipeline on N pixel values, cold (diagonals encoded on the way) and warm, errors against
+#: NumPy's FFT pipeline, seed 002's latency for the same N alongside.
+BENCH_DFT = pa.schema(_RUN_FIELDS + [
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("ring", pa.int32(), nullable=False),
+    pa.field("stages", pa.string(), nullable=False),           # three | fold | circulant
+    pa.field("levels", pa.int32(), nullable=False),            # per forward transform
+    pa.field("inverse_levels", pa.int32(), nullable=False),    # per inverse transform
+    pa.field("depth", pa.int32(), nullable=False),
+    pa.field("rotations", pa.int32(), nullable=False),
+    pa.field("plaintext_products", pa.int32(), nullable=False),
+    pa.field("cutoff", pa.float64(), nullable=False),
+    pa.field("keygen_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("build_seconds", pa.float64()),
+    pa.field("encode_seconds", pa.float64()),
+    pa.field("pipeline_seconds", pa.float64(), nullable=False),
+    pa.field("warm_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("max_abs_err", pa.float64(), nullable=False),
+    pa.field("rel_err", pa.float64(), nullable=False),
+    pa.field("seed_seconds", pa.float64()),
+    pa.field("speedup_vs_seed", pa.float64()),
+    pa.field("ciphertext_bytes", pa.int64()),
+])
+
+
+#: One row per configuration of ``hepix bench --suite infer`` (jobs.bench.suites.infer): a model on the
+#: digits test set as one encrypted batch, seed 004's figures alongside (0-vs-1 task only).
+BENCH_INFER = pa.schema(_RUN_FIELDS + [
+    pa.field("model", pa.string(), nullable=False),            # logreg | tinycnn
+    pa.field("task", pa.string(), nullable=False),             # 01 | all
+    pa.field("classes", pa.int32(), nullable=False),
+    pa.field("scheme", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("ring", pa.int32(), nullable=False),
+    pa.field("layout", pa.string(), nullable=False),           # pixel-per-ciphertext | block-B
+    pa.field("samples", pa.int32(), nullable=False),
+    pa.field("ciphertexts", pa.int32(), nullable=False),
+    pa.field("ciphertext_bytes", pa.int64(), nullable=False),
+    pa.field("bytes_per_sample", pa.float64(), nullable=False),
+    pa.field("train_seconds", pa.float64()),
+    pa.field("keygen_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("infer_seconds", pa.float64(), nullable=False),
+    pa.field("infer_warm_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("samples_per_second", pa.float64(), nullable=False),
+    pa.field("end_to_end_samples_per_second", pa.float64(), nullable=False),
+    pa.field("ms_per_sample", pa.float64(), nullable=False),
+    pa.field("accuracy_plain", pa.float64(), nullable=False),
+    pa.field("accuracy_encrypted", pa.float64(), nullable=False),
+    pa.field("agreement", pa.float64(), nullable=False),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("seed_samples_per_second", pa.float64()),
+    pa.field("seed_ms_per_sample", pa.float64()),
+    pa.field("seed_accuracy", pa.float64()),
+    pa.field("seed_bytes_per_sample", pa.float64()),
+])
+
+
+#: Every benchmark table by its directory name under ``hepix bench --out``.
+BENCH_TABLES = {
+    "bench": BENCH,
+    "bench_pixel": BENCH_PIXEL,
+    "bench_spark": BENCH_SPARK,
+    "bench_packed": BENCH_PACKED,
+    "bench_ops": BENCH_OPS,
+    "bench_dft": BENCH_DFT,
+    "bench_infer": BENCH_INFER,
+}

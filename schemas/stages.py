@@ -1,0 +1,78 @@
+"""The Arrow schemas that pass between the stages of a job (inside Spark, never written as tables).
+
+``TILES``: decoded tiles (or a reject) from decode to encrypt; ``WRITTEN``: the files the encrypt tasks
+wrote; ``HALO_COLUMNS``: the target tile a pixel ciphertext is sent to by the pixel layout's mean filter;
+``DECRYPTED``, ``IMAGES``, ``ORIGINALS``: decrypt's pixel values, assembled images and reference images;
+``CHECKED``: one row per checked ciphertext row (verify, and before process and decrypt use a table).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+
+#: Internal: the decode stage's output, one row per tile and channel of raw pixels, or one per reject.
+TILES = pa.schema([
+    pa.field("image_id", pa.string()),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("content_sha256", pa.string()),
+    pa.field("image_height", pa.int32()),
+    pa.field("image_width", pa.int32()),
+    pa.field("image_channels", pa.int32()),
+    pa.field("conversions", pa.list_(pa.string())),
+    pa.field("tile_h", pa.int32()),
+    pa.field("tile_w", pa.int32()),
+    pa.field("halo", pa.int32()),
+    pa.field("tile_y", pa.int32()),
+    pa.field("tile_x", pa.int32()),
+    pa.field("y", pa.int32()),
+    pa.field("x", pa.int32()),
+    pa.field("h", pa.int32()),
+    pa.field("w", pa.int32()),
+    pa.field("channel", pa.int32()),
+    pa.field("pixels", pa.binary()),              # (tile_h + 2 halo) x (tile_w + 2 halo) uint8, one channel
+    pa.field("reject_stage", pa.string()),
+    pa.field("reject_reason", pa.string()),
+    pa.field("reject_detail", pa.string()),
+    pa.field("bytes", pa.int64()),
+])
+
+
+DECRYPTED = pa.schema([
+    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
+    ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
+    ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
+    ("ops", pa.list_(pa.string())), ("channel", pa.int32()), ("py", pa.int32()), ("px", pa.int32()),
+    ("raw", pa.float64()), ("cts", pa.int64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
+    ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
+])
+
+
+IMAGES = pa.schema([
+    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
+    ("height", pa.int32()), ("width", pa.int32()), ("channels", pa.int32()),
+    ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
+    ("ops", pa.list_(pa.string())), ("values", pa.binary()),      # float64 H x W x C true values
+    ("unsnapped", pa.binary()),     # float64 raw x post_scale, before snapping to the exact grid
+    ("ciphertexts", pa.int64()), ("ciphertext_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
+    ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
+])
+
+
+ORIGINALS = pa.schema([("content_sha256", pa.string()), ("original", pa.binary()),
+                       ("orig_height", pa.int32()), ("orig_width", pa.int32()), ("orig_channels", pa.int32())])
+
+
+WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())])
+
+
+HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]
+
+
+#: One row per checked ciphertext row: its key, what the bytes hash to, and why it is bad (or null).
+CHECKED = pa.schema([
+    ("file", pa.string()), ("image_id", pa.string()), ("source", pa.string()), ("channel", pa.int32()),
+    ("tile_y", pa.int32()), ("tile_x", pa.int32()), ("index", pa.int32()), ("layout", pa.string()),
+    ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
+    ("tile_h", pa.int32()), ("tile_w", pa.int32()), ("ct_bytes", pa.int64()), ("stored", pa.int64()),
+    ("reason", pa.string()), ("detail", pa.string()),
+])
