@@ -1,29 +1,25 @@
-"""hecore: the homomorphic-encryption core of hepix (Pyfhel + NumPy, no Spark).
+"""hecore: the homomorphic-encryption core of hepix (Pyfhel + NumPy, no Spark, no benchmarks).
 
-The safe API is what this package exports.  The paper's leaking caching
-strategies live in :mod:`hecore.encrypt.hazmat` and are reached only through
-``make_strategy(name, ctx, allow_leaky=True)``.
+The safe API is what this package exports: parameters and keys, the context, one encryptor interface
+over a public key, a secret key or a pixel strategy (:mod:`hecore.encrypt`), the layouts
+(:mod:`hecore.layouts`), the image ops (:mod:`hecore.ops`), inference (:mod:`hecore.infer`), quality
+metrics, and the keyless audit (:mod:`hecore.audit`).  The paper's leaking caching strategies live in
+:mod:`hecore.encrypt.hazmat` and are reached only through ``make_strategy(name, ctx, allow_leaky=True)``.
 """
-from hecore.encrypt.strategies import (
-    Fresh,
-    make_strategy,
-    strategy_from_state,
-    strategy_names,
-)
-from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
-
 from .ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS, CiphertextBatch
 from .context import HEContext, PublicMaterial
+from .encrypt import Encryptor, PublicKeyEncryptor, encryptor_for
+from hecore.encrypt.strategies import Fresh, make_strategy, strategy_from_state, strategy_names
 from .errors import HepixError
 from .images import ImagePolicy, LoadedImage, load_image
 from .keys import export_public, keygen, load_public, load_secret
+from .layouts import Layout
 from .params import DEFAULT_PRESET, PRESETS, Params, preset
 from .quality import Quality, compare
 
 __all__ = [
-    "CiphertextBatch", "DEFAULT_PRESET", "Fresh", "HEContext", "HepixError", "ImagePolicy",
-    "LoadedImage", "PRESETS", "Params", "PublicMaterial", "Quality", "SECURITY_IND_CPA",
-    "SECURITY_LEAKS", "compare", "decrypt_tiles", "encrypt_tiles", "export_public", "keygen",
-    "load_image", "load_public", "load_secret", "make_strategy", "preset", "strategy_from_state",
-    "strategy_names",
+    "CiphertextBatch", "DEFAULT_PRESET", "Encryptor", "Fresh", "HEContext", "HepixError", "ImagePolicy", "Layout",
+    "LoadedImage", "PRESETS", "Params", "PublicKeyEncryptor", "PublicMaterial", "Quality", "SECURITY_IND_CPA",
+    "SECURITY_LEAKS", "compare", "encryptor_for", "export_public", "keygen", "load_image", "load_public",
+    "load_secret", "make_strategy", "preset", "strategy_from_state", "strategy_names",
 ]

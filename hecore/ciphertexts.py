@@ -1,4 +1,4 @@
-"""Serialized ciphertexts: their byte layout, and batches of them in one buffer.
+"""Serialized ciphertexts: their byte format, and batches of them in one buffer.
 
 A SEAL/Pyfhel CKKS ciphertext serialized without compression is a fixed
 prefix (SEAL header, parms_id, size, degree, scale, ...; 113 bytes in SEAL 4.1)
@@ -24,7 +24,7 @@ SECURITY_LEAKS = "leaks"
 
 
 @dataclass(frozen=True)
-class CiphertextLayout:
+class CiphertextFormat:
     """Where the coefficients of a fresh serialized ciphertext sit, and modulo what."""
 
     header: bytes          # the constant prefix of every fresh ciphertext
@@ -55,7 +55,7 @@ class CiphertextLayout:
     def coefficients(self, ct: bytes | memoryview | np.ndarray) -> np.ndarray:
         """The uint64 coefficients of one serialized ciphertext (a copy, aligned).
 
-        Raises ValueError when the bytes are not a fresh ciphertext of this layout.
+        Raises ValueError when the bytes are not a fresh ciphertext of this format.
         """
         raw = np.frombuffer(ct, dtype=np.uint8)
         if raw.size != self.stride:
@@ -104,6 +104,12 @@ class CiphertextBatch:
     def __iter__(self):
         for i in range(len(self)):
             yield self[i]
+
+    def slice(self, start: int, stop: int) -> "CiphertextBatch":
+        """Ciphertexts ``start`` to ``stop - 1`` as a batch sharing this one's buffer (no copy)."""
+        if not 0 <= start <= stop <= len(self):
+            raise IndexError(f"slice {start}:{stop} of a batch of {len(self)} ciphertexts")
+        return CiphertextBatch(self.data, self.offsets[start:stop + 1], self.strategy, self.security)
 
     @property
     def nbytes(self) -> int:

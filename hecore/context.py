@@ -18,7 +18,7 @@ from functools import cached_property
 import numpy as np
 from Pyfhel import PyCtxt, Pyfhel
 
-from .ciphertexts import CiphertextLayout
+from .ciphertexts import CiphertextFormat
 from .errors import HepixError, SecretKeyMissing
 from .params import Params
 
@@ -231,15 +231,15 @@ class HEContext:
         return time.perf_counter() - t0
 
     @cached_property
-    def layout(self) -> CiphertextLayout:
-        """The byte layout of this context's fresh ciphertexts (measured on an encryption of 0)."""
+    def ct_format(self) -> CiphertextFormat:
+        """The byte format of this context's fresh ciphertexts (measured on an encryption of 0)."""
         sample = self.encrypt_value(0.0)
         primes = self.primes[: self.params.data_primes]
         body = 2 * len(primes) * self.params.n * 8
         header_len = len(sample) - body
         if header_len <= 0:
             raise HepixError(f"unexpected ciphertext serialization: {len(sample)} bytes for {self.params.describe()}")
-        return CiphertextLayout(header=sample[:header_len], primes=primes, n=self.params.n)
+        return CiphertextFormat(header=sample[:header_len], primes=primes, n=self.params.n)
 
     @cached_property
     def codec(self) -> "PlainCodec":

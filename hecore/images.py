@@ -57,14 +57,7 @@ from typing import Union
 import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from .errors import (
-    DecompressionBomb,
-    EmptyImage,
-    ImageError,
-    TruncatedImage,
-    UnreadableImage,
-    UnsupportedImageMode,
-)
+from .errors import DecompressionBomb, EmptyImage, ImageError, TruncatedImage, UnreadableImage, UnsupportedImageMode
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +76,9 @@ __all__ = [
 #: The opt-in conversions ``ImagePolicy.conversions`` may contain.
 CONVERSIONS = frozenset({"palette", "alpha", "16bit", "bilevel"})
 
+#: The default pixel limit (decompression bombs are refused from the header, before decoding).
+DEFAULT_MAX_PIXELS = 2**26
+
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
 
 
@@ -90,7 +86,7 @@ Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
 class ImagePolicy:
     """What ``load_image`` accepts: a pixel limit and opt-in mode conversions."""
 
-    max_pixels: int = 2**26
+    max_pixels: int = DEFAULT_MAX_PIXELS
     conversions: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:

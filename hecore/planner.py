@@ -14,16 +14,15 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hecore.ops.matching import Match
+from .layouts import Layout
+from hecore.ops.spec import Match
 from hecore.ops.spec import Brightness, Contrast, MeanFilter, Op, Watermark, raw_range
 
 from .errors import InvalidParameters
 from .params import PRESETS, Params
 
-__all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "LAYOUTS"]
+__all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan"]
 
-LAYOUTS = ("pixel", "packed", "packed-complex")
-PACKED = ("packed", "packed-complex")
 
 #: The largest image (pixels x channels) whose exact BFV/BGV distance the bounds are checked for.
 #: (CKKS divides each tile's share by the number of shares, so its sums stay at one tile's size.)
@@ -61,21 +60,20 @@ def _raw_constants(ops: Sequence[Op]) -> list[tuple[str, float]]:
     return out
 
 
-def requirements(ops: Sequence[Op], layout: str, match: Match | None = None) -> Requirements:
-    if layout not in LAYOUTS:
-        raise InvalidParameters(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
+def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None = None) -> Requirements:
+    layout = Layout.parse(layout)
     lo, hi = raw_range(ops)
     bound = max(abs(lo), abs(hi))
     fractional = [spec for spec, c in _raw_constants(ops) if c != round(c)]
     depth, multiplies = 0, False
-    packed = layout in PACKED
+    packed = layout.packed
     rotations = packed and any(isinstance(op, MeanFilter) for op in ops)
-    integer_ok, why = layout == "packed", {"packed": "", "pixel": "the pixel layout is CKKS-only",
-                                           "packed-complex": "complex packing is CKKS-only"}[layout]
+    integer_ok, why = layout is Layout.PACKED, {Layout.PACKED: "", Layout.PIXEL: "the pixel layout is CKKS-only",
+                                                Layout.PACKED_COMPLEX: "complex packing is CKKS-only"}[layout]
     if fractional and integer_ok:
         integer_ok, why = False, f"{', '.join(fractional)} add non-integer raw values"
     if match is not None:
-        if layout == "packed-complex":
+        if layout.complex_packing:
             raise InvalidParameters(
                 f"{match.spec} squares differences, which mixes the two pixels of a complex-packed slot; "
                 "encrypt with --layout packed (one pixel per slot) to match")
@@ -101,7 +99,7 @@ def requirements(ops: Sequence[Op], layout: str, match: Match | None = None) -> 
         names = ", ".join(op.spec.partition(",")[0] for op in spending)
         if integer_ok:
             integer_ok, why = False, f"{names} need(s) complex CKKS slots"
-        if layout != "packed":
+        if layout is not Layout.PACKED:
             integer_ok, why = False, f"{names} run(s) in the packed layout only"
         # the result, at the last level spent, must fit the primes left
         spent = tuple(spent) + ((own, bound),)

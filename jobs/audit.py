@@ -23,10 +23,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from hecore.audit import LEAKS, Geometry, audit_group
+from hecore.audit import Geometry, Verdict, audit_group
 from hecore.audit.sealbytes import plain_layout
 from hecore.context import PlainCodec, chain_primes
 from hecore.errors import HepixError, ImageError
+from hecore.layouts import Layout
 from hecore.params import Params
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import AUDIT
@@ -113,7 +114,7 @@ def run(args) -> int:
         n_cts += t.num_rows
         meta = {c: t[c][0].as_py() for c in META_COLUMNS}
         geom = truth = None
-        if meta["layout"] == "pixel":
+        if not Layout.parse(meta["layout"]).packed:
             idx, w = t["index"].to_numpy(), t["w"].to_numpy()
             geom = Geometry(t["y"].to_numpy() + idx // w, t["x"].to_numpy() + idx % w)
             pixels = truth_images.get(meta["content_sha256"])
@@ -157,7 +158,7 @@ def run(args) -> int:
                        ("verdict", "verdict", ""), ("statistic", "statistic", ".3f"),
                        ("recovered_fraction", "classes recovered", ".3f"),
                        ("exact_difference_fraction", "exact diffs", ".3f"), ("seconds", "s", ".1f")]))
-    leaking = sorted({r["test"] for r in rows if r["verdict"] == LEAKS})
+    leaking = sorted({r["test"] for r in rows if r["verdict"] == Verdict.LEAKS})
     if leaking:
         print(f"LEAKS: {', '.join(leaking)} distinguish these ciphertexts without the key "
               f"(table labelled security={parent.security}); pictures in {args.out}/images/")

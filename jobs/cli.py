@@ -1,6 +1,7 @@
 """The `hepix` command: one subcommand per job.
 
-Each job module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+Each subcommand names the function that declares its arguments and the one that runs it
+(:class:`Command`); the run functions are imported only when their command runs.
 Errors hepix raises on purpose (``hecore.errors.HepixError``) become a
 one-line message and exit status 2; anything else is a bug and keeps its
 traceback.
@@ -12,24 +13,51 @@ import importlib
 import logging
 import os
 import sys
+from dataclasses import dataclass
 
 from hecore.errors import HepixError
 
-#: subcommand -> (module, one-line help)
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: where its arguments are declared, what runs it ("module:function" each), its help."""
+
+    arguments: str
+    run: str
+    help: str
+
+
+def _resolve(target: str):
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 JOBS = {
-    "keygen": ("jobs.keygen", "generate a key directory (secret key in its own 0600 file)"),
-    "export-public": ("jobs.keygen", "copy a key directory without its secret key, for the cluster"),
-    "plan": ("jobs.keygen", "which parameter presets can run an op chain in a layout, smallest first"),
-    "encrypt": ("jobs.encrypt", "encrypt images (a directory, glob or URI) into a ciphertext table"),
-    "encrypt-digits": ("jobs.infer", "encrypt scikit-learn's digits (test split) for `process --op infer:MODEL`"),
-    "process": ("jobs.process", "apply ops (brightness, contrast, watermark, mean filter) or match images, on "
-                                "ciphertexts, with public keys only"),
-    "decrypt": ("jobs.decrypt", "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
-    "audit": ("jobs.audit", "run distinguishers over a ciphertext table without any key; writes an audit table"),
-    "verify": ("jobs.verify", "check a table against its manifest: files, row checksums, duplicates, whole images"),
-    "bench": ("jobs.bench.command", "measure the strategies against fresh encryption; writes a Parquet table"),
-    "report": ("jobs.bench.report", "render a `hepix bench` table as PNG plots and a Markdown report next to the seeds' figures"),
-    "demo": ("jobs.demo", "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
+    "keygen": Command("jobs.keygen:add_arguments", "jobs.keygen:run",
+                      "generate a key directory (secret key in its own 0600 file)"),
+    "export-public": Command("jobs.keygen:add_export_arguments", "jobs.keygen:run_export",
+                             "copy a key directory without its secret key, for the cluster"),
+    "plan": Command("jobs.plan:add_arguments", "jobs.plan:run",
+                    "which parameter presets can run an op chain in a layout, smallest first"),
+    "encrypt": Command("jobs.encrypt:add_arguments", "jobs.encrypt:run",
+                       "encrypt images (a directory, glob or URI) into a ciphertext table"),
+    "encrypt-digits": Command("jobs.infer:add_encrypt_arguments", "jobs.infer:run_encrypt",
+                              "encrypt scikit-learn's digits (test split) for `process --op infer:MODEL`"),
+    "process": Command("jobs.process:add_arguments", "jobs.routes:process",
+                       "apply ops (brightness, contrast, watermark, mean filter, DFT filter), match images or run "
+                       "a model, on ciphertexts, with public keys only"),
+    "decrypt": Command("jobs.decrypt:add_arguments", "jobs.routes:decrypt",
+                       "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
+    "audit": Command("jobs.audit:add_arguments", "jobs.audit:run",
+                     "run distinguishers over a ciphertext table without any key; writes an audit table"),
+    "verify": Command("jobs.verify:add_arguments", "jobs.verify:run",
+                      "check a table against its manifest: files, row checksums, duplicates, whole images"),
+    "bench": Command("jobs.bench.command:add_arguments", "jobs.bench.command:run",
+                     "measure the strategies against fresh encryption; writes a Parquet table"),
+    "report": Command("jobs.bench.report:add_arguments", "jobs.bench.report:run",
+                      "render a `hepix bench` table as PNG plots and a Markdown report next to the papers' figures"),
+    "demo": Command("jobs.demo:add_arguments", "jobs.demo:run",
+                    "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
 }
 
 
@@ -41,12 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module, help_) in JOBS.items():
-        mod = importlib.import_module(module)
-        p = sub.add_parser(name, help=help_, description=help_)
-        adder = getattr(mod, f"add_{name.replace('-', '_')}_arguments", None) or mod.add_arguments
-        adder(p)
-        p.set_defaults(_run=getattr(mod, f"run_{name.replace('-', '_')}", None) or mod.run)
+    for name, command in JOBS.items():
+        p = sub.add_parser(name, help=command.help, description=command.help)
+        _resolve(command.arguments)(p)
+        p.set_defaults(_run=command.run)
     return parser
 
 
@@ -58,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return int(args._run(args) or 0)
+        return int(_resolve(args._run)(args) or 0)
     except HepixError as e:
         print(f"hepix {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

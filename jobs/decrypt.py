@@ -11,33 +11,20 @@ import functools
 import os
 import time
 
-import numpy as np
-
 from hecore.errors import HepixError
-from hecore.keys import load_secret
+from hecore.images import DEFAULT_MAX_PIXELS
 from jobs.tasks.decode import DecodeOptions, originals_partition
 from jobs.tasks.decrypt import SecretPayload, assemble_group, decrypt_partition
 from jobs.tasks.metrics import metrics_partition
-from schemas.manifest import Counts, RunManifest
+from schemas.manifest import Counts
 from schemas.stages import DECRYPTED, IMAGES, ORIGINALS
-from schemas.tables import METRICS, PARQUET_OPTIONS, spark_schema
+from schemas.tables import METRICS, spark_schema
 
-from . import runinfo
 from .console import table
-from .encrypt import DEFAULT_MAX_PIXELS, read_images
 from .progress import Progress
-from .remote import remote_keys
-from .runs import (
-    ListAccumulator,
-    add_spark_arguments,
-    complete_run,
-    same_key,
-    table_function,
-    worker_report,
-)
-from .session import build_session, spark_info
-from .storage import Output, Storage, join
-from .verify import bad_rows, describe_table, table_checksums, write_rejects
+from .runs import add_spark_arguments, table_function
+from .sources import read_images
+from .tables import write_rejects
 
 
 def add_arguments(p) -> None:
@@ -54,134 +41,70 @@ def add_arguments(p) -> None:
     add_spark_arguments(p)
 
 
-def run(args) -> int:
-    from pyspark.sql import functions as F
-
+def check_arguments(args) -> None:
+    """Refuse bad decrypt arguments before any key is read."""
     if not (args.flood_std >= 0 and args.flood_std != float("inf")):
         raise HepixError(f"--flood-std {args.flood_std}: give a finite standard deviation >= 0")
-    with remote_keys(args.keys, secret=True) as keys:
-        ctx = load_secret(keys)
-    fingerprint = ctx.fingerprint
-    run_id, started = runinfo.new_run_id(), runinfo.now()
-    spark = build_session("decrypt", args.master, args.conf)
-    sc = spark.sparkContext
-    storage = Storage(spark)
-    out = Output(storage, args.out, run_id)
-    try:
-        parent = complete_run(storage, args.input, ("encrypt", "process"))
-        same_key(parent, fingerprint, args.input)          # before any work
-        print(f"hepix decrypt {run_id}: {args.input} -> {args.out}; key {fingerprint[:16]}; "
-              f"ops {' | '.join(parent.ops) or 'none'}")
-        if parent.ops and parent.ops[-1].startswith("match:"):
-            return _decrypt_match(args, spark, ctx, out, parent, run_id, started)
-        if parent.layout == "digits":
-            if not (parent.ops and parent.ops[-1].startswith("infer:")):
-                raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
-                                 "run `hepix process --op infer:MODEL` first")
-            from .infer import decrypt_digits
+    if args.png and "://" in args.out and not args.out.startswith("file://"):
+        raise HepixError("--png writes image files with plain file I/O; give a local --out")
 
-            return decrypt_digits(args, spark, ctx, out, parent, run_id, started)
-        bc = sc.broadcast(SecretPayload(public=ctx.public, secret_key=ctx.secret_key_bytes()))
-        token = f"{run_id}/{bc._jbroadcast.id()}"
-        rebuilds = sc.accumulator([], ListAccumulator())
-        tasks = sc.accumulator([], ListAccumulator())
-        png_dir = None
-        if args.png:
-            if "://" in args.out and not args.out.startswith("file://"):
-                raise HepixError("--png writes image files with plain file I/O; give a local --out")
-            png_dir = os.path.join(args.out.removeprefix("file://"), "_staging", run_id, "images")
-            os.makedirs(png_dir, exist_ok=True)
-        timings = {}
-        with Progress(spark, "decrypt", enabled=not args.quiet) as progress:
-            t0 = time.perf_counter()
-            progress.stage("decrypting")
-            cts = spark.read.parquet(join(args.input, "ciphertexts"))
-            rejects, bad_ids, _ = bad_rows(spark, cts, run_id, "decrypt")
-            if bad_ids:     # the images with a bad row are left out whole, and each bad row reported
-                cts = cts.where(~F.col("image_id").isin(sorted(bad_ids)))
-            values = cts.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc,
-                                                      rebuilds=rebuilds, tasks=tasks, flood_std=args.flood_std),
-                                    spark_schema(DECRYPTED))
-            images = values.groupBy("image_id").applyInArrow(table_function(assemble_group), spark_schema(IMAGES))
-            if args.images:
-                opts = parent.options
-                dopts = DecodeOptions(1, 1, opts.get("resize"), tuple(opts.get("conversions", [])),
-                                      opts.get("max_pixels", DEFAULT_MAX_PIXELS))
-                originals = read_images(spark, args.images, args.recursive).mapInArrow(
-                    functools.partial(originals_partition, opts=dopts), spark_schema(ORIGINALS))
-                images = images.join(originals.dropDuplicates(["content_sha256"]), "content_sha256", "left")
-            else:
-                for name, type_ in zip(ORIGINALS.names[1:], ("binary", "int", "int", "int")):
-                    images = images.withColumn(name, F.lit(None).cast(type_))
-            metrics = images.mapInArrow(functools.partial(metrics_partition, run_id=run_id, png_dir=png_dir),
-                                        spark_schema(METRICS))
-            metrics.write.options(**PARQUET_OPTIONS["metrics"]).mode("overwrite").parquet(out.table("metrics"))
-            timings["decrypt_seconds"] = time.perf_counter() - t0
-            write_rejects(spark, rejects, out.table("rejects"))
-            files = {"metrics": describe_table(spark, storage, out.table("metrics"), checksums=False),
-                     "rejects": describe_table(spark, storage, out.table("rejects"), checksums=False)}
-            rows = [r.asDict() for r in spark.read.parquet(out.table("metrics")).orderBy("source").collect()]
-        n_cts = sum(r["ciphertexts"] for r in rows)
-        counts = Counts(images_in=parent.counts.images_encrypted, images_decrypted=len(rows), ciphertexts=n_cts,
-                        ciphertext_bytes=sum(r["ciphertext_bytes"] for r in rows), images_rejected=len(bad_ids),
-                        rejects=len(rejects))
-        manifest = RunManifest(
-            job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
-            finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
-            strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
-            key_fingerprint=fingerprint, ops=parent.ops,
-            options={**parent.options, "images": args.images, "flood_std": args.flood_std},
-            counts=counts, timings=timings, workers=worker_report(rebuilds, tasks),
-            versions=runinfo.versions(), spark=spark_info(spark),
-            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output},
-            files=files, checksums=table_checksums(files))
-        out.commit(manifest, ["metrics", "rejects"] + (["images"] if png_dir else []))
-    except BaseException:
-        out.abort()
-        raise
-    finally:
-        spark.stop()
+
+def originals(run):
+    """The reference images of ``--images``, decoded and preprocessed as encrypt did (keyed by content)."""
+    opts = run.parent.options
+    dopts = DecodeOptions(1, 1, opts.get("resize"), tuple(opts.get("conversions", [])),
+                          opts.get("max_pixels", DEFAULT_MAX_PIXELS))
+    return read_images(run.spark, run.args.images, run.args.recursive).mapInArrow(
+        functools.partial(originals_partition, opts=dopts), spark_schema(ORIGINALS))
+
+
+def metrics_plan(run, df, png_dir: str | None):
+    """Decrypt ``df``'s rows, reassemble each image, join its reference and score it: the metrics rows."""
+    from pyspark.sql import functions as F
+
+    bc, token = run.broadcast(SecretPayload(public=run.keys.public, secret_key=run.keys.secret_key_bytes()))
+    values = df.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds,
+                                             tasks=run.tasks, flood_std=run.args.flood_std), spark_schema(DECRYPTED))
+    images = values.groupBy("image_id").applyInArrow(table_function(assemble_group), spark_schema(IMAGES))
+    if run.args.images:
+        images = images.join(originals(run).dropDuplicates(["content_sha256"]), "content_sha256", "left")
+    else:
+        for name, type_ in zip(ORIGINALS.names[1:], ("binary", "int", "int", "int")):
+            images = images.withColumn(name, F.lit(None).cast(type_))
+    return images.mapInArrow(functools.partial(metrics_partition, run_id=run.run_id, png_dir=png_dir),
+                             spark_schema(METRICS))
+
+
+def run(run) -> int:
+    """``hepix decrypt`` of images (the key owner's job): ``metrics`` (and PNGs) from an encrypt or process run."""
+    args, parent = run.args, run.parent
+    png_dir = None
+    if args.png:
+        png_dir = os.path.join(args.out.removeprefix("file://"), "_staging", run.run_id, "images")
+        os.makedirs(png_dir, exist_ok=True)
+    with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
+        t0 = time.perf_counter()
+        progress.stage("decrypting")
+        checked = run.checked_input("decrypt")
+        run.write(metrics_plan(run, checked.df, png_dir), "metrics")
+        run.timings["decrypt_seconds"] = time.perf_counter() - t0
+        write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
+        files, checksums = run.describe({"metrics": False, "rejects": False})
+        rows = [r.asDict() for r in run.spark.read.parquet(run.out.table("metrics")).orderBy("source").collect()]
+    n_cts = sum(r["ciphertexts"] for r in rows)
+    counts = Counts(images_in=parent.counts.images_encrypted, images_decrypted=len(rows), ciphertexts=n_cts,
+                    ciphertext_bytes=sum(r["ciphertext_bytes"] for r in rows),
+                    images_rejected=len(checked.bad_images), rejects=len(checked.rejects))
+    manifest = run.manifest(options={**parent.options, "images": args.images, "flood_std": args.flood_std},
+                            counts=counts, files=files, checksums=checksums)
+    run.commit(manifest, ["metrics", "rejects"] + (["images"] if png_dir else []))
     print(table(rows, [("source", "image", ""), ("ops", "ops", ""), ("reference", "reference", ""),
                        ("mse", "MSE", ".3f"), ("psnr", "PSNR dB", ".2f"), ("ssim", "SSIM", ".4f"),
                        ("max_abs_err", "max err", ".1e"), ("exact_fraction", "exact", ".4f"),
                        ("ciphertexts", "cts", "d"), ("decrypt_seconds", "decrypt s", ".2f")]))
-    secs = timings["decrypt_seconds"]
-    print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {secs:.1f} s; "
+    print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {run.timings['decrypt_seconds']:.1f} s; "
           f"metrics in {args.out}/metrics/")
-    if rejects:
-        print(f"{len(rejects)} ciphertext rows failed their checks; their {len(bad_ids)} images were not decrypted "
-              f"and the rows are listed in {args.out}/rejects/")
-    return 0
-
-
-def _decrypt_match(args, spark, ctx, out, parent, run_id, started) -> int:
-    """A match run: decrypt its distances into the ``distances`` table (one row per image and metric)."""
-    from schemas.tables import DISTANCES
-
-    from .match import decrypt_distances
-
-    t0 = time.perf_counter()
-    rows = decrypt_distances(spark, ctx, args.input, run_id)
-    if args.flood_std:
-        from hecore.flooding import flood
-
-        for r, noisy in zip(rows, flood(np.array([r["distance"] for r in rows]), args.flood_std)):
-            r["distance"] = float(noisy)
-    spark.createDataFrame(rows, spark_schema(DISTANCES)).write.options(**PARQUET_OPTIONS["distances"]).mode(
-        "overwrite").parquet(out.table("distances"))
-    secs = time.perf_counter() - t0
-    manifest = RunManifest(
-        job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
-        finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
-        strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
-        key_fingerprint=ctx.fingerprint, ops=parent.ops, options={**parent.options, "flood_std": args.flood_std},
-        counts=Counts(images_in=parent.counts.images_in, images_decrypted=len({r["source"] for r in rows}),
-                      ciphertexts=len(rows)),
-        timings={"decrypt_seconds": secs}, versions=runinfo.versions(), spark=spark_info(spark),
-        parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
-    out.commit(manifest, ["distances"])
-    print(table(rows, [("query_source", "query", ""), ("source", "image", ""), ("metric", "metric", ""),
-                       ("distance", "distance", ",.2f"), ("l1_poly_max_error", "L1 approx. bound", ",.0f"),
-                       ("decrypt_seconds", "decrypt s", ".3f")]))
-    print(f"decrypted {len(rows)} distances in {secs:.1f} s; table in {args.out}/distances/")
+    if checked.rejects:
+        print(f"{len(checked.rejects)} ciphertext rows failed their checks; their {len(checked.bad_images)} images "
+              f"were not decrypted and the rows are listed in {args.out}/rejects/")
     return 0

@@ -24,31 +24,18 @@ import pyarrow as pa
 
 from hecore.errors import HepixError, InvalidParameters
 from schemas.manifest import Counts, RunManifest
-from schemas.tables import (
-    CIPHERTEXTS,
-    INFERENCE_METRICS,
-    PARQUET_OPTIONS,
-    PREDICTIONS,
-    spark_schema,
-)
+from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PREDICTIONS, spark_schema
 
 from . import runinfo
 from .console import table
-from .remote import remote_keys
-from .runs import (
-    ListAccumulator,
-    add_spark_arguments,
-    complete_run,
-    same_key,
-    table_function,
-)
+from .runs import add_spark_arguments, open_run, table_function
 from .session import build_session, spark_info
 from .storage import Output, Storage, join
 
 LAYOUT = "digits"
 
 
-def add_arguments(p) -> None:
+def add_encrypt_arguments(p) -> None:
     p.add_argument("--keys", required=True, help="key directory (only its public part is read)")
     p.add_argument("--out", required=True, help="output directory: ciphertexts/, _manifest.json")
     p.add_argument("--task", choices=("01", "all"), default="01",
@@ -59,7 +46,8 @@ def add_arguments(p) -> None:
     add_spark_arguments(p)
 
 
-def run(args) -> int:
+def run_encrypt(args) -> int:
+    """``hepix encrypt-digits``: scikit-learn's digits (test split), encrypted with the public key."""
     from hecore.infer import encrypted
     from hecore.infer import models as infer
     from hecore.keys import load_public
@@ -174,30 +162,16 @@ def infer_group(tbl: pa.Table, *, token: str, broadcast, model_bc, spec: str, ru
     return pa.Table.from_pylist(out, schema=CIPHERTEXTS)
 
 
-def run_infer(args) -> int:
+def run_process(args, chain) -> int:
+    """``hepix process --op infer:MODEL``: the model on encrypted digits, public keys only (``chain.infer``)."""
     from pyspark.sql import functions as F
 
     from hecore.infer import models as infer
-    from hecore.keys import read_public
     from hecore.params import Params
 
-    if len(args.op) != 1:           # process.run refused a key directory with secret.key already
-        raise HepixError("infer:MODEL is a whole run on its own; give it as the only --op")
-    try:
-        op = infer.parse_infer(args.op[0].partition(":")[2])
-    except ValueError as e:
-        raise HepixError(str(e)) from None
-    with remote_keys(args.keys) as keys:
-        material = read_public(keys)
-    fingerprint = material.fingerprint()
-    run_id, started = runinfo.new_run_id(), runinfo.now()
-    spark = build_session("process", args.master, args.conf)
-    sc = spark.sparkContext
-    storage = Storage(spark)
-    out = Output(storage, args.out, run_id)
-    try:
-        parent = complete_run(storage, args.input, ("encrypt",))
-        same_key(parent, fingerprint, args.input)
+    op = chain.infer
+    with open_run(args, "process", inputs=("encrypt",)) as run:
+        parent = run.parent
         if parent.layout != LAYOUT:
             raise HepixError(f"{op.spec} runs on encrypted digits (`hepix encrypt-digits`), not on the "
                              f"{parent.layout} layout of {args.input}")
@@ -216,48 +190,42 @@ def run_infer(args) -> int:
                                         f"encrypt again without --pack for {op.model}")
         except ValueError as e:
             raise HepixError(str(e)) from None
-        print(f"hepix process {run_id}: {args.input} -> {args.out}; {op.spec} (trained in {train_secs:.1f} s on "
-              f"the public training split); key {fingerprint[:16]} (public only)")
-        bc = sc.broadcast(material)
-        model_bc = sc.broadcast(model)
-        token = f"{run_id}/{bc._jbroadcast.id()}"
-        rebuilds = sc.accumulator([], ListAccumulator())
+        print(f"hepix process {run.run_id}: {args.input} -> {args.out}; {op.spec} (trained in {train_secs:.1f} s on "
+              f"the public training split); key {run.fingerprint[:16]} (public only)")
+        bc, token = run.broadcast(run.keys)
+        model_bc, _ = run.broadcast(model)
         t0 = time.perf_counter()
-        df = spark.read.parquet(join(args.input, "ciphertexts"))
+        df = run.spark.read.parquet(join(args.input, "ciphertexts"))
         res = df.groupBy("image_id").applyInArrow(
             table_function(infer_group, token=token, broadcast=bc, model_bc=model_bc, spec=op.spec,
-                           run_id=run_id, rebuilds=rebuilds), spark_schema(CIPHERTEXTS))
-        res.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(out.table("ciphertexts"))
+                           run_id=run.run_id, rebuilds=run.rebuilds), spark_schema(CIPHERTEXTS))
+        run.write(res, "ciphertexts")
         secs = time.perf_counter() - t0
-        written = spark.read.parquet(out.table("ciphertexts"))
-        stats = written.agg(F.count("*").alias("n"), F.sum(F.length("ct")).alias("bytes")).collect()[0]
-        manifest = RunManifest(
-            job="process", run_id=run_id, status="complete", created=started.isoformat(),
-            finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=LAYOUT,
-            strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
-            key_fingerprint=fingerprint, ops=[op.spec],
+        stats = run.spark.read.parquet(run.out.table("ciphertexts")).agg(
+            F.count("*").alias("n"), F.sum(F.length("ct")).alias("bytes")).collect()[0]
+        run.timings.update(train_seconds=train_secs, process_seconds=secs)
+        manifest = run.manifest(
+            layout=LAYOUT, ops=[op.spec],
             options={**parent.options, "model": op.model, "binary": bool(model.binary),
                      "input_ciphertexts": parent.counts.ciphertexts, "input_bytes": parent.counts.ciphertext_bytes,
                      "encrypt_seconds": parent.timings.get("encrypt_seconds")},
             counts=Counts(images_in=parent.counts.images_in, images_encrypted=parent.counts.images_encrypted,
                           ciphertexts=int(stats["n"]), ciphertext_bytes=int(stats["bytes"] or 0)),
-            timings={"train_seconds": train_secs, "process_seconds": secs},
-            workers={"cache_rebuilds": len(rebuilds.value)}, versions=runinfo.versions(), spark=spark_info(spark),
-            parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
-        out.commit(manifest, ["ciphertexts"])
-    except BaseException:
-        out.abort()
-        raise
-    finally:
-        spark.stop()
+            workers={"cache_rebuilds": len(run.rebuilds.value)})
+        run.commit(manifest, ["ciphertexts"])
     print(f"{op.spec}: {parent.options.get('samples')} digits in {secs:.1f} s, {stats['n']} output ciphertexts")
     return 0
 
 
 # --- decrypt ---------------------------------------------------------------------------------
 
-def decrypt_digits(args, spark, ctx, out, parent, run_id, started) -> int:
-    """The key holder's side: head outputs -> predictions (with labels) and accuracy."""
+def decrypt(run) -> int:
+    """``hepix decrypt`` of an inference run (the key holder's side): head outputs -> predictions (with
+    labels) and accuracy."""
+    args, parent, ctx, spark, run_id = run.args, run.parent, run.keys, run.spark, run.run_id
+    if not (parent.ops and parent.ops[-1].startswith("infer:")):
+        raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
+                         "run `hepix process --op infer:MODEL` first")
     from hecore.infer import models as infer
 
     op = infer.parse_infer(parent.ops[-1].partition(":")[2])
@@ -296,19 +264,12 @@ def decrypt_digits(args, spark, ctx, out, parent, run_id, started) -> int:
                    "bytes_per_sample": (opts.get("input_bytes") or 0) / max(1, total),
                    "encrypt_seconds": opts.get("encrypt_seconds"),
                    "process_seconds": parent.timings.get("process_seconds"), "decrypt_seconds": secs})
-    spark.createDataFrame(preds, spark_schema(PREDICTIONS)).write.options(**PARQUET_OPTIONS["predictions"]).mode(
-        "overwrite").parquet(out.table("predictions"))
-    spark.createDataFrame(rows_m, spark_schema(INFERENCE_METRICS)).write.options(
-        **PARQUET_OPTIONS["inference_metrics"]).mode("overwrite").parquet(out.table("inference_metrics"))
-    manifest = RunManifest(
-        job="decrypt", run_id=run_id, status="complete", created=started.isoformat(),
-        finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
-        strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
-        key_fingerprint=ctx.fingerprint, ops=parent.ops, options=parent.options,
-        counts=Counts(images_in=total, images_decrypted=total, ciphertexts=len(rows)),
-        timings={"decrypt_seconds": secs}, versions=runinfo.versions(), spark=spark_info(spark),
-        parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
-    out.commit(manifest, ["predictions", "inference_metrics"])
+    run.write(spark.createDataFrame(preds, spark_schema(PREDICTIONS)), "predictions")
+    run.write(spark.createDataFrame(rows_m, spark_schema(INFERENCE_METRICS)), "inference_metrics")
+    run.timings["decrypt_seconds"] = secs
+    manifest = run.manifest(counts=Counts(images_in=total, images_decrypted=total, ciphertexts=len(rows)),
+                            workers={})
+    run.commit(manifest, ["predictions", "inference_metrics"])
     print(table(rows_m, [("batch_id", "batch", ""), ("model", "model", ""), ("task", "task", ""),
                          ("preset", "preset", ""), ("samples", "samples", "d"), ("accuracy", "accuracy", ".4f"),
                          ("bytes_per_sample", "bytes/sample", ",.0f")]))

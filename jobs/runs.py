@@ -1,6 +1,14 @@
-"""Arguments and helpers shared by the Spark jobs."""
+"""The one preamble and commit of the jobs that read a run and write another.
+
+``process`` (and matching and inference) and ``decrypt`` all start the same way -- keys, fingerprint, run
+id, session, staged output, the input's complete manifest, the same key -- and end the same way: a
+manifest that records what was done, written after the tables are in place.  :func:`open_run` does the
+first, :meth:`Run.manifest` and :meth:`Run.commit` the second; a job's ``run()`` keeps only what it does.
+"""
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.accumulators import AccumulatorParam
@@ -9,7 +17,9 @@ from hecore.errors import HepixError, KeyDirectoryError
 from hecore.keys import SECRET, check_fingerprint
 from schemas.manifest import RunManifest
 
-from .storage import Storage, read_manifest
+from . import runinfo
+from .session import spark_info
+from .storage import Output, Storage, join, read_manifest
 
 
 def add_spark_arguments(p) -> None:
@@ -84,3 +94,136 @@ def refuse_secret_key_directory(keys: str) -> None:
             f"not be, so it refuses this directory without opening the file. Give it the public part: "
             f"`hepix export-public --keys {keys} --out PUBLIC_DIR`, then --keys PUBLIC_DIR"
         )
+
+
+# --- the preamble ----------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    """One job's run: its session, staged output, keys and input run (``parent``)."""
+
+    job: str
+    args: object
+    run_id: str
+    started: object             # datetime (UTC)
+    spark: object
+    storage: Storage
+    out: Output
+    keys: object                # PublicMaterial (public side) or HEContext with the secret key (owner)
+    fingerprint: str
+    parent: RunManifest | None
+    timings: dict = field(default_factory=dict)
+    rebuilds: object = None     # accumulators of worker events: cache rebuilds and tasks
+    tasks: object = None
+
+    @property
+    def sc(self):
+        return self.spark.sparkContext
+
+    def broadcast(self, value) -> tuple[object, str]:
+        """``value`` as a Spark broadcast, and the token the workers cache what they build from it under."""
+        bc = self.sc.broadcast(value)
+        return bc, f"{self.run_id}/{bc._jbroadcast.id()}"
+
+    def workers(self) -> dict:
+        return worker_report(self.rebuilds, self.tasks)
+
+    def manifest(self, **fields) -> RunManifest:
+        """The manifest of this run: what every run records, the input's description (layout, strategy,
+        parameters, ops, options) unless ``fields`` says otherwise, and ``fields``."""
+        a, p = self.args, self.parent
+        base = dict(job=self.job, run_id=self.run_id, status="complete", created=self.started.isoformat(),
+                    finished=runinfo.now().isoformat(), input=a.input, output=a.out,
+                    key_fingerprint=self.fingerprint, timings=self.timings, versions=runinfo.versions(),
+                    spark=spark_info(self.spark))
+        if p is not None:
+            base.update(layout=p.layout, strategy=p.strategy, security=p.security, preset=p.preset,
+                        params=p.params, ops=list(p.ops), options=dict(p.options),
+                        parent={"job": p.job, "run_id": p.run_id, "output": p.output})
+        if self.rebuilds is not None:
+            base["workers"] = self.workers()
+        base.update(fields)
+        return RunManifest(**base)
+
+    def commit(self, manifest: RunManifest, tables: list[str]) -> None:
+        self.out.commit(manifest, tables)
+
+    def checked_input(self, stage: str) -> "CheckedInput":
+        """The input's ciphertext rows, every row's checksum checked first: the images with a bad row are
+        left out whole, and each bad row becomes a rejects row of ``stage``."""
+        from pyspark.sql import functions as F
+
+        from .checksums import bad_rows
+
+        df = self.spark.read.parquet(join(self.args.input, "ciphertexts"))
+        rejects, bad_ids, bad_n = bad_rows(self.spark, df, self.run_id, stage)
+        if bad_ids:
+            df = df.where(~F.col("image_id").isin(sorted(bad_ids)))
+        return CheckedInput(df, rejects, bad_ids, bad_n)
+
+    def write(self, df, table: str, schema_name: str | None = None) -> None:
+        """Write ``df`` as the staged table ``table`` with that table's Parquet settings."""
+        from schemas.tables import PARQUET_OPTIONS
+
+        df.write.options(**PARQUET_OPTIONS[schema_name or table]).mode("overwrite").parquet(self.out.table(table))
+
+    def describe(self, tables: dict[str, bool]) -> tuple[dict, dict]:
+        """The manifest's ``files`` and ``checksums`` of the staged tables (``{table: with row checksums}``)."""
+        from .tables import describe_table, table_checksums
+
+        files = {name: describe_table(self.spark, self.storage, self.out.table(name), checksums=with_sums)
+                 for name, with_sums in tables.items()}
+        return files, table_checksums(files)
+
+
+@dataclass
+class CheckedInput:
+    """A job's input rows after the row checks: ``df`` without the images that have a bad row."""
+
+    df: object
+    rejects: list[dict]         # one rejects row per bad ciphertext row
+    bad_images: set[str]        # ids of the images left out
+    bad_image_rows: int         # how many rows those images have
+
+
+@contextlib.contextmanager
+def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = ("encrypt", "process"),
+             eval_keys: bool = True, app: str | None = None):
+    """Open a run of ``job`` on ``args.input`` into ``args.out`` with the keys of ``args.keys``.
+
+    Public side (``secret=False``): a key directory holding ``secret.key`` is refused without opening it,
+    and only the public material is read.  Owner side (``secret=True``): the secret key is loaded (0600,
+    refused otherwise).  Then the Spark session, the staged output, and the input: a complete run of one
+    of ``inputs``, made with the same key (checked before any work).  The staged output is removed when
+    the body raises; the session is stopped in every case.
+    """
+    from hecore.keys import load_secret, read_public
+
+    from .remote import remote_keys
+    from .session import build_session
+
+    if secret:
+        with remote_keys(args.keys, secret=True) as keys:
+            held = load_secret(keys)
+        fingerprint = held.fingerprint
+    else:
+        refuse_secret_key_directory(args.keys)
+        with remote_keys(args.keys) as keys:
+            held = read_public(keys, eval_keys=eval_keys)
+        fingerprint = held.fingerprint()
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    spark = build_session(app or job, args.master, args.conf)
+    storage = Storage(spark)
+    out = Output(storage, args.out, run_id)
+    try:
+        parent = complete_run(storage, args.input, inputs)
+        same_key(parent, fingerprint, args.input)          # before any work
+        sc = spark.sparkContext
+        yield Run(job=job, args=args, run_id=run_id, started=started, spark=spark, storage=storage, out=out,
+                  keys=held, fingerprint=fingerprint, parent=parent,
+                  rebuilds=sc.accumulator([], ListAccumulator()), tasks=sc.accumulator([], ListAccumulator()))
+    except BaseException:
+        out.abort()
+        raise
+    finally:
+        spark.stop()

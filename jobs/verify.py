@@ -17,101 +17,36 @@ the exit status is 1 when anything is wrong, 0 when the table is whole.
 from __future__ import annotations
 
 import logging
-from typing import Iterator
-
-import pyarrow as pa
 
 from hecore.errors import HepixError
-from schemas.stages import CHECKED
-from schemas.tables import PARQUET_OPTIONS, REJECTS, TABLES, spark_schema
+from hecore.layouts import Layout
+from schemas.tables import TABLES, spark_schema
 
 from . import runinfo
-from .checksums import ALGORITHM, ct_checksums
+from .checksums import KEY, check_rows, reject_rows
 from .runs import add_spark_arguments
 from .session import build_session
 from .storage import Storage, join, read_manifest
+from .tables import write_rejects
 
 log = logging.getLogger(__name__)
 
-KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
 
 
 
-def check_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Hash every ``ct`` and compare with its ``ct_xxh3`` (rows without one are not judged)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    for rb in batches:
-        if rb.num_rows == 0:
-            continue
-        ct = rb.column("ct")
-        stored = rb.column("ct_xxh3") if "ct_xxh3" in rb.schema.names else pa.nulls(rb.num_rows, pa.int64())
-        computed = ct_checksums(ct).to_numpy(zero_copy_only=False)
-        lengths = pc.binary_length(ct).to_numpy(zero_copy_only=False)
-        has = stored.is_valid().to_numpy(zero_copy_only=False)
-        st = stored.fill_null(0).to_numpy()
-        mismatch = has & (st != computed)
-        reasons, details = [], []
-        for i in range(rb.num_rows):
-            if lengths[i] == 0:
-                reasons.append("empty-ciphertext")
-                details.append("the ct value is empty")
-            elif mismatch[i]:
-                reasons.append("checksum-mismatch")
-                details.append(f"ct ({int(lengths[i])} bytes) hashes to {int(computed[i])}, the row says "
-                               f"{int(st[i])} ({ALGORITHM}): truncated or corrupted bytes")
-            else:
-                reasons.append(None)
-                details.append(None)
-        cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
-        cols.update(ct_bytes=pa.array(lengths.astype(np.int64)), stored=stored,
-                    reason=pa.array(reasons, type=pa.string()), detail=pa.array(details, type=pa.string()))
-        if "file" not in cols:
-            cols["file"] = pa.nulls(rb.num_rows, pa.string())
-        yield pa.RecordBatch.from_arrays([cols[n].cast(CHECKED.field(n).type) for n in CHECKED.names],
-                                         schema=CHECKED)
 
 
-def check_rows(df):
-    """``df`` (ciphertext rows) -> one CHECKED row per row, without the ciphertext bytes."""
-    from pyspark.sql import functions as F
-
-    return df.withColumn("file", F.input_file_name()).mapInArrow(check_partition, spark_schema(CHECKED))
 
 
-def reject_rows(rows, run_id: str, stage: str) -> list[dict]:
-    """CHECKED rows that failed (as Row objects or dicts) -> REJECTS rows naming each one."""
-    out = []
-    for r in rows:
-        r = r.asDict() if hasattr(r, "asDict") else r
-        out.append({"run_id": run_id, "source": r["source"] or "", "stage": stage, "reason": r["reason"],
-                    "detail": (f"{r['source']}: channel {r['channel']}, tile ({r['tile_y']}, {r['tile_x']}), "
-                               f"index {r['index']}: {r['detail']}"),
-                    "bytes": r["ct_bytes"], **{k: r[k] for k in KEY}})
-    return out
 
 
-def bad_rows(spark, df, run_id: str, stage: str) -> tuple[list[dict], set[str], int]:
-    """Check ``df``'s rows before a job uses them: (rejects rows, ids of images with a bad row,
-    how many rows those images have)."""
-    from pyspark.sql import functions as F
-
-    checked = check_rows(df)
-    bad = checked.where(F.col("reason").isNotNull()).collect()
-    ids = {r["image_id"] for r in bad}
-    rows_out = checked.where(F.col("image_id").isin(sorted(ids))).count() if ids else 0
-    return reject_rows(bad, run_id, stage), ids, rows_out
 
 
-def write_rejects(spark, rows: list[dict], path: str) -> None:
-    spark.createDataFrame([tuple(r.get(n) for n in REJECTS.names) for r in rows], spark_schema(REJECTS)) \
-        .coalesce(1).write.options(**PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(path)
 
 
 def expected_rows(layout: str, height: int, width: int, channels: int, tile_h: int, tile_w: int) -> int:
     """How many ciphertext rows a whole image has in ``layout``."""
-    if layout == "packed":
+    if Layout.parse(layout).packed:
         return channels * -(-height // tile_h) * -(-width // tile_w)
     return height * width * channels
 
@@ -257,36 +192,5 @@ def run(args) -> int:
 
 # --- what the manifest records -----------------------------------------------------------------
 
-def describe_table(spark, storage: Storage, directory: str, *, checksums: bool) -> list[dict]:
-    """The data files of a freshly written table: name, rows, bytes (and the XOR of the row checksums)."""
-    from pyspark.sql import functions as F
-
-    present = storage.list_files(directory)
-    if not present:
-        return []
-    entries = {name: {"name": name, "rows": 0, "bytes": size} for name, size in sorted(present.items())}
-    if checksums:
-        entries = {n: {**e, "xxh3_xor": 0} for n, e in entries.items()}
-    df = spark.read.parquet(directory)
-    aggs = [F.count("*").alias("n")]
-    if checksums:
-        aggs.append(F.bit_xor(F.coalesce("ct_xxh3", F.lit(0).cast("long"))).alias("x"))
-    for r in df.groupBy(F.input_file_name().alias("f")).agg(*aggs).collect():
-        e = entries[r["f"].rsplit("/", 1)[-1]]
-        e["rows"] = int(r["n"])
-        if checksums:
-            e["xxh3_xor"] = int(r["x"])
-    return list(entries.values())
 
 
-def table_checksums(files: dict) -> dict:
-    """Per table: rows, and for ciphertext tables the XOR over all files' checksum XORs."""
-    out = {}
-    for table, entries in files.items():
-        out[table] = {"rows": sum(e["rows"] for e in entries)}
-        if any("xxh3_xor" in e for e in entries) or table == "ciphertexts":
-            x = 0
-            for e in entries:
-                x ^= e.get("xxh3_xor", 0)
-            out[table].update(algorithm=ALGORITHM, xxh3_xor=x)
-    return out

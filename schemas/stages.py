@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-
 #: Internal: the decode stage's output, one row per tile and channel of raw pixels, or one per reject.
 TILES = pa.schema([
     pa.field("image_id", pa.string()),

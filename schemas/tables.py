@@ -8,14 +8,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-
-
-
-
-
-
-
-
 #: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w

@@ -16,7 +16,7 @@ from conftest import shared_dataset
 from hecore.context import HEContext
 from hecore.evaluator import Evaluator
 from hecore.images import load_image
-from hecore.layouts.packed import PackedTile, decrypt_tiles, encrypt_tiles
+from hecore.layouts.packed import decrypt_tiles, encrypt_tiles
 from hecore.ops.matching import distance_scale, pair_partial
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import finish_for, parse_ops, raw_range, reference
@@ -91,8 +91,7 @@ def run_packed(ctx, img: np.ndarray, specs, tile_h: int, tile_w: int, halo: int,
         geom = PackedGeometry(tile_h, tile_w, halo, t.y, t.x, grid.height, grid.width, complex_packing)
         c, ps = apply_ops(ev, ev.load(t.ct), ops, geom)
         scales.add(ps)
-        out.append(PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, t.channel, ev.dump(c), halo=halo,
-                              complex_packing=complex_packing))
+        out.append(t.with_ct(ev.dump(c)))
     assert len(scales) == 1, f"tiles disagree on post_scale: {scales}"
     (ps,) = scales
     finish = finish_for(ops)

@@ -8,13 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.bench.suites.packed import (
-    HEPIX_PACKED,
-    HEPIX_PACKED_COMPLEX,
-    PIXEL_FULL,
-    TENSEAL,
-    run_packed_bench,
-)
+from jobs.bench.suites.packed import HEPIX_PACKED, HEPIX_PACKED_COMPLEX, PIXEL_FULL, TENSEAL, run_packed_bench
 from jobs.cli import main
 from schemas.bench import BENCH_PACKED, BENCH_TABLES
 

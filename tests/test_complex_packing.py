@@ -10,15 +10,10 @@ from he_pipeline import COLOUR, GREY, assert_exact, op_chains, run_packed, usc_c
 
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
-from hecore.layouts.packed import (
-    check_tile_fits,
-    complex_halves,
-    decrypt_tiles,
-    default_tile,
-    encrypt_tiles,
-    join_halves,
-)
-from hecore.ops.matching import pair_partial, parse_match
+from hecore.layouts.packed import (check_tile_fits, complex_halves, decrypt_tiles, default_tile,
+    encrypt_tiles, join_halves)
+from hecore.ops.matching import pair_partial
+from hecore.ops.spec import parse_match
 from hecore.ops.packed import PackedGeometry, apply_op
 from hecore.ops.spec import Watermark, parse_ops
 from hecore.params import preset

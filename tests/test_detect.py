@@ -8,12 +8,7 @@ import pytest
 from conftest import shared_dataset
 from PIL import Image
 
-from jobs.bench.detect import (
-    detect_watermark,
-    difference_map,
-    expected_difference,
-    save_difference_map,
-)
+from jobs.bench.detect import detect_watermark, difference_map, expected_difference, save_difference_map
 
 
 def _grey(h=16, w=20, seed=0):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from he_pipeline import generate
+
 from hecore.context import HEContext
 from hecore.errors import HepixError
 from hecore.evaluator import Evaluator, MissingEvaluationKeys

@@ -13,24 +13,10 @@ import pytest
 from conftest import shared_dataset
 from PIL import Image, ImageFile
 
-from hecore.errors import (
-    DecompressionBomb,
-    EmptyImage,
-    ImageError,
-    TruncatedImage,
-    UnreadableImage,
-    UnsupportedImageMode,
-)
-from hecore.images import (
-    ImagePolicy,
-    LoadedImage,
-    array_to_image_bytes,
-    center_crop,
-    export_bmp,
-    load_image,
-    preprocess,
-    resize,
-)
+from hecore.errors import (DecompressionBomb, EmptyImage, ImageError, TruncatedImage, UnreadableImage,
+    UnsupportedImageMode)
+from hecore.images import (ImagePolicy, LoadedImage, array_to_image_bytes, center_crop, export_bmp,
+    load_image, preprocess, resize)
 
 RNG = np.random.default_rng(1234)
 GREY = RNG.integers(0, 256, (23, 31), dtype=np.uint8)

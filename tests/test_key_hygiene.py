@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.dataset as ds
 import pytest
+from he_pipeline import usc_crop
 from PIL import Image
 
-from he_pipeline import usc_crop
 from hecore.flooding import flood, flooding_noise
 from jobs.cli import main
 

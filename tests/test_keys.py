@@ -10,20 +10,8 @@ import numpy as np
 import pytest
 
 from hecore.errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
-from hecore.keys import (
-    CONTEXT,
-    MANIFEST,
-    PUBLIC,
-    RELIN,
-    ROTATE,
-    SECRET,
-    check_fingerprint,
-    export_public,
-    keygen,
-    load_public,
-    load_secret,
-    read_info,
-)
+from hecore.keys import (CONTEXT, MANIFEST, PUBLIC, RELIN, ROTATE, SECRET, check_fingerprint, export_public,
+    keygen, load_public, load_secret, read_info)
 from hecore.params import PRESETS, preset
 
 

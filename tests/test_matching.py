@@ -13,19 +13,9 @@ from he_pipeline import GREY, GREY_OTHER, generate, packed_distance, usc_crop
 
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
-from hecore.ops.matching import (
-    L1_POLY,
-    METRICS,
-    Match,
-    check_match_params,
-    distance_scale,
-    l1_poly,
-    l1_poly_error,
-    pair_partial,
-    parse_match,
-    plain_distances,
-    plain_l1_approx,
-)
+from hecore.ops.matching import (L1_POLY, check_match_params, distance_scale, l1_poly, l1_poly_error,
+    pair_partial, plain_distances, plain_l1_approx)
+from hecore.ops.spec import METRICS, Match, parse_match
 from hecore.ops.spec import reference
 from hecore.planner import check
 

@@ -13,24 +13,9 @@ import pytest
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
 from hecore.encrypt.strategies import make_strategy
 from hecore.kernels import add_constant_c0
-from hecore.ops.pixel import (
-    MissingNeighbour,
-    add_constant,
-    apply_pointwise,
-    constant_word,
-    halo_tiles,
-    mean_filter_tile,
-    window_multiplicities,
-)
-from hecore.ops.spec import (
-    Brightness,
-    MeanFilter,
-    Watermark,
-    finish_for,
-    parse_op,
-    parse_ops,
-    reference,
-)
+from hecore.ops.pixel import (MissingNeighbour, add_constant, apply_pointwise, constant_word, halo_tiles,
+    mean_filter_tile, window_multiplicities)
+from hecore.ops.spec import Brightness, MeanFilter, Watermark, finish_for, parse_op, parse_ops, reference
 from hecore.quality import round_to_uint8
 
 RNG_SEED = 20240601
@@ -72,7 +57,7 @@ def _encrypt(ctx, img: np.ndarray) -> CiphertextBatch:
 
 def _whole_image_mean(ctx, batch: CiphertextBatch, h: int, w: int, k: int) -> CiphertextBatch:
     cts = {(int(py), int(px)): batch[i] for i, (py, px) in enumerate(_positions(h, w))}
-    return mean_filter_tile(ctx.layout, cts, h, w, k, 0, 0, h, w)
+    return mean_filter_tile(ctx.ct_format, cts, h, w, k, 0, 0, h, w)
 
 
 # --- specs ---------------------------------------------------------------------------------
@@ -250,20 +235,20 @@ def test_halo_tiles_route_exactly_each_tiles_extended_region():
 # --- constants and the kernel -----------------------------------------------------------------------
 
 def test_constant_word_reduces_negatives_mod_each_prime(he_paper4096):
-    layout = he_paper4096[0].layout
+    layout = he_paper4096[0].ct_format
     words = constant_word(layout, -3.0, 1.0, 30)
     # the 30-bit prime is below 3 * 2^30: the residue is q - (3 * 2^30 mod q), not q - 3 * 2^30
     assert words.tolist() == [q - (3 * 2**30) % q for q in layout.primes]
 
 
 def test_constant_word_divides_by_post_scale(he_addonly2048):
-    layout = he_addonly2048[0].layout
+    layout = he_addonly2048[0].ct_format
     assert constant_word(layout, 50.0, 1 / 9, 30).tolist() == [450 * 2**30]
 
 
 def test_constant_word_rejects_huge_constants(he_addonly2048):
     with pytest.raises(ValueError, match="2\\^62"):
-        constant_word(he_addonly2048[0].layout, 2.0**40, 1.0, 30)
+        constant_word(he_addonly2048[0].ct_format, 2.0**40, 1.0, 30)
 
 
 def test_add_constant_kernel_matches_numpy():
@@ -298,7 +283,7 @@ def test_encrypted_brightness_decrypts_to_values_plus_b(he_addonly2048, b):
     ctx = he_addonly2048[0]
     img = _image(8, 8)
     batch = _encrypt(ctx, img)
-    out = apply_pointwise(batch, ctx.layout, Brightness(b), _positions(8, 8), 1.0, ctx.params.scale_bits)
+    out = apply_pointwise(batch, ctx.ct_format, Brightness(b), _positions(8, 8), 1.0, ctx.params.scale_bits)
     np.testing.assert_allclose(ctx.decrypt_pixels(out), img.ravel() + b, rtol=0, atol=1e-3)
 
 
@@ -306,7 +291,7 @@ def test_encrypted_brightness_respects_post_scale(he_addonly2048):
     ctx = he_addonly2048[0]
     img = _image(2, 3)
     batch = _encrypt(ctx, img)
-    out = add_constant(batch, ctx.layout, 50.0, 1 / 9, ctx.params.scale_bits)
+    out = add_constant(batch, ctx.ct_format, 50.0, 1 / 9, ctx.params.scale_bits)
     np.testing.assert_allclose(ctx.decrypt_pixels(out), img.ravel().astype(np.float64) + 450, rtol=0, atol=1e-3)
 
 
@@ -314,7 +299,7 @@ def test_add_constant_keeps_labels_and_input(he_addonly2048):
     ctx = he_addonly2048[0]
     batch = _encrypt(ctx, _image(2, 2))
     before = batch.data.copy()
-    out = add_constant(batch, ctx.layout, 1.0, 1.0, ctx.params.scale_bits)
+    out = add_constant(batch, ctx.ct_format, 1.0, 1.0, ctx.params.scale_bits)
     assert (out.strategy, out.security) == ("fresh", SECURITY_IND_CPA)
     assert out.data is not batch.data
     np.testing.assert_array_equal(batch.data, before)
@@ -326,7 +311,7 @@ def test_encrypted_watermark_changes_exactly_one_ciphertext(he_addonly2048):
     img = _image(h, w)
     batch = _encrypt(ctx, img)
     op = Watermark(x=3, y=2, v=5.0)
-    out = apply_pointwise(batch, ctx.layout, op, _positions(h, w), 1.0, ctx.params.scale_bits)
+    out = apply_pointwise(batch, ctx.ct_format, op, _positions(h, w), 1.0, ctx.params.scale_bits)
     target = 2 * w + 3
     changed = [i for i in range(len(batch)) if bytes(out[i]) != bytes(batch[i])]
     assert changed == [target]
@@ -337,16 +322,16 @@ def test_add_constant_rejects_ciphertexts_of_another_preset(he_addonly2048, he_p
     ctx = he_addonly2048[0]
     foreign = _encrypt(he_paper4096[0], _image(1, 2))
     with pytest.raises(ValueError, match="ciphertext 0"):
-        add_constant(foreign, ctx.layout, 1.0, 1.0, ctx.params.scale_bits)
+        add_constant(foreign, ctx.ct_format, 1.0, 1.0, ctx.params.scale_bits)
 
 
 def test_add_constant_names_the_first_ciphertext_with_a_bad_header(he_addonly2048):
     ctx = he_addonly2048[0]
     batch = _encrypt(ctx, _image(1, 4)).copy()
-    stride = ctx.layout.stride
+    stride = ctx.ct_format.stride
     batch.data[2 * stride + 73] ^= 0x01          # a bit of ciphertext 2's scale
     with pytest.raises(ValueError, match="ciphertext 2 .*header"):
-        add_constant(batch, ctx.layout, 1.0, 1.0, ctx.params.scale_bits)
+        add_constant(batch, ctx.ct_format, 1.0, 1.0, ctx.params.scale_bits)
 
 
 # --- encrypted mean filter ----------------------------------------------------------------------------
@@ -387,7 +372,7 @@ def test_mean_filter_tiled_with_halo_is_exact(he_addonly2048):
     for (ty, tx), cts in inbox.items():
         y, x = ty * th, tx * tw
         oh, ow = min(th, h - y), min(tw, w - x)
-        out = mean_filter_tile(ctx.layout, cts, h, w, k, y, x, oh, ow)
+        out = mean_filter_tile(ctx.ct_format, cts, h, w, k, y, x, oh, ow)
         raw[y:y + oh, x:x + ow] = ctx.decrypt_pixels(out).reshape(oh, ow)
     assert len(inbox) == rows * cols
     got = round_to_uint8(finish_for([MeanFilter(k)]).apply(raw))
@@ -410,9 +395,9 @@ def test_mean_filter_tile_names_the_missing_neighbour(he_addonly2048):
     cts = {(int(py), int(px)): batch[i] for i, (py, px) in enumerate(_positions(h, w))}
     del cts[(1, 2)]
     with pytest.raises(KeyError, match=r"py=1, px=2"):
-        mean_filter_tile(ctx.layout, cts, h, w, 3, 0, 0, 1, 2)
+        mean_filter_tile(ctx.ct_format, cts, h, w, 3, 0, 0, 1, 2)
     with pytest.raises(MissingNeighbour):   # also a ValueError
-        mean_filter_tile(ctx.layout, cts, h, w, 3, 0, 0, 1, 2)
+        mean_filter_tile(ctx.ct_format, cts, h, w, 3, 0, 0, 1, 2)
 
 
 def test_mean_filter_tile_small_table_budget_gives_same_bytes(he_addonly2048, monkeypatch):
@@ -438,7 +423,7 @@ def _run_chain(ctx, img: np.ndarray, ops) -> np.ndarray:
         if isinstance(op, MeanFilter):
             batch = _whole_image_mean(ctx, batch, h, w, op.k)
         else:
-            batch = apply_pointwise(batch, ctx.layout, op, pos, post_scale, ctx.params.scale_bits)
+            batch = apply_pointwise(batch, ctx.ct_format, op, pos, post_scale, ctx.params.scale_bits)
         post_scale *= op.post_scale_factor
     assert post_scale == pytest.approx(float(finish_for(ops).post_scale))
     return ctx.decrypt_pixels(batch).reshape(h, w)

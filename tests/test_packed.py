@@ -8,12 +8,7 @@ from conftest import shared_dataset
 from hecore.ciphertexts import CiphertextBatch
 from hecore.errors import InvalidParameters
 from hecore.images import load_image
-from hecore.layouts.packed import (
-    PackedTile,
-    check_tile_fits,
-    decrypt_tiles,
-    encrypt_tiles,
-)
+from hecore.layouts.packed import check_tile_fits, decrypt_tiles, encrypt_tiles
 from hecore.ops.pixel import add_constant
 from hecore.params import preset
 from hecore.quality import compare
@@ -64,7 +59,7 @@ def test_brightness_on_packed_ciphertexts_adds_to_every_slot(he_addonly2048):
     grid, tiles = encrypt_tiles(img, ctx, 16, 16)
     (tile,) = list(tiles)
     batch = CiphertextBatch.from_list([tile.ct], "fresh", "ind-cpa")
-    brighter = add_constant(batch, ctx.layout, 50.0, 1.0, ctx.params.scale_bits)
-    out = PackedTile(tile.ty, tile.tx, tile.y, tile.x, tile.h, tile.w, 0, bytes(brighter[0]))
+    brighter = add_constant(batch, ctx.ct_format, 50.0, 1.0, ctx.params.scale_bits)
+    out = tile.with_ct(brighter[0])
     values = decrypt_tiles(ctx, grid, [out])
     assert np.array_equal(np.rint(values), img.astype(np.float64) + 50)

@@ -8,15 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from he_pipeline import (
-    COLOUR,
-    GREY,
-    assert_exact,
-    generate,
-    op_chains,
-    run_packed,
-    usc_crop,
-)
+from he_pipeline import COLOUR, GREY, assert_exact, generate, op_chains, run_packed, usc_crop
 
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator, MissingEvaluationKeys

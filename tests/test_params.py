@@ -61,8 +61,8 @@ def test_addonly_2048_is_a_single_54_bit_prime():
 def test_generated_context_has_the_preset_prime_sizes(he_paper4096):
     ctx, _ = he_paper4096
     data = ctx.params.qi_sizes[: ctx.params.data_primes]
-    assert [q.bit_length() for q in ctx.layout.primes] == list(data)
-    assert ctx.layout.n == 4096
+    assert [q.bit_length() for q in ctx.ct_format.primes] == list(data)
+    assert ctx.ct_format.n == 4096
 
 
 # --- validation ----------------------------------------------------------------------

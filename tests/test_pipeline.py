@@ -262,8 +262,8 @@ def test_leaky_strategy_without_allow_leaky_is_refused_before_any_output(keys, i
     assert "LeakyStrategyRefused" in err and "not IND-CPA secure" in err
     assert repr(strategy) in err
     assert "--allow-leaky" in err
-    from hecore.encrypt.strategies import LEAKS
-    assert LEAKS[strategy] in err                      # says *what* leaks
+    from hecore.encrypt.strategies import WHAT_LEAKS
+    assert WHAT_LEAKS[strategy] in err                      # says *what* leaks
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from hecore.encrypt.strategies import make_strategy
-from hecore.layouts.pixel import PixelTile, decrypt_tiles, encrypt_tiles
+from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
+from hecore.layouts.tiling import EncryptedTile
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def test_rgb_gives_three_pixel_tiles_per_tile_for_channels_0_1_2(full):
     img = _rgb(10, 7)
     grid, tiles = encrypt_tiles(img, full, 4, 4)
     produced = list(tiles)
-    assert all(isinstance(t, PixelTile) for t in produced)
+    assert all(isinstance(t, EncryptedTile) for t in produced)
     assert len(produced) == 3 * grid.count
     channels: dict[tuple[int, int], list[int]] = {}
     for t in produced:

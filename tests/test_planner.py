@@ -6,7 +6,7 @@ import re
 import pytest
 
 from hecore.errors import InvalidParameters
-from hecore.ops.matching import parse_match
+from hecore.ops.spec import parse_match
 from hecore.ops.spec import parse_ops
 from hecore.params import PRESETS, preset
 from hecore.planner import check, describe_plan, plan, problems, requirements

@@ -19,15 +19,12 @@ from PIL import Image
 
 from hecore.context import HEContext
 from hecore.encrypt import symmetric
-from hecore.encrypt.symmetric import (
-    NativeExtensionMissing,
-    SymmetricEncryptor,
-    encrypt_tiles,
-)
+from hecore.encrypt.symmetric import NativeExtensionMissing, SymmetricEncryptor
 from hecore.errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
 from hecore.evaluator import Evaluator
 from hecore.keys import keygen
-from hecore.layouts.packed import PackedTile, decrypt_tiles, default_tile
+from hecore.layouts import Layout
+from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import finish_for, parse_ops, reference
 from hecore.params import preset
@@ -56,6 +53,7 @@ def test_real_packing_round_trip_is_exact(owner, crop):
     ctx, _, enc = owner
     th, tw = default_tile(ctx.params, halo=1)
     grid, tiles = encrypt_tiles(crop, enc, th, tw, halo=1)
+    tiles = list(tiles)
     assert len(tiles) == grid.count * grid.channels
     raw = decrypt_tiles(ctx, grid, tiles)
     assert np.array_equal(round_to_uint8(raw), crop), float(np.max(np.abs(raw - crop)))
@@ -67,9 +65,10 @@ def test_complex_packing_round_trip_is_exact_with_two_pixels_per_slot(owner, cro
     ctx, _, enc = owner
     th, tw = default_tile(ctx.params, halo=1, complex_packing=True)     # 60x62: twice the real tile
     grid, tiles = encrypt_tiles(crop, enc, th, tw, halo=1, complex_packing=True)
+    tiles = list(tiles)
     real_grid, real_tiles = encrypt_tiles(crop, enc, *default_tile(ctx.params, halo=1), halo=1)
-    assert len(tiles) == grid.count * grid.channels < len(real_tiles)
-    assert all(t.complex_packing for t in tiles)
+    assert len(tiles) == grid.count * grid.channels < len(list(real_tiles))
+    assert all(t.layout is Layout.PACKED_COMPLEX for t in tiles)
     raw = decrypt_tiles(ctx, grid, tiles)                    # hecore.layouts.packed's decryption of packed-complex
     assert np.array_equal(round_to_uint8(raw), crop), float(np.max(np.abs(raw - crop)))
     assert float(np.max(np.abs(raw - crop))) < 1e-3
@@ -108,8 +107,7 @@ def test_packed_ops_work_on_symmetric_ciphertexts(owner, specs, complex_packing)
         geom = PackedGeometry(th, tw, halo, t.y, t.x, grid.height, grid.width, complex_packing)
         c, ps = apply_ops(ev, ev.load(t.ct), ops, geom)
         scales.add(ps)
-        out.append(PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, t.channel, ev.dump(c), halo=halo,
-                              complex_packing=complex_packing))
+        out.append(t.with_ct(ev.dump(c)))
     (ps,) = scales
     values = finish_for(ops).apply(decrypt_tiles(ctx, grid, out))
     expected = round_to_uint8(reference(img, ops))
@@ -179,12 +177,7 @@ def test_a_missing_extension_is_a_clear_error(monkeypatch, he_addonly2048):
 
 @needs_native
 def test_bench_has_symmetric_rows_next_to_the_baselines():
-    from jobs.bench.suites.packed import (
-        HEPIX_SYMMETRIC,
-        PIXEL_FULL,
-        PIXEL_SYMMETRIC,
-        run_packed_bench,
-    )
+    from jobs.bench.suites.packed import HEPIX_SYMMETRIC, PIXEL_FULL, PIXEL_SYMMETRIC, run_packed_bench
 
     img = usc_crop(GREY)
     try:

@@ -6,6 +6,6 @@ dependence modulo the first prime (:mod:`.linear`), and small-difference decodin
 the attack on Zinc (:mod:`.smalldiff`).  :func:`audit_group` runs them on one image
 channel's ciphertexts and scores them against the originals when given.
 """
-from .verdicts import LEAKS, PASS, SKIPPED, TESTS, Geometry, TestVerdict, audit_group, class_recovery
+from .verdicts import TESTS, Geometry, TestVerdict, Verdict, audit_group, class_recovery
 
-__all__ = ["LEAKS", "PASS", "SKIPPED", "TESTS", "Geometry", "TestVerdict", "audit_group", "class_recovery"]
+__all__ = ["TESTS", "Verdict", "Geometry", "TestVerdict", "audit_group", "class_recovery"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
@@ -17,7 +18,18 @@ from .recurring import recurring_differences, spatial_coherence
 from .sealbytes import coefficient_rows, parse_shape
 from .smalldiff import small_differences
 
-PASS, LEAKS, SKIPPED = "pass", "leaks", "skipped"
+
+class Verdict(str, Enum):
+    """What a distinguisher concluded about a group of ciphertexts."""
+
+    PASS = "pass"
+    LEAKS = "leaks"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 TESTS = ("identical", "recurring-differences", "linear-dependence", "small-difference")
 
 
@@ -104,7 +116,7 @@ def audit_group(data: np.ndarray, offsets: np.ndarray, primes: tuple[int, ...], 
     ids = identical_classes(rows.reshape(count, -1))
     reps = np.unique(ids, return_index=True)[1]
     distinct = len(reps)
-    v = TestVerdict("identical", LEAKS if distinct < count else PASS, distinct / count,
+    v = TestVerdict("identical", Verdict.LEAKS if distinct < count else Verdict.PASS, distinct / count,
                     f"{distinct} distinct of {count} ciphertexts", classes_found=distinct)
     if truth is not None:
         v.classes_true, v.recovered_fraction = class_recovery(ids, truth)
@@ -117,13 +129,13 @@ def audit_group(data: np.ndarray, offsets: np.ndarray, primes: tuple[int, ...], 
     # 2. recurring differences (the randomness-pool attack)
     t0 = time.perf_counter()
     if distinct < 3:
-        out.append(TestVerdict("recurring-differences", SKIPPED, None, f"only {distinct} distinct ciphertexts"))
+        out.append(TestVerdict("recurring-differences", Verdict.SKIPPED, None, f"only {distinct} distinct ciphertexts"))
     else:
         from .recurring import MAX_UNIQUE
         sub = np.arange(distinct) if distinct <= MAX_UNIQUE else np.sort(rng.choice(distinct, MAX_UNIQUE, replace=False))
         r = recurring_differences(np.ascontiguousarray(uniq[sub, 0, 0, 0]),
                                   np.ascontiguousarray(uniq[sub, 1 % shape.size, 0, 1]), chain[0])
-        v = TestVerdict("recurring-differences", LEAKS if r.recurring else PASS, r.linked / r.unique,
+        v = TestVerdict("recurring-differences", Verdict.LEAKS if r.recurring else Verdict.PASS, r.linked / r.unique,
                         f"{r.recurring} differences recur among {r.pairs} pairs of {r.unique} distinct "
                         f"ciphertexts; {r.linked} ciphertexts linked; {len(r.families)} families")
         if r.families and distinct <= MAX_UNIQUE:
@@ -141,16 +153,16 @@ def audit_group(data: np.ndarray, offsets: np.ndarray, primes: tuple[int, ...], 
     t0 = time.perf_counter()
     lin = linear_dependence(uniq, chain[0], rng)
     if lin.sample < 2:
-        out.append(TestVerdict("linear-dependence", SKIPPED, None, f"only {lin.sample} distinct ciphertexts"))
+        out.append(TestVerdict("linear-dependence", Verdict.SKIPPED, None, f"only {lin.sample} distinct ciphertexts"))
     else:
-        out.append(TestVerdict("linear-dependence", LEAKS if lin.dependent else PASS, lin.rank / lin.sample,
+        out.append(TestVerdict("linear-dependence", Verdict.LEAKS if lin.dependent else Verdict.PASS, lin.rank / lin.sample,
                                f"rank {lin.rank} of a sample of {lin.sample} distinct ciphertexts mod "
                                f"q0 = {chain[0]}", seconds=time.perf_counter() - t0))
 
     # 4. small-difference decoding (Zinc)
     t0 = time.perf_counter()
     if codec is None or shape.size != 2:
-        out.append(TestVerdict("small-difference", SKIPPED, None,
+        out.append(TestVerdict("small-difference", Verdict.SKIPPED, None,
                                "needs a CKKS codec and two-component ciphertexts"))
     else:
         def decode(poly):
@@ -158,9 +170,9 @@ def audit_group(data: np.ndarray, offsets: np.ndarray, primes: tuple[int, ...], 
         try:
             sd = small_differences(uniq, chain, decode, shape.scale)
         except Exception as e:  # noqa: BLE001 -- a lower level: say so in the verdict, run the others
-            out.append(TestVerdict("small-difference", SKIPPED, None, str(e)))
+            out.append(TestVerdict("small-difference", Verdict.SKIPPED, None, str(e)))
         else:
-            v = TestVerdict("small-difference", LEAKS if sd.confirmed else PASS, sd.confirmed / distinct,
+            v = TestVerdict("small-difference", Verdict.LEAKS if sd.confirmed else Verdict.PASS, sd.confirmed / distinct,
                             f"{sd.confirmed} of {distinct} distinct ciphertexts share a second component up "
                             f"to a small polynomial ({len(sd.groups)} groups; {sd.candidates} candidates)",
                             classes_found=len(sd.groups))

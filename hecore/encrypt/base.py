@@ -1,4 +1,21 @@
-"""TODO docstring."""
+"""What every encryptor is: one interface over a public key, a secret key or a pixel strategy.
+
+An :class:`Encryptor` turns a batch of *rows* of slot values into serialized ciphertexts, one per row,
+and says what its ciphertexts are worth (``security``) and which label the tables give them (``name``).
+The layouts (:mod:`hecore.layouts`) decide what a row holds -- a tile channel's block in the packed
+layouts, a single pixel value in the pixel layout -- and take any encryptor:
+
+* :class:`hecore.encrypt.public.PublicKeyEncryptor`: fresh public-key encryption (anyone with the
+  public key; IND-CPA);
+* :class:`hecore.encrypt.symmetric.SymmetricEncryptor`: fresh seeded secret-key encryption (the key
+  owner's fast path; IND-CPA);
+* :class:`PixelStrategy`: the pixel layout's strategies, one ciphertext per value -- :class:`Fresh`
+  (IND-CPA) in :mod:`hecore.encrypt.strategies`, the iCHEETAH paper's caching (which leaks) in
+  :mod:`hecore.encrypt.hazmat`, which imports this module and nothing of the safe API.
+
+:func:`hecore.encrypt.encryptor_for` picks one from what the caller holds, like Lattigo's single
+``NewEncryptor(params, key)``.
+"""
 from __future__ import annotations
 
 import io
@@ -11,9 +28,32 @@ import numpy as np
 
 from hecore.ciphertexts import CiphertextBatch
 from hecore.context import HEContext
+from hecore.params import Params
 
 
-class PixelStrategy(ABC):
+class Encryptor(ABC):
+    """Rows of slot values in, one serialized ciphertext per row out.
+
+    ``name`` is the label rows carry in the ``strategy`` column (``fresh``, ``symmetric``, a paper
+    strategy); ``security`` is ``ind-cpa`` or ``leaks``.
+    """
+
+    name: str
+    security: str
+    params: Params
+
+    @abstractmethod
+    def encrypt(self, rows) -> CiphertextBatch:
+        """One ciphertext per row of ``rows``: a 2-D array of shape (n, k) with k <= the slots,
+        float64 (or integers for BFV/BGV), or complex128 for two reals per slot (CKKS)."""
+
+    @property
+    def max_row(self) -> int:
+        """The most values one row (one ciphertext) can hold."""
+        return self.params.slots
+
+
+class PixelStrategy(Encryptor):
     """Encrypts a vector of pixel values into one ciphertext per value.
 
     Subclasses set ``name`` (the command-line name) and ``security``
@@ -27,7 +67,8 @@ class PixelStrategy(ABC):
 
     def __init__(self, ctx: HEContext):
         self.ctx = ctx
-        self.layout = ctx.layout
+        self.params = ctx.params
+        self.ct_format = ctx.ct_format
         self.setup_seconds = 0.0
         self._buffer = np.empty(0, dtype=np.uint8)
 
@@ -70,15 +111,19 @@ class PixelStrategy(ABC):
         """Default: nothing to load."""
 
     # --- encryption -----------------------------------------------------------------
+    @property
+    def max_row(self) -> int:
+        return 1
+
     def encrypt(self, values: np.ndarray, *, reuse_buffer: bool = False) -> CiphertextBatch:
-        """One ciphertext per value.
+        """One ciphertext per value (a row of one value is one value: any shape is flattened).
 
         With ``reuse_buffer=True`` the batch lives in a buffer this strategy
         reuses on its next call (no page faults for fresh memory; about a third
         of the cached path's cost here): consume or copy it before calling again.
         """
         values = _as_pixel_values(values)
-        need = len(values) * self.layout.stride
+        need = len(values) * self.ct_format.stride
         if reuse_buffer:
             if self._buffer.size < need:
                 self._buffer = np.empty(need, dtype=np.uint8)
@@ -86,7 +131,7 @@ class PixelStrategy(ABC):
         else:
             out = np.empty(need, dtype=np.uint8)
         self._encrypt_into(values, out)
-        return CiphertextBatch.uniform(out, len(values), self.layout.stride, self.name, self.security)
+        return CiphertextBatch.uniform(out, len(values), self.ct_format.stride, self.name, self.security)
 
     @abstractmethod
     def _encrypt_into(self, values: np.ndarray, out: np.ndarray) -> None:
@@ -94,7 +139,7 @@ class PixelStrategy(ABC):
 
     def _fresh_into(self, values: np.ndarray, slots: np.ndarray, out: np.ndarray) -> None:
         """Encrypt ``values[i]`` freshly into output slot ``slots[i]``."""
-        stride = self.layout.stride
+        stride = self.ct_format.stride
         enc = self.ctx.encrypt_value
         for v, s in zip(values.tolist(), slots.tolist()):
             ct = enc(v)

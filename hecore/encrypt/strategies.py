@@ -20,7 +20,7 @@ from hecore.errors import LeakyStrategyRefused, UnknownStrategy
 from .base import PixelStrategy
 
 #: What each leaking strategy gives away, for the refusal message and the docs.
-LEAKS = {
+WHAT_LEAKS = {
     "radix": "it is deterministic: equal pixel values give byte-identical ciphertexts, so anyone "
              "holding the table sees which pixels are equal (the image's outline) without the key",
     "radix-rand": "every ciphertext is a small integer combination of the few cached radix "
@@ -61,13 +61,13 @@ SAFE_STRATEGIES: dict[str, type[PixelStrategy]] = {"fresh": Fresh}
 
 
 def strategy_names() -> list[str]:
-    return list(SAFE_STRATEGIES) + list(LEAKS)
+    return list(SAFE_STRATEGIES) + list(WHAT_LEAKS)
 
 
 def security_of(name: str) -> str:
     if name in SAFE_STRATEGIES:
         return SAFE_STRATEGIES[name].security
-    if name in LEAKS:
+    if name in WHAT_LEAKS:
         return SECURITY_LEAKS
     raise UnknownStrategy(f"unknown strategy {name!r}; choose one of: {', '.join(strategy_names())}")
 
@@ -76,11 +76,11 @@ def strategy_class(name: str, *, allow_leaky: bool = False) -> type[PixelStrateg
     """The class behind ``name``; leaking ones only with ``allow_leaky=True``."""
     if name in SAFE_STRATEGIES:
         return SAFE_STRATEGIES[name]
-    if name not in LEAKS:
+    if name not in WHAT_LEAKS:
         raise UnknownStrategy(f"unknown strategy {name!r}; choose one of: {', '.join(strategy_names())}")
     if not allow_leaky:
         raise LeakyStrategyRefused(
-            f"strategy {name!r} is not IND-CPA secure: {LEAKS[name]}. It reproduces the iCHEETAH "
+            f"strategy {name!r} is not IND-CPA secure: {WHAT_LEAKS[name]}. It reproduces the iCHEETAH "
             f"paper's caching as a research mode. To use it anyway pass allow_leaky=True (API) or "
             f"--allow-leaky (command line); every ciphertext it makes is labelled security='leaks'."
         )

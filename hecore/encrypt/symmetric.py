@@ -5,16 +5,17 @@ Pyfhel 3.5 encrypts with the public key only.  The native extension ``hepix_seal
 Pyfhel wheel ships and calls SEAL's ``Encryptor(context, secret_key).encrypt_symmetric``.  A
 symmetric ciphertext's second component is uniformly random, so SEAL stores only the seed it is
 expanded from: the serialized ciphertext is about half the size, and secret-key encryption costs
-about half a public-key one (REFERENCE.md).  Each encryption draws a fresh seed and fresh error
+about half a public-key one.  Each encryption draws a fresh seed and fresh error
 (IND-CPA, like public-key encryption); nothing is cached.  SEAL expands the seed when the bytes
 are loaded, so Pyfhel -- and every hepix job after encryption -- reads them like any ciphertext.
 
 Only the holder of the secret key can encrypt this way: parties that must encrypt without it
-keep using public-key encryption (:func:`hecore.layouts.packed.encrypt_tiles`).
+keep using public-key encryption (:class:`hecore.encrypt.public.PublicKeyEncryptor`).
 
-Both packings of :mod:`hecore.layouts.packed` (layout ``packed``: a pixel per slot; ``packed-complex``:
-the tile's halves in the real and imaginary parts, two pixels per slot) are encrypted this way by
-:func:`encrypt_tiles`, and ``hepix encrypt --encryption symmetric`` does it for the tables.
+:class:`SymmetricEncryptor` is an :class:`~hecore.encrypt.base.Encryptor`: both packings of
+:mod:`hecore.layouts.packed` (``packed``: a pixel per slot; ``packed-complex``: the tile's halves in
+the real and imaginary parts, two pixels per slot) take it as they take the public key's, and
+``hepix encrypt --encryption symmetric`` does it for the tables.
 """
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
 from hecore.context import HEContext, PublicMaterial
 from hecore.errors import HepixError, KeyMismatch
-from hecore.layouts.packed import PackedTile, block_values, check_tile_fits
-from hecore.layouts.pixel import channel_plane
-from hecore.layouts.tiling import TileGrid, tile_image
+
+from .base import Encryptor
 
 #: The ``strategy`` label of rows encrypted this way (the ``security`` label stays ind-cpa).
 STRATEGY = "symmetric"
@@ -82,12 +83,15 @@ def seal_context_bytes(context: bytes) -> tuple[int, float, bytes]:
     return sec, scale, bytes(context[offset + 8:])
 
 
-class SymmetricEncryptor:
+class SymmetricEncryptor(Encryptor):
     """Seeded secret-key CKKS encryption of batches of slot vectors (the GIL is released meanwhile).
 
     ``check_key`` (default) proves that ``secret_key`` belongs to ``public`` before anything is
     encrypted: a public-key encryption of known values must decrypt under it.
     """
+
+    name = STRATEGY
+    security = SECURITY_IND_CPA
 
     def __init__(self, public: PublicMaterial, secret_key: bytes, *, compression: str = DEFAULT_COMPRESSION,
                  check_key: bool = True):
@@ -142,9 +146,10 @@ class SymmetricEncryptor:
         arr = _finite(np.ascontiguousarray(values, dtype=np.complex128))
         return self._native.encrypt_complex(arr)
 
-    def encrypt(self, values) -> list[bytes]:
-        """Complex packing for complex input, real otherwise."""
-        return self.encrypt_complex(values) if np.iscomplexobj(values) else self.encrypt_real(values)
+    def encrypt(self, rows) -> CiphertextBatch:
+        """One seeded ciphertext per row, in one native call: complex slots for complex rows, real otherwise."""
+        cts = self.encrypt_complex(rows) if np.iscomplexobj(rows) else self.encrypt_real(rows)
+        return CiphertextBatch.from_list(cts, self.name, self.security)
 
 
 def _finite(arr: np.ndarray) -> np.ndarray:
@@ -170,24 +175,3 @@ def _check_secret_matches(public: PublicMaterial, secret_key: bytes) -> None:
             f"the secret key does not belong to key {public.fingerprint()[:16]}: it cannot decrypt that public "
             "key's ciphertexts; use the secret.key of the same key directory"
         )
-
-
-# --- the packed layout ----------------------------------------------------------------------------
-
-def encrypt_blocks(enc: SymmetricEncryptor, blocks, halo: int, complex_packing: bool = False) -> list[bytes]:
-    """Tile-channel blocks of one shape, each into its own seeded ciphertext, in one native call."""
-    values = np.stack([block_values(b, halo, complex_packing) for b in blocks])
-    return enc.encrypt_complex(values) if complex_packing else enc.encrypt_real(values)
-
-
-def encrypt_tiles(pixels: np.ndarray, enc: SymmetricEncryptor, tile_h: int, tile_w: int, halo: int = 0,
-                  complex_packing: bool = False) -> tuple[TileGrid, list[PackedTile]]:
-    """As :func:`hecore.layouts.packed.encrypt_tiles` (layout ``packed``, or ``packed-complex`` with
-    ``complex_packing``), every tile channel encrypted with the secret key, the whole image in one
-    native call.  Decrypt with :func:`hecore.layouts.packed.decrypt_tiles`."""
-    check_tile_fits(enc.params, tile_h, tile_w, halo, complex_packing)
-    grid, tiles = tile_image(pixels, tile_h, tile_w, halo)
-    units = [(t, c) for t in tiles for c in range(grid.channels)]
-    cts = encrypt_blocks(enc, [channel_plane(t.pixels, c) for t, c in units], halo, complex_packing)
-    return grid, [PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, ct, halo=halo, complex_packing=complex_packing)
-                  for (t, c), ct in zip(units, cts)]

@@ -1,4 +1,9 @@
-"""TODO docstring."""
+"""The models of :mod:`.models` on ciphertexts (the ML paper's encrypted inference).
+
+A batch of digits is laid out SIMD across samples: slot j of ciphertext f is pixel f of digit j, so a
+linear layer is plaintext scalar products and additions, no rotation (:func:`layout_batch`).  CKKS runs
+the models as trained; BFV runs them quantised (:func:`hecore.infer.models.quantise`).
+"""
 from __future__ import annotations
 
 import time
@@ -8,16 +13,7 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
-from .models import (
-    PIXEL_MAX,
-    PIXELS,
-    POOL_OF,
-    TAPS,
-    LogReg,
-    Quantised,
-    quantise,
-    sigmoid_poly,
-)
+from .models import PIXEL_MAX, PIXELS, POOL_OF, TAPS, LogReg, Quantised, quantise, sigmoid_poly
 
 
 def block_for(n: int, slots: int, packed: bool) -> int:

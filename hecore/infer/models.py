@@ -38,8 +38,8 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
-__all__ = ["MODELS", "TASKS", "DigitsTask", "digits_task", "LogReg", "TinyCNN", "train", "encrypt_batch",
-           "decrypt_scores", "predictions", "sigmoid_poly", "model_depth", "parse_infer", "InferOp"]
+__all__ = ["MODELS", "TASKS", "DigitsTask", "digits_task", "LogReg", "TinyCNN", "train", "predictions",
+           "sigmoid_poly", "model_depth", "quantise", "Quantised", "parse_infer", "InferOp"]
 
 MODELS = ("logreg", "tinycnn")
 TASKS = ("01", "all")

@@ -25,35 +25,19 @@ on both halves at once and on each exactly as on a real-packed block.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 
-from hecore.ciphertexts import SECURITY_IND_CPA
+from hecore.ciphertexts import CiphertextBatch
 from hecore.context import HEContext
+from hecore.encrypt import as_encryptor
+from hecore.encrypt.base import Encryptor
 from hecore.errors import InvalidParameters
 from hecore.params import PRESETS, Params
 
-from .pixel import channel_plane
-from .tiling import TileGrid, tile_image, untile_channels
-
-
-@dataclass(frozen=True)
-class PackedTile:
-    """One channel of one tile as a single serialized ciphertext (``tile_h x tile_w`` slots used)."""
-
-    ty: int
-    tx: int
-    y: int
-    x: int
-    h: int
-    w: int
-    channel: int
-    ct: bytes
-    security: str = SECURITY_IND_CPA
-    halo: int = 0
-    complex_packing: bool = False
+from . import Layout
+from .tiling import EncryptedTile, TileGrid, channel_plane, tile_image, untile_channels
 
 
 def block_rows(tile_h: int, halo: int, complex_packing: bool = False) -> int:
@@ -127,26 +111,43 @@ def block_values(block: np.ndarray, halo: int, complex_packing: bool = False) ->
     return np.asarray(block, dtype=np.float64).reshape(-1)
 
 
-def encrypt_plane(ctx: HEContext, plane: np.ndarray, halo: int = 0, complex_packing: bool = False) -> bytes:
-    """Fresh public-key encryption of one tile channel's block, row-major, one pixel per slot
-    (complex packing: two, see :func:`complex_halves`)."""
-    values = block_values(plane, halo, complex_packing)
-    return ctx.encrypt_complex(values) if complex_packing else ctx.encrypt_vector(values)
+def encrypt_blocks(encryptor: "Encryptor | HEContext", blocks, halo: int = 0,
+                   complex_packing: bool = False) -> CiphertextBatch:
+    """Tile-channel blocks (tile + halo, all of one shape), each into its own ciphertext, in one call of
+    the encryptor: row-major, one pixel per slot (complex packing: two, see :func:`complex_halves`)."""
+    enc = as_encryptor(encryptor)
+    rows = np.stack([block_values(b, halo, complex_packing) for b in blocks])
+    return enc.encrypt(rows)
 
 
-def encrypt_tiles(pixels: np.ndarray, ctx: HEContext, tile_h: int, tile_w: int, halo: int = 0,
-                  complex_packing: bool = False) -> tuple[TileGrid, Iterator[PackedTile]]:
-    """Encrypt an 8-bit L or RGB image tile by tile, channel by channel; a lazy iterator like
-    :func:`hecore.layouts.pixel.encrypt_tiles`, one fresh ciphertext per tile and channel."""
-    check_tile_fits(ctx.params, tile_h, tile_w, halo, complex_packing)
+#: Tile channels per encryptor call: batched enough for the native path, small enough that a caller
+#: writing each tile out keeps only this many ciphertexts in memory.
+CHUNK = 64
+
+
+def encrypt_tiles(pixels: np.ndarray, encryptor: "Encryptor | HEContext", tile_h: int, tile_w: int,
+                  halo: int = 0, complex_packing: bool = False, *,
+                  chunk: int = CHUNK) -> tuple[TileGrid, Iterator[EncryptedTile]]:
+    """Encrypt an 8-bit L or RGB image tile by tile, channel by channel, one ciphertext per tile channel.
+
+    ``encryptor`` is any :class:`~hecore.encrypt.base.Encryptor` that fills slot rows: the public key's
+    (:class:`~hecore.encrypt.public.PublicKeyEncryptor`, or an :class:`~hecore.context.HEContext`, which
+    stands for it) or the secret key's (:class:`~hecore.encrypt.symmetric.SymmetricEncryptor`).  Returns
+    the grid and a lazy iterator, ``chunk`` tile channels encrypted per call.
+    """
+    enc = as_encryptor(encryptor)
+    check_tile_fits(enc.params, tile_h, tile_w, halo, complex_packing)
     grid, tiles = tile_image(pixels, tile_h, tile_w, halo)
+    layout = Layout.PACKED_COMPLEX if complex_packing else Layout.PACKED
+    units = [(t, c) for t in tiles for c in range(grid.channels)]
 
-    def produce() -> Iterator[PackedTile]:
-        for t in tiles:
-            for c in range(grid.channels):
-                ct = encrypt_plane(ctx, channel_plane(t.pixels, c), halo, complex_packing)
-                yield PackedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, c, ct, halo=halo,
-                                 complex_packing=complex_packing)
+    def produce() -> Iterator[EncryptedTile]:
+        for i in range(0, len(units), chunk):
+            part = units[i:i + chunk]
+            batch = encrypt_blocks(enc, [channel_plane(t.pixels, c) for t, c in part], halo, complex_packing)
+            for j, (t, c) in enumerate(part):
+                yield EncryptedTile(t.ty, t.tx, t.y, t.x, t.h, t.w, channel=c, batch=batch.slice(j, j + 1),
+                                    layout=layout, halo=halo)
 
     return grid, produce()
 
@@ -165,5 +166,5 @@ def decrypt_block(ctx: HEContext, ct, tile_h: int, tile_w: int, halo: int = 0,
 def decrypt_tiles(ctx: HEContext, grid: TileGrid, tiles) -> np.ndarray:
     """Decrypt packed tiles into a float image of the grid's size (raw values before rounding)."""
     return untile_channels(grid, (
-        (pt, pt.channel, decrypt_block(ctx, pt.ct, grid.tile_h, grid.tile_w, pt.halo, pt.complex_packing))
+        (pt, pt.channel, decrypt_block(ctx, pt.ct, grid.tile_h, grid.tile_w, pt.halo, pt.layout.complex_packing))
         for pt in tiles))

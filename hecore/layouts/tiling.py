@@ -16,12 +16,16 @@ to its edge.  The tile's own pixels then start at ``(r, r)`` of the block.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import numpy as np
 
-__all__ = ["TileGrid", "Tile", "tile_image", "untile", "parse_tile_spec"]
+from hecore.ciphertexts import CiphertextBatch
+
+from . import Layout
+
+__all__ = ["TileGrid", "TilePosition", "Tile", "EncryptedTile", "tile_image", "untile", "parse_tile_spec"]
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -60,12 +64,8 @@ class TileGrid:
 
 
 @dataclass(frozen=True)
-class Tile:
-    """One tile: grid index (ty, tx), top-left pixel (y, x), valid extent (h, w).
-
-    ``pixels`` is always the full tile_h x tile_w [x C] block; only its top-left
-    ``h`` x ``w`` part lies inside the image.
-    """
+class TilePosition:
+    """Where a tile lies: grid index (ty, tx), top-left pixel (y, x), valid extent (h, w)."""
 
     ty: int
     tx: int
@@ -73,7 +73,50 @@ class Tile:
     x: int
     h: int
     w: int
+
+
+@dataclass(frozen=True)
+class Tile(TilePosition):
+    """One tile and its pixels.
+
+    ``pixels`` is always the full tile_h x tile_w [x C] block (grown by the halo on
+    every side when there is one); only its top-left ``h`` x ``w`` part of the tile
+    proper lies inside the image.
+    """
+
     pixels: np.ndarray
+
+
+@dataclass(frozen=True)
+class EncryptedTile(TilePosition):
+    """One channel of one tile, encrypted: in the pixel layout ``h * w`` ciphertexts (row-major),
+    in the packed layouts one, holding the tile's block with a halo of ``halo`` pixels."""
+
+    channel: int
+    batch: CiphertextBatch
+    layout: Layout
+    halo: int = 0
+
+    @property
+    def ct(self) -> bytes:
+        """The one ciphertext of a packed tile channel."""
+        if len(self.batch) != 1:
+            raise ValueError(f"tile ({self.ty}, {self.tx}) channel {self.channel} has {len(self.batch)} "
+                             "ciphertexts (pixel layout); .ct is for packed tiles")
+        return bytes(self.batch[0])
+
+    @property
+    def security(self) -> str:
+        return self.batch.security
+
+    def with_ct(self, ct: bytes | memoryview) -> "EncryptedTile":
+        """The same packed tile channel holding ``ct`` instead (e.g. a processed ciphertext)."""
+        return replace(self, batch=CiphertextBatch.from_list([bytes(ct)], self.batch.strategy, self.batch.security))
+
+
+def channel_plane(pixels: np.ndarray, channel: int) -> np.ndarray:
+    """Channel ``channel`` of an (H, W) or (H, W, C) array, as (H, W)."""
+    return pixels if pixels.ndim == 2 else pixels[:, :, channel]
 
 
 def _check_tile_size(tile_h: int, tile_w: int) -> None:

@@ -31,8 +31,6 @@ factor goes into the pair's public ``post_scale``.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,11 +38,11 @@ from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
 
 from .packed import PackedGeometry
+from .spec import METRICS, Match
 
-__all__ = ["Match", "parse_match", "METRICS", "L1_POLY", "l1_poly_error", "plain_distances",
+__all__ = ["L1_POLY", "l1_poly_error", "plain_distances",
            "plain_l1_approx", "pair_partial", "distance_scale"]
 
-METRICS = ("l2", "l1")
 
 #: Degree of the even polynomial that stands in for |t| on [-1, 1] (2 in u = t^2: depth 2).
 L1_DEGREE = 4
@@ -75,35 +73,10 @@ def l1_poly_error() -> float:
     return float(np.max(np.abs(np.abs(t) - l1_poly(t))))
 
 
-@dataclass(frozen=True)
-class Match:
-    """``match:QUERY[,METRIC...]``: distances from the image ``QUERY`` (its id or source name) to every other."""
-
-    query: str
-    metrics: tuple[str, ...] = METRICS
-
-    @property
-    def spec(self) -> str:
-        return f"match:{self.query}" + ("" if self.metrics == METRICS else "," + ",".join(self.metrics))
-
-    @property
-    def depth(self) -> int:
-        """Levels a CKKS chain must have: L2 one; L1 two multiplications, plus one level of
-        room for the scale the free division by ``D`` adds (see the module doc)."""
-        return 3 if "l1" in self.metrics else 1
 
 
-_MATCH = re.compile(r"^match:([^,]+)((?:,\s*(?:l1|l2))*)\s*$", re.IGNORECASE)
 
 
-def parse_match(spec: str) -> Match:
-    """``match:QUERY``, ``match:QUERY,l2`` or ``match:QUERY,l1`` (default both)."""
-    m = _MATCH.match(spec.strip()) if isinstance(spec, str) else None
-    if m is None:
-        raise ValueError(f"bad match spec {spec!r}: expected 'match:QUERY' or 'match:QUERY,l2' / ',l1', "
-                         "QUERY being an image id or source name of the input")
-    metrics = tuple(dict.fromkeys(x.strip().lower() for x in m.group(2).split(",") if x.strip())) or METRICS
-    return Match(m.group(1).strip(), tuple(sorted(metrics, key=METRICS.index)))
 
 
 def plain_distances(a: np.ndarray, b: np.ndarray, bound: float | None = None) -> dict[str, float]:

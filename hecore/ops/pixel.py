@@ -1,4 +1,9 @@
-"""TODO docstring."""
+"""The image ops on the pixel layout's ciphertexts, working on the serialized bytes (see :mod:`.spec`).
+
+Adding a constant is an addition to every component-0 word (mod each prime); the mean filter is a sum
+of ciphertexts with small integer multiplicities, done by the fused kernels of :mod:`hecore.kernels`.
+No multiplication, rescale, relinearisation or rotation: every op here has depth 0.
+"""
 from __future__ import annotations
 
 import math
@@ -6,19 +11,10 @@ from typing import Mapping
 
 import numpy as np
 
-from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextLayout
+from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextFormat
 from hecore.kernels import add_constant_c0, linear_combination
 
-from .spec import (
-    Brightness,
-    Contrast,
-    MeanFilter,
-    Op,
-    Watermark,
-    check_int,
-    check_number,
-    window_offsets,
-)
+from .spec import Brightness, Contrast, MeanFilter, Op, Watermark, check_int, check_number, window_offsets
 
 #: Largest |constant| (in units of 1/Delta) :func:`constant_word` accepts.
 _CONSTANT_BOUND = 2**62
@@ -28,7 +24,7 @@ _CONSTANT_BOUND = 2**62
 TABLE_BUDGET_BYTES = 64 << 20
 
 
-def constant_word(layout: CiphertextLayout, value: float, post_scale: float, scale_bits: int) -> np.ndarray:
+def constant_word(fmt: CiphertextFormat, value: float, post_scale: float, scale_bits: int) -> np.ndarray:
     """``round(value / post_scale x 2^scale_bits)`` mod each data prime (uint64, one per prime).
 
     Added to every component-0 word of a ciphertext at scale ``2^scale_bits``,
@@ -45,43 +41,43 @@ def constant_word(layout: CiphertextLayout, value: float, post_scale: float, sca
             f"in ciphertext units, not below 2^62"
         )
     c = round(scaled)
-    return np.array([c % q for q in layout.primes], dtype=np.uint64)
+    return np.array([c % q for q in fmt.primes], dtype=np.uint64)
 
 
-def _check_batch(batch: CiphertextBatch, layout: CiphertextLayout) -> np.ndarray:
+def _check_batch(batch: CiphertextBatch, fmt: CiphertextFormat) -> np.ndarray:
     """The batch's ciphertexts as a contiguous (count, stride) uint8 view, after checking them."""
     count = len(batch)
     offsets = np.asarray(batch.offsets, dtype=np.int64)
     sizes = np.diff(offsets)
-    bad = np.flatnonzero(sizes != layout.stride)
+    bad = np.flatnonzero(sizes != fmt.stride)
     if bad.size:
         i = int(bad[0])
         raise ValueError(
-            f"ciphertext {i} of the batch has {int(sizes[i])} bytes; this layout's ciphertexts "
-            f"have {layout.stride} (other parameters or not a fresh-layout ciphertext)"
+            f"ciphertext {i} of the batch has {int(sizes[i])} bytes; this context's ciphertexts "
+            f"have {fmt.stride} (other parameters or not a fresh ciphertext)"
         )
     start = int(offsets[0]) if count else 0
-    data = np.ascontiguousarray(batch.data[start: start + count * layout.stride])
-    rows = data.reshape(count, layout.stride)
-    header = np.frombuffer(layout.header, dtype=np.uint8)
-    bad = np.flatnonzero(np.any(rows[:, : layout.header_len] != header, axis=1))
+    data = np.ascontiguousarray(batch.data[start: start + count * fmt.stride])
+    rows = data.reshape(count, fmt.stride)
+    header = np.frombuffer(fmt.header, dtype=np.uint8)
+    bad = np.flatnonzero(np.any(rows[:, : fmt.header_len] != header, axis=1))
     if bad.size:
         raise ValueError(
-            f"ciphertext {int(bad[0])} of the batch has a header that differs from this layout's "
+            f"ciphertext {int(bad[0])} of the batch has a header that differs from this context's "
             f"(other parameters, scale or level)"
         )
     return data
 
 
-def add_constant(batch: CiphertextBatch, layout: CiphertextLayout, value: float, post_scale: float,
+def add_constant(batch: CiphertextBatch, fmt: CiphertextFormat, value: float, post_scale: float,
                  scale_bits: int, *, mask: np.ndarray | None = None) -> CiphertextBatch:
     """A new batch: every ciphertext (or those where ``mask`` is True) with ``value`` added to its true value.
 
-    The input must be ciphertexts of ``layout`` (size and header are checked);
+    The input must be ciphertexts of ``fmt`` (size and header are checked);
     the output keeps the input's strategy and security labels.
     """
     count = len(batch)
-    data = _check_batch(batch, layout)
+    data = _check_batch(batch, fmt)
     if mask is None:
         mask8 = np.ones(count, dtype=np.uint8)
     else:
@@ -89,16 +85,16 @@ def add_constant(batch: CiphertextBatch, layout: CiphertextLayout, value: float,
         if mask.shape != (count,):
             raise ValueError(f"mask has shape {mask.shape}; expected ({count},) for a batch of {count}")
         mask8 = mask.astype(bool).astype(np.uint8)
-    consts = constant_word(layout, value, post_scale, scale_bits)
-    out = np.empty(count * layout.stride, dtype=np.uint8)
-    scratch = np.empty(len(layout.primes) * layout.n, dtype=np.uint64)
+    consts = constant_word(fmt, value, post_scale, scale_bits)
+    out = np.empty(count * fmt.stride, dtype=np.uint8)
+    scratch = np.empty(len(fmt.primes) * fmt.n, dtype=np.uint64)
     if count:
-        add_constant_c0(out, data, count, layout.header_array(), consts, layout.n,
-                        layout.q_array(), mask8, scratch)
-    return CiphertextBatch.uniform(out, count, layout.stride, batch.strategy, batch.security)
+        add_constant_c0(out, data, count, fmt.header_array(), consts, fmt.n,
+                        fmt.q_array(), mask8, scratch)
+    return CiphertextBatch.uniform(out, count, fmt.stride, batch.strategy, batch.security)
 
 
-def apply_pointwise(batch: CiphertextBatch, layout: CiphertextLayout, op: Op, positions: np.ndarray,
+def apply_pointwise(batch: CiphertextBatch, fmt: CiphertextFormat, op: Op, positions: np.ndarray,
                     post_scale: float, scale_bits: int) -> CiphertextBatch:
     """Apply a :class:`Brightness` (every ciphertext), :class:`Contrast` (every ciphertext) or
     :class:`Watermark` (the ciphertexts at its pixel).
@@ -113,12 +109,12 @@ def apply_pointwise(batch: CiphertextBatch, layout: CiphertextLayout, op: Op, po
     if positions.shape != (len(batch), 2):
         raise ValueError(f"positions has shape {positions.shape}; expected ({len(batch)}, 2)")
     if isinstance(op, Brightness):
-        return add_constant(batch, layout, op.b, post_scale, scale_bits)
+        return add_constant(batch, fmt, op.b, post_scale, scale_bits)
     if isinstance(op, Contrast):
-        return add_constant(batch, layout, op.value, post_scale * op.f, scale_bits)
+        return add_constant(batch, fmt, op.value, post_scale * op.f, scale_bits)
     if isinstance(op, Watermark):
         mask = (positions[:, 0] == op.y) & (positions[:, 1] == op.x)
-        return add_constant(batch, layout, op.v, post_scale, scale_bits, mask=mask)
+        return add_constant(batch, fmt, op.v, post_scale, scale_bits, mask=mask)
     raise ValueError(f"{op!r} is not a pointwise operation (brightness, contrast or watermark)")
 
 
@@ -147,13 +143,13 @@ def _needed_range(k: int, size: int, first: int, last: int) -> tuple[int, int]:
     return max(0, first + lo), min(size - 1, last + hi)
 
 
-def mean_filter_tile(layout: CiphertextLayout, tile_cts: Mapping[tuple[int, int], object],
+def mean_filter_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], object],
                      height: int, width: int, k: int, out_y: int, out_x: int, out_h: int, out_w: int,
                      *, strategy: str = "fresh", security: str = SECURITY_IND_CPA) -> CiphertextBatch:
     """The raw ``k x k`` window sums of the output region, one ciphertext per pixel, row-major.
 
     ``tile_cts`` maps absolute pixel coordinates ``(py, px)`` of one channel
-    of a ``height x width`` image to serialized ciphertexts of ``layout``; it
+    of a ``height x width`` image to serialized ciphertexts of ``fmt``; it
     must hold every pixel the clamped windows of the region
     ``[out_y, out_y + out_h) x [out_x, out_x + out_w)`` touch (the tile plus
     its halo, see :func:`halo_tiles`), and may hold more.  Output pixel
@@ -174,30 +170,30 @@ def mean_filter_tile(layout: CiphertextLayout, tile_cts: Mapping[tuple[int, int]
             f"output region rows {out_y}..{out_y + out_h - 1}, columns {out_x}..{out_x + out_w - 1} "
             f"passes the {height}x{width} image"
         )
-    stride = layout.stride
+    stride = fmt.stride
     count = out_h * out_w
     out = np.empty(count * stride, dtype=np.uint8)
     result = CiphertextBatch.uniform(out, count, stride, strategy, security)
     if count == 0:
         return result
 
-    header = layout.header_array()
-    q = layout.q_array()
-    scratch = np.empty(layout.words, dtype=np.uint64)
+    header = fmt.header_array()
+    q = fmt.q_array()
+    scratch = np.empty(fmt.words, dtype=np.uint64)
     c0, c1 = _needed_range(k, width, out_x, out_x + out_w - 1)
     ncols = c1 - c0 + 1
     col_mult = [window_multiplicities(k, width, x) for x in range(out_x, out_x + out_w)]
     # Output rows are done in blocks so that the table of input coefficients stays bounded.
-    per_row = ncols * layout.words * 8
+    per_row = ncols * fmt.words * 8
     block = max(1, min(out_h, TABLE_BUDGET_BYTES // per_row - (k - 1)))
     for y0 in range(out_y, out_y + out_h, block):
         y1 = min(out_y + out_h, y0 + block)          # outputs y0 .. y1 - 1
         r0, r1 = _needed_range(k, height, y0, y1 - 1)
         nrows = r1 - r0 + 1
-        table = np.empty((nrows * ncols, layout.words), dtype=np.uint64)
+        table = np.empty((nrows * ncols, fmt.words), dtype=np.uint64)
         for r in range(r0, r1 + 1):
             for c in range(c0, c1 + 1):
-                table[(r - r0) * ncols + (c - c0)] = _coefficients_at(layout, tile_cts, r, c)
+                table[(r - r0) * ncols + (c - c0)] = _coefficients_at(fmt, tile_cts, r, c)
         coefs = np.zeros(((y1 - y0) * out_w, nrows * ncols), dtype=np.int16)
         for y in range(y0, y1):
             rows, rcount = window_multiplicities(k, height, y)
@@ -205,11 +201,11 @@ def mean_filter_tile(layout: CiphertextLayout, tile_cts: Mapping[tuple[int, int]
                 idx = ((rows - r0)[:, None] * ncols + (cols - c0)[None, :]).ravel()
                 coefs[(y - y0) * out_w + j, idx] = np.outer(rcount, ccount).ravel()
         dst = np.arange((y0 - out_y) * out_w, (y1 - out_y) * out_w, dtype=np.int64)
-        linear_combination(out, dst, header, table, coefs, q, layout.n, scratch)
+        linear_combination(out, dst, header, table, coefs, q, fmt.n, scratch)
     return result
 
 
-def _coefficients_at(layout: CiphertextLayout, tile_cts, py: int, px: int) -> np.ndarray:
+def _coefficients_at(fmt: CiphertextFormat, tile_cts, py: int, px: int) -> np.ndarray:
     try:
         ct = tile_cts[(py, px)]
     except KeyError:
@@ -218,7 +214,7 @@ def _coefficients_at(layout: CiphertextLayout, tile_cts, py: int, px: int) -> np
             f"(collect each tile's halo with halo_tiles)"
         ) from None
     try:
-        return layout.coefficients(ct)
+        return fmt.coefficients(ct)
     except ValueError as e:
         raise ValueError(f"ciphertext of pixel (py={py}, px={px}): {e}") from None
 

@@ -1,11 +1,13 @@
 """Image operations on encrypted pixels (iCHEETAH §4.4): brightness, contrast, watermark, mean filter.
 
-Every operation exists twice: ``apply_plain`` is the plaintext reference on a
-float image, and the functions at the bottom of this module do the same on
-the ciphertexts of the pixel layout (one CKKS ciphertext per pixel value per
-channel, :mod:`hecore.layouts.pixel`), working on the serialized bytes directly.
-The packed layout's versions are in :mod:`hecore.ops.packed`; matching
-(distances between images) is in :mod:`hecore.ops.matching`.
+This module is the op vocabulary: the op classes, the one parser of command-line op
+specs (:func:`parse_chain`; image ops, ``match:`` and ``infer:``), the plaintext
+reference (:func:`reference`) and what the key holder does after decryption
+(:class:`Finish`).  Every operation exists twice: ``apply_plain`` is the plaintext
+reference on a float image; the encrypted side is :mod:`hecore.ops.pixel` for the
+pixel layout (one CKKS ciphertext per pixel value per channel, worked on as
+serialized bytes) and :mod:`hecore.ops.packed` for the packed layouts; matching
+(distances between images) is :mod:`hecore.ops.matching`.
 
 How the encrypted side works
 ----------------------------
@@ -83,10 +85,9 @@ from typing import ClassVar, Sequence, Union
 import numpy as np
 
 __all__ = [
-    "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops", "reference",
-    "Finish", "finish_for", "constant_word", "add_constant", "apply_pointwise",
-    "window_offsets", "window_multiplicities", "mean_filter_tile", "halo_tiles",
-    "MissingNeighbour", "MAX_MEAN_K",
+    "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops",
+    "Chain", "parse_chain", "Match", "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets",
+    "MAX_MEAN_K",
 ]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
@@ -347,6 +348,50 @@ def parse_ops(specs: Sequence[str]) -> list[Op]:
     return [parse_op(s) for s in specs]
 
 
+@dataclass(frozen=True)
+class Chain:
+    """What a list of ``--op`` specs asks for: image ops applied in order, or, alone in its run, a match
+    (:class:`hecore.ops.matching.Match`: encrypted distances to a query image) or an inference
+    (:class:`hecore.infer.models.InferOp`: a model on encrypted digits)."""
+
+    ops: tuple = ()
+    match: object = None
+    infer: object = None
+
+    @property
+    def kind(self) -> str:
+        """``image`` (ops on images), ``match`` or ``infer``."""
+        return "match" if self.match is not None else "infer" if self.infer is not None else "image"
+
+    @property
+    def specs(self) -> list[str]:
+        one = self.match or self.infer
+        return [one.spec] if one is not None else [op.spec for op in self.ops]
+
+
+def parse_chain(specs: Sequence[str]) -> Chain:
+    """The one parser of a command line's ops: image ops (:func:`parse_op`), ``match:QUERY[,l1|,l2]`` or
+    ``infer:MODEL[,task=01|all]``; the last two must be the only op of their run."""
+    if isinstance(specs, str):
+        raise ValueError(f"parse_chain takes a list of specs, got the single string {specs!r}")
+    specs = list(specs)
+    if not specs:
+        raise ValueError(f"no operation given: expected {_FORMS}, or match:QUERY, or infer:MODEL")
+    kinds = [s.strip().partition(":")[0].strip().lower() if isinstance(s, str) else "" for s in specs]
+    if "match" in kinds:
+        if len(specs) != 1:
+            raise ValueError("match:QUERY must be the only --op of its run: apply the other ops first, in their "
+                             "own `hepix process` run, then match their output")
+        return Chain(match=parse_match(specs[0]))
+    if "infer" in kinds:
+        if len(specs) != 1:
+            raise ValueError("infer:MODEL is a whole run on its own; give it as the only --op")
+        from hecore.infer.models import parse_infer
+
+        return Chain(infer=parse_infer(specs[0].strip().partition(":")[2]))
+    return Chain(ops=tuple(parse_ops(specs)))
+
+
 def raw_range(ops: Sequence[Op], lo: float = 0.0, hi: float = 255.0) -> tuple[float, float]:
     """Bounds of the *raw* (decrypted, before ``post_scale``) values after ``ops`` on pixels in [lo, hi].
 
@@ -487,11 +532,35 @@ def window_offsets(k: int) -> tuple[int, int]:
     return lo, lo + k - 1
 
 
+METRICS = ("l2", "l1")
 
 
+@dataclass(frozen=True)
+class Match:
+    """``match:QUERY[,METRIC...]``: distances from the image ``QUERY`` (its id or source name) to every other."""
+
+    query: str
+    metrics: tuple[str, ...] = METRICS
+
+    @property
+    def spec(self) -> str:
+        return f"match:{self.query}" + ("" if self.metrics == METRICS else "," + ",".join(self.metrics))
+
+    @property
+    def depth(self) -> int:
+        """Levels a CKKS chain must have: L2 one; L1 two multiplications, plus one level of
+        room for the scale the free division by ``D`` adds (see the module doc)."""
+        return 3 if "l1" in self.metrics else 1
 
 
+_MATCH = re.compile(r"^match:([^,]+)((?:,\s*(?:l1|l2))*)\s*$", re.IGNORECASE)
 
 
-
-
+def parse_match(spec: str) -> Match:
+    """``match:QUERY``, ``match:QUERY,l2`` or ``match:QUERY,l1`` (default both)."""
+    m = _MATCH.match(spec.strip()) if isinstance(spec, str) else None
+    if m is None:
+        raise ValueError(f"bad match spec {spec!r}: expected 'match:QUERY' or 'match:QUERY,l2' / ',l1', "
+                         "QUERY being an image id or source name of the input")
+    metrics = tuple(dict.fromkeys(x.strip().lower() for x in m.group(2).split(",") if x.strip())) or METRICS
+    return Match(m.group(1).strip(), tuple(sorted(metrics, key=METRICS.index)))

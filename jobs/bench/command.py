@@ -26,12 +26,7 @@ from hecore.encrypt.strategies import strategy_names
 from hecore.images import center_crop, load_image, resize
 from hecore.params import DEFAULT_PRESET, PRESETS, preset
 from jobs import runinfo
-from jobs.bench.suites.pixel import (
-    DEFAULT_SIZES,
-    DEFAULT_STRATEGIES,
-    DEFAULT_TILE,
-    run_pixel_bench,
-)
+from jobs.bench.suites.pixel import DEFAULT_SIZES, DEFAULT_STRATEGIES, DEFAULT_TILE, run_pixel_bench
 from jobs.console import table
 from schemas.bench import BENCH_OPS, BENCH_PACKED, BENCH_PIXEL
 
@@ -218,11 +213,7 @@ def packed_images(image: str | None, count: int, size: int) -> dict:
 
 
 def run_packed(args) -> int:
-    from jobs.bench.suites.packed import (
-        DEFAULT_PRESETS,
-        DEFAULT_REPEATS,
-        run_packed_bench,
-    )
+    from jobs.bench.suites.packed import DEFAULT_PRESETS, DEFAULT_REPEATS, run_packed_bench
 
     sizes = _int_list(args.sizes)
     size = sizes[-1] if args.sizes != ",".join(map(str, DEFAULT_SIZES)) else PACKED_SIZE

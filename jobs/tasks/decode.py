@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""The decode stage: image files (Spark ``binaryFile`` rows) in, one row per tile channel of raw pixels
+out -- or one reject row naming why a file is not an image hepix takes.  Also the pixel-value histogram a
+scanning strategy builds its cache from, and the reference images decrypt scores against."""
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The decrypt stage (the key owner's job): ciphertext rows in, decrypted pixel values out, then one row
+per image with its values reassembled and the ops' public post-scale applied."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hecore.layouts import Layout
 from schemas.stages import DECRYPTED, IMAGES
 
 from .rows import constant_column, pc_unique, pixel_positions
@@ -41,7 +43,7 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     for rb in batches:
         if rb.num_rows == 0:
             continue
-        if set(pc_unique(rb.column("layout"))) == {"pixel"}:
+        if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield _decrypt_pixel_rows(ctx, rb, flood_std)
         else:
             for i in range(rb.num_rows):
@@ -72,10 +74,11 @@ def _decrypt_packed_row(ctx, row: pa.RecordBatch, flood_std: float = 0.0) -> pa.
     from hecore.layouts.packed import decrypt_block
 
     th, tw, h, w = r["tile_h"], r["tile_w"], r["h"], r["w"]
-    if r["layout"] not in ("packed", "packed-complex"):
-        raise ValueError(f"{r['source']}: unknown layout {r['layout']!r}")
+    layout = Layout.parse(r["layout"])
+    if not layout.packed:
+        raise ValueError(f"{r['source']}: a {layout} row among packed ones")
     t = time.perf_counter()
-    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"], r["layout"] == "packed-complex")[:h, :w]
+    slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"], layout.complex_packing)[:h, :w]
     if flood_std:
         from hecore.flooding import flood
         slots = flood(slots, flood_std / abs(r["post_scale"]))

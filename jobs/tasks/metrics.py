@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The metrics stage of decrypt: each decrypted image scored against its (plaintext-processed) original,
+and written as PNG when asked."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,10 @@
-"""TODO docstring."""
+"""The process stage: ciphertext rows in, processed ciphertext rows out, with public keys only.
+
+Pixel layout: pointwise ops on the serialized bytes (:mod:`hecore.ops.pixel`), and the mean filter's
+scatter (each ciphertext to its tile and the neighbours whose halo needs it) and per-tile window sums.
+Packed layouts: the whole op chain within each ciphertext (:mod:`hecore.ops.packed`).  Matching: one
+image's ciphertexts joined with the query's, into one encrypted distance per metric.
+"""
 from __future__ import annotations
 
 import os
@@ -7,29 +13,22 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from hecore.layouts import Layout
 from jobs.checksums import ct_checksums
 from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS
 
-from .rows import (
-    EncryptMeta,
-    ciphertext_rows,
-    constant_column,
-    pc_unique,
-    pixel_positions,
-    replace_columns,
-    single_value,
-)
+from .rows import RowMeta, ciphertext_rows, constant_column, pc_unique, pixel_positions, replace_columns, single_value
 from .worker import worker_state
 
 
-def build_layout(public):
-    """A worker's view of the public context: the ciphertext layout the byte-level ops need."""
+def build_ct_format(public):
+    """A worker's view of the public context: the ciphertext byte format the byte-level ops need."""
     from hecore.context import HEContext
     from hecore.kernels import warm_up
 
     warm_up()
-    return HEContext.from_public(public).layout
+    return HEContext.from_public(public).ct_format
 
 
 def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, spec: str,
@@ -38,7 +37,7 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
     from hecore.ops.pixel import apply_pointwise
     from hecore.ops.spec import parse_op
 
-    layout = worker_state(token, broadcast, build_layout, rebuilds)
+    fmt = worker_state(token, broadcast, build_ct_format, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
     op = parse_op(spec)
@@ -49,7 +48,7 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
         scale_bits = int(single_value(rb, "scale_bits"))
         t = time.perf_counter()
         batch = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
-        out = apply_pointwise(batch, layout, op, pixel_positions(rb), post_scale, scale_bits)
+        out = apply_pointwise(batch, fmt, op, pixel_positions(rb), post_scale, scale_bits)
         dt = (time.perf_counter() - t) / rb.num_rows
         new_ct = out.to_arrow()
         yield replace_columns(
@@ -71,7 +70,7 @@ def packed_geometry(r: dict):
     from hecore.ops.packed import PackedGeometry
 
     return PackedGeometry(r["tile_h"], r["tile_w"], r["halo"], r["y"], r["x"], r["image_height"], r["image_width"],
-                          complex_packing=r["layout"] == "packed-complex")
+                          complex_packing=Layout.parse(r["layout"]).complex_packing)
 
 
 def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
@@ -117,7 +116,7 @@ def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], q
         return ENCRYPTED_DISTANCES.empty_table()
     rows = table.to_pylist()
     first = rows[0]
-    packed = first["layout"] != "pixel"
+    packed = Layout.parse(first["layout"]).packed
     t = time.perf_counter()
     loaded = [(ev.load(r["ct"]), ev.load(r["query_ct"]), packed_geometry(r) if packed else None) for r in rows]
     load_seconds = time.perf_counter() - t
@@ -170,7 +169,7 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
     from hecore.ciphertexts import SECURITY_LEAKS, CiphertextBatch
     from hecore.ops.pixel import mean_filter_tile
 
-    layout = worker_state(token, broadcast, build_layout, rebuilds)
+    fmt = worker_state(token, broadcast, build_ct_format, rebuilds)
     rb = table.combine_chunks().to_batches()[0] if table.num_rows else None
     if rb is None:
         return pa.Table.from_batches([], schema=CIPHERTEXTS)
@@ -187,7 +186,7 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
     strategies = pc_unique(rb.column("strategy"))
     security = SECURITY_LEAKS if SECURITY_LEAKS in securities else securities.pop()
     t = time.perf_counter()
-    batch = mean_filter_tile(layout, tile_cts, height, width, k, out_y, out_x, out_h, out_w,
+    batch = mean_filter_tile(fmt, tile_cts, height, width, k, out_y, out_x, out_h, out_w,
                              strategy=strategies[0], security=security)
     dt = (time.perf_counter() - t) / max(1, len(batch))
     # The output pixel (y, x) keeps the encryption time and history of the input at (y, x).
@@ -195,7 +194,7 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
     order = [own[(out_y + j // out_w, out_x + j % out_w)] for j in range(out_h * out_w)]
     src = rb.take(pa.array(order, type=pa.int64()))
     tile = {**first, "tile_y": ty, "tile_x": tx, "y": out_y, "x": out_x, "h": out_h, "w": out_w}
-    meta = EncryptMeta(run_id=run_id, layout=first["layout"], preset=first["preset"],
+    meta = RowMeta(run_id=run_id, layout=first["layout"], preset=first["preset"],
                        key_fingerprint=first["key_fingerprint"])
     out = ciphertext_rows(
         meta, tile, first["channel"], batch, strategies[0], security, first["scheme"],

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Arrow helpers the stages share: ciphertext rows shaped after ``schemas.tables.CIPHERTEXTS``, constant
+columns, column replacement, and the pixel positions of pixel-layout rows."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,19 +13,20 @@ from schemas.tables import CIPHERTEXTS
 
 
 @dataclass(frozen=True)
-class EncryptMeta:
+class RowMeta:
+    """What every ciphertext row of a run carries besides its tile and its bytes."""
+
     run_id: str
     layout: str
     preset: str
     key_fingerprint: str
-    encryption: str = "public"          # public | symmetric (hecore.encrypt.symmetric, packed layout only)
 
 
 def constant_column(value, n: int, type_: pa.DataType) -> pa.Array:
     return pa.repeat(pa.scalar(value, type=type_), n)
 
 
-def ciphertext_rows(meta: EncryptMeta, tile: dict, channel: int, batch, strategy_name: str,
+def ciphertext_rows(meta: RowMeta, tile: dict, channel: int, batch, strategy_name: str,
                     security: str, scheme: str, level: int, scale_bits: int, ops: list[str],
                     post_scale: float, encrypt_seconds: np.ndarray, process_seconds: np.ndarray,
                     run_id: str | None = None) -> pa.RecordBatch:

@@ -1,4 +1,9 @@
-"""TODO docstring."""
+"""What every Python worker keeps between tasks, and the failure-injection switch of the tests.
+
+Expensive worker state (an HE context, an encryptor and its cache, an evaluator with its keys) is built
+from broadcast bytes once per Python worker and kept in a module-level cache keyed by the broadcast's
+token -- not once per task.
+"""
 from __future__ import annotations
 
 import os

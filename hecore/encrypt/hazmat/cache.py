@@ -16,16 +16,16 @@ class CachedStrategy(PixelStrategy):
 
     def __init__(self, ctx: HEContext):
         super().__init__(ctx)
-        self._scratch = np.empty(self.layout.words, dtype=np.uint64)
-        self._header = self.layout.header_array()
-        self._q = self.layout.q_array()
+        self._scratch = np.empty(self.ct_format.words, dtype=np.uint64)
+        self._header = self.ct_format.header_array()
+        self._q = self.ct_format.q_array()
 
 
 def encrypt_rows(ctx: HEContext, values) -> np.ndarray:
     """Fresh encryptions of ``values``, as coefficient rows of shape (len(values), words)."""
-    layout = ctx.layout
+    fmt = ctx.ct_format
     values = list(values)
-    table = np.empty((len(values), layout.words), dtype=np.uint64)
+    table = np.empty((len(values), fmt.words), dtype=np.uint64)
     for i, v in enumerate(values):
-        table[i] = layout.coefficients(ctx.encrypt_value(float(v)))
+        table[i] = fmt.coefficients(ctx.encrypt_value(float(v)))
     return table

@@ -16,7 +16,7 @@ class FullCaching(CachedStrategy):
 
     ``c = cache[p] + pool[i]`` with ``i`` uniform in the pool: one ciphertext
     addition per pixel, done by :func:`hecore.kernels.gather_add` straight
-    into the output bytes.  Leaks (see ``hecore.encrypt.strategies.LEAKS["full"]``).
+    into the output bytes.  Leaks (see ``hecore.encrypt.strategies.WHAT_LEAKS["full"]``).
     """
 
     name = "full"
@@ -46,4 +46,4 @@ class FullCaching(CachedStrategy):
             raise RuntimeError("FullCaching.prepare() was not called")
         rows = values.astype(np.int64)
         gather_add(out, np.arange(len(rows), dtype=np.int64), self._header, self.table, rows,
-                   self.pool.rows, self.pool.draw(len(rows)), self._q, self.layout.n, self._scratch)
+                   self.pool.rows, self.pool.draw(len(rows)), self._q, self.ct_format.n, self._scratch)

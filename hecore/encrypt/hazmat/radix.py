@@ -36,7 +36,7 @@ class RadixCaching(CachedStrategy):
     The cache holds Enc(0) and Enc(r^k) for every power r^k <= 255 (the paper
     caches "0, 2, 4, 8, 16, ..." for r = 2).  A digit d adds Enc(r^k) d times;
     p = 0 is the cached Enc(0).  Without §3.3's randomisation the result is
-    deterministic.  Leaks (``hecore.encrypt.strategies.LEAKS["radix"]``).
+    deterministic.  Leaks (``hecore.encrypt.strategies.WHAT_LEAKS["radix"]``).
     """
 
     name = "radix"
@@ -72,7 +72,7 @@ class RadixCaching(CachedStrategy):
         if self.table is None:
             raise RuntimeError(f"{type(self).__name__}.prepare() was not called")
         linear_combination(out, np.arange(len(values), dtype=np.int64), self._header, self.table,
-                           self.coefficients(values), self._q, self.layout.n, self._scratch)
+                           self.coefficients(values), self._q, self.ct_format.n, self._scratch)
 
 
 class RadixCachingRandomised(RadixCaching):
@@ -82,7 +82,7 @@ class RadixCachingRandomised(RadixCaching):
     subtract r x Enc(r^(i-1)) ("Ctxt[i] + radixes[i] - r x radixes[i-1]"): the
     value is unchanged, the bytes differ.  Every output is still an integer
     combination of the few cached ciphertexts.  Leaks
-    (``hecore.encrypt.strategies.LEAKS["radix-rand"]``).
+    (``hecore.encrypt.strategies.WHAT_LEAKS["radix-rand"]``).
     """
 
     name = "radix-rand"

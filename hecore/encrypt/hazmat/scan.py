@@ -20,7 +20,7 @@ class ScanningCaching(CachedStrategy):
     :meth:`prepare` scans a sample of pixel values (the image, or a corpus
     sample) for its ``top_k`` most frequent values and caches their
     encryptions; pixels with a cached value get ``cache[p] + pool[i]`` (§3.3),
-    the others are encrypted fresh.  Leaks (``hecore.encrypt.strategies.LEAKS["scan"]``).
+    the others are encrypted fresh.  Leaks (``hecore.encrypt.strategies.WHAT_LEAKS["scan"]``).
     """
 
     name = "scan"
@@ -72,6 +72,6 @@ class ScanningCaching(CachedStrategy):
         hit = rows >= 0
         slots = np.flatnonzero(hit)
         gather_add(out, slots, self._header, self.table, rows[hit], self.pool.rows,
-                   self.pool.draw(len(slots)), self._q, self.layout.n, self._scratch)
+                   self.pool.draw(len(slots)), self._q, self.ct_format.n, self._scratch)
         miss = np.flatnonzero(~hit)
         self._fresh_into(values[miss], miss, out)

@@ -28,7 +28,7 @@ class ZincCaching(CachedStrategy):
     It decrypts correctly but is not IND-CPA: every output shares the cached
     ``a``, so two outputs' second components differ by the small e2 - e2', and
     decoding the difference of their first components gives m1 - m2 exactly
-    (``hecore.encrypt.strategies.LEAKS["zinc"]``; ``hepix audit`` runs that attack).
+    (``hecore.encrypt.strategies.WHAT_LEAKS["zinc"]``; ``hepix audit`` runs that attack).
     The seed's security proof overlooks that the adversary sees many outputs
     built on the same cached zero.
     """
@@ -67,11 +67,11 @@ class ZincCaching(CachedStrategy):
     def _encrypt_into(self, values, out):
         if self.zero is None:
             raise RuntimeError("ZincCaching.prepare() was not called")
-        layout, codec = self.layout, self.ctx.codec
-        primes, n = len(layout.primes), layout.n
+        fmt, codec = self.ct_format, self.ctx.codec
+        primes, n = len(fmt.primes), fmt.n
         q = self._q[:, None]
         zero = self.zero.reshape(2, primes, n)
-        stride, hdr = layout.stride, layout.header_len
+        stride, hdr = fmt.stride, fmt.header_len
         e1, e2 = self._error_slots(len(values)), self._error_slots(len(values))
         c = np.empty((2, primes, n), dtype=np.uint64)
         for i, v in enumerate(values.tolist()):

@@ -76,16 +76,7 @@ from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.ops.matching import distance_scale, pair_partial, plain_distances
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.pixel import apply_pointwise, mean_filter_tile
-from hecore.ops.spec import (
-    MeanFilter,
-    Op,
-    Watermark,
-    finish_for,
-    parse_ops,
-    raw_range,
-    reference,
-    window_offsets,
-)
+from hecore.ops.spec import MeanFilter, Op, Watermark, finish_for, parse_ops, raw_range, reference, window_offsets
 from hecore.params import preset
 from hecore.quality import round_to_uint8
 from jobs.bench.detect import detect_watermark
@@ -341,7 +332,7 @@ def _pixel_run(ctx: HEContext, strategy_name: str, img: np.ndarray, ops: Sequenc
     encrypted, operated on and decrypted before the next is made: memory stays at one tile);
     a chain with a mean filter takes the image as one tile (its windows need the neighbours)."""
     strategy = make_strategy(strategy_name, ctx, allow_leaky=True).prepare(img)
-    layout, scale_bits = ctx.layout, ctx.params.scale_bits
+    layout, scale_bits = ctx.ct_format, ctx.params.scale_bits
     h, w = img.shape[:2]
     whole = any(isinstance(op, MeanFilter) for op in ops)
     th, tw = (h, w) if whole else (min(tile, h), min(tile, w))

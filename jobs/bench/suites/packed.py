@@ -260,7 +260,8 @@ class _HepixSymmetric(_Impl):
     def once(self, image):
         th, tw = self.tile
         t = time.perf_counter()
-        grid, tiles = self.sym.encrypt_tiles(image, self.enc, th, tw, complex_packing=self.complex_packing)
+        grid, tiles = packed_encrypt_tiles(image, self.enc, th, tw, complex_packing=self.complex_packing)
+        tiles = list(tiles)
         seconds = time.perf_counter() - t
         return _Run(seconds, None, None, len(tiles), sum(len(pt.ct) for pt in tiles), (grid, tiles))
 

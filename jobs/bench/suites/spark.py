@@ -22,7 +22,7 @@ from hecore.params import preset
 from jobs import runinfo
 from jobs.tasks.decode import DecodeOptions, decode_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition
-from jobs.tasks.rows import EncryptMeta
+from jobs.tasks.rows import RowMeta
 from schemas.bench import BENCH_SPARK
 from schemas.tables import CIPHERTEXTS
 
@@ -60,7 +60,7 @@ def hecore_alone(paths: list[Path], keys: Path, out: Path, resize: int, tile: in
     })
     tiles = list(decode_partition(iter([files]), DecodeOptions(tile, tile, resize, (), 2**26)))
     payload = EncryptPayload(public=material, strategy=strategy, strategy_state=None, allow_leaky=False)
-    meta = EncryptMeta(run_id="bench", layout="pixel", preset=material.params.name,
+    meta = RowMeta(run_id="bench", layout="pixel", preset=material.params.name,
                        key_fingerprint=material.fingerprint())
     rows = 0
     with pq.ParquetWriter(out, CIPHERTEXTS, compression="none") as writer:

@@ -1,0 +1,327 @@
+"""The resumable encrypt run: images in committed batches, each a step an interrupted run restarts after.
+
+A batch is decoded into tile channels on the executors, encrypted (the encryptor's state -- a pixel
+strategy's cache, the public key, or the owner's secret key -- broadcast once per run), staged under
+``_staging/<run_id>/``, moved into the tables, and committed by rewriting ``_manifest.json`` (status
+``partial``) to list its files.  :meth:`EncryptRun.finish` removes what no manifest lists and marks the
+run ``complete``.  A rerun into the same ``--out`` with the same settings resumes: the images that the
+listed files already hold (encrypted or rejected) are skipped.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from hecore.errors import HepixError
+from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
+from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
+from jobs.tasks.rows import RowMeta
+from schemas.manifest import Counts, RunManifest
+from schemas.stages import TILES, WRITTEN
+from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, REJECTS, spark_schema
+
+from . import runinfo
+from .runs import ListAccumulator, worker_report
+from .session import spark_info
+from .sources import read_image_list, read_images
+from .storage import MANIFEST, join, read_manifest
+from .tables import describe_table, table_checksums, write_rejects
+
+log = logging.getLogger(__name__)
+
+#: Test switch: the driver dies after committing this many batches.
+CRASH_ENV = "HEPIX_TEST_CRASH_AFTER_BATCHES"
+
+
+def settings_differ(old: dict, new: dict) -> str | None:
+    """The first setting that differs between an output's run and this one, described, or None."""
+    for k, v in new.items():
+        if json.dumps(old.get(k), sort_keys=True) != json.dumps(v, sort_keys=True):
+            shown = (lambda x: (x[:16] if isinstance(x, str) and k == "key_fingerprint" else x))
+            return f"{k} {shown(old.get(k))!r} there, {shown(v)!r} now"
+    return None
+
+
+def finished_sources(spark, out: str, files: dict) -> set[str]:
+    """Sources of the images the listed files of ``out`` already hold (encrypted or rejected)."""
+    done: set[str] = set()
+    for table in ("ciphertexts", "rejects"):
+        paths = [join(out, table, e["name"]) for e in files.get(table, []) if e["rows"]]
+        if paths:
+            done |= {r["source"] for r in spark.read.parquet(*paths).select("source").distinct().collect()}
+    return done
+
+
+def worker_local_path(master: str, path: str) -> str | None:
+    """``path`` as a local directory the Python workers can write, or None.
+
+    Only for local and local-cluster masters (the workers run on this machine)
+    and paths without a scheme other than ``file:``.
+    """
+    if not master.startswith("local"):
+        return None
+    if "://" in path and not path.startswith("file://"):
+        return None
+    return os.path.abspath(path.removeprefix("file://").removeprefix("file:"))
+
+
+def write_from_workers(units, directory: str, **task_args) -> None:
+    """Encrypt with :func:`encrypt_to_files`; keep exactly the files successful tasks reported."""
+    os.makedirs(directory, exist_ok=True)
+    written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, **task_args),
+                               spark_schema(WRITTEN)).collect()
+    keep = {r["file"] for r in written if r["file"]}
+    for name in os.listdir(directory):
+        if name not in keep:      # files of failed or speculative attempts, temporary files
+            os.remove(os.path.join(directory, name))
+
+
+class EncryptRun:
+    """One ``hepix encrypt`` run into ``out``: resume, batches, finish (see the module doc)."""
+
+    def __init__(self, args, setup, spark, out, run_id: str, started):
+        from hecore.context import HEContext
+        from hecore.encrypt.strategies import strategy_class
+
+        self.args, self.setup, self.spark, self.out = args, setup, spark, out
+        self.storage = out.storage
+        self.run_id, self.started = run_id, started
+        self.fingerprint = setup.material.fingerprint()
+        self.settings = setup.resumable(args, self.fingerprint)
+        self.ctx = HEContext.from_public(setup.material)
+        cls = strategy_class(setup.strategy, allow_leaky=args.allow_leaky)
+        self.strategy = cls(self.ctx, **setup.strategy_options)
+        sc = spark.sparkContext
+        self.rebuilds = sc.accumulator([], ListAccumulator())
+        self.tasks = sc.accumulator([], ListAccumulator())
+        self.meta = RowMeta(run_id=run_id, layout=setup.layout.value, preset=setup.params.name,
+                            key_fingerprint=self.fingerprint)
+        self.timings: dict[str, float] = {}
+        self.base: RunManifest | None = None
+        self.before: RunManifest | None = None
+        self.files = {"ciphertexts": [], "rejects": []}
+        self.counts = Counts()
+        self.runs = [run_id]
+        self.empties: list[str] = []
+        self.skipped = 0
+        self.broadcast = self.token = None
+        value = os.environ.get(CRASH_ENV)
+        self.crash_after = int(value) if value else None
+
+    # --- what is already there: resume, or start over (--overwrite) -------------------------------
+    def resume(self) -> list[list[str]]:
+        """The batches of images still to encrypt (paths), after what an earlier run committed."""
+        args, dst = self.args, self.out.out
+        try:
+            self.before = read_manifest(self.storage, dst)
+        except (ValueError, TypeError) as e:
+            raise HepixError(f"{dst}/{MANIFEST} is not a manifest hepix can read ({e}); choose another --out") from None
+        before = self.before
+        if before is not None and not args.overwrite:
+            if before.job != "encrypt":
+                raise HepixError(f"{dst} holds the output of `hepix {before.job}`; encrypt into another --out")
+            if not before.files or "settings" not in before.options:
+                raise HepixError(f"{dst} holds an encrypt run written before hepix could resume runs; rerun with "
+                                 "--overwrite to redo it, or choose another --out")
+            diff = settings_differ(before.options["settings"], self.settings)
+            if diff:
+                raise HepixError(f"{dst} holds encrypted images made with other settings ({diff}); a rerun adds "
+                                 "to an output only with the same key, parameters, strategy and options: add "
+                                 "--overwrite to redo everything, or choose another --out")
+            self.base = before
+        base = self.base
+        self.listing = read_images(self.spark, args.input, args.recursive)
+        listing = sorted(r["path"] for r in self.listing.select("path").collect())
+        empties = self.storage.empty_files(args.input, args.recursive)   # binaryFile skips them silently
+        done = finished_sources(self.spark, dst, base.files) if base else set()
+        todo = [p for p in listing if p not in done]
+        self.empties = [p for p in empties if p not in done]
+        self.skipped = len(listing) + len(empties) - len(todo) - len(self.empties)
+        if self.skipped:
+            print(f"resuming: {self.skipped} images already done in {dst} (run {base.run_id}, {base.status}); "
+                  f"{len(todo) + len(self.empties)} to go (--overwrite redoes them all)")
+        if base:
+            self.files = {t: list(base.files.get(t, [])) for t in ("ciphertexts", "rejects")}
+            self.counts = Counts(**asdict(base.counts))
+            self.runs = list(base.runs) + [self.run_id]
+            self.timings = {k: float(v) for k, v in base.timings.items()}
+        # A scanning strategy builds its cache from the values of all the images it encrypts: one batch.
+        size = len(todo) if self.strategy.needs_scan else args.batch_images
+        return [todo[i:i + size] for i in range(0, len(todo), max(1, size))] or ([[]] if self.empties else [])
+
+    def already_complete(self) -> bool:
+        return self.before is not None and self.base is not None and self.base.status == "complete"
+
+    # --- one batch ---------------------------------------------------------------------------------
+    def _time(self, key: str, t0: float) -> None:
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+
+    def _decode(self, paths: list[str]):
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        a, s = self.args, self.setup
+        opts = DecodeOptions(*s.tile, a.resize, tuple(a.convert), a.max_pixels, s.halo)
+        source = read_image_list(self.spark, paths) if paths else self.listing.limit(0)
+        decoded = source.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
+        decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        is_ok = F.col("reject_reason").isNull()
+        # Plain sums, no countDistinct (which costs extra shuffle stages): every decoded image
+        # has exactly one unit (tile 0, 0, channel 0), every rejected file exactly one reject row.
+        first_unit = is_ok & (F.col("tile_y") == 0) & (F.col("tile_x") == 0) & (F.col("channel") == 0)
+        stats = decoded.agg(
+            F.sum(F.when(first_unit, 1).otherwise(0)).alias("images_ok"),
+            F.sum(F.when(is_ok, 1).otherwise(0)).alias("units"),
+            F.sum(F.when(is_ok & (F.col("channel") == 0), 1).otherwise(0)).alias("tiles"),
+            F.sum(F.when(is_ok, F.col("h") * F.col("w")).otherwise(0)).alias("pixels"),
+            F.sum(F.when(is_ok, 0).otherwise(1)).alias("rejected"),
+        ).collect()[0]
+        return decoded, decoded.where(is_ok), decoded.where(~is_ok), stats
+
+    def _broadcast_encryptor(self, ok, progress) -> None:
+        """Prepare the strategy (a scan looks at every value first) and broadcast the encryptor's state once."""
+        from pyspark.sql import functions as F
+
+        if self.broadcast is not None:
+            return
+        strategy = self.strategy
+        if strategy.needs_scan:
+            progress.stage("scanning pixel values")
+            hist = (ok.mapInArrow(histogram_partition, "value int, count long")
+                    .groupBy("value").agg(F.sum("count").alias("count")).collect())
+            values = np.zeros(256, dtype=np.int64)
+            for r in hist:
+                values[r["value"]] = r["count"]
+            strategy.prepare(counts=values)
+        else:
+            strategy.prepare()
+        s = self.setup
+        self.broadcast = self.spark.sparkContext.broadcast(EncryptPayload(
+            public=s.material, packed=s.layout.packed, strategy=strategy.name,
+            strategy_state=strategy.state() if strategy.name != "fresh" else None,
+            allow_leaky=self.args.allow_leaky, secret_key=s.secret_key, compression=s.compression))
+        self.token = f"{self.run_id}/{self.broadcast._jbroadcast.id()}"
+
+    def _encrypt(self, ok, n_units: int, staged: str) -> None:
+        sc, args = self.spark.sparkContext, self.args
+        if not n_units:
+            return
+        units = ok.repartition(args.partitions or max(1, min(n_units, sc.defaultParallelism * 4)))
+        task_args = dict(token=self.token, broadcast=self.broadcast, meta=self.meta, rebuilds=self.rebuilds,
+                         tasks=self.tasks)
+        local_dir = worker_local_path(sc.master, staged)
+        if args.writer == "workers" and not local_dir:
+            raise HepixError(f"--writer workers needs a local master and a local --out; got master "
+                             f"{sc.master} and {args.out}; use --writer spark or auto")
+        if local_dir and args.writer != "spark":
+            write_from_workers(units, local_dir, **task_args)
+        else:
+            cts = units.mapInArrow(functools.partial(encrypt_partition, **task_args), spark_schema(CIPHERTEXTS))
+            cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(staged)
+
+    def encrypt_batch(self, b: int, paths: list[str], total: int, progress) -> None:
+        """Decode, encrypt and commit batch ``b`` of ``total`` (its files into the tables, then the manifest)."""
+        from pyspark.sql import functions as F
+
+        stage_dir = join(self.out.staging, f"batch-{b:05d}")
+        label = f"batch {b + 1}/{total}: " if total > 1 else ""
+        t0 = time.perf_counter()
+        progress.stage(f"{label}decoding {len(paths)} images")
+        decoded, ok, bad, stats = self._decode(paths)
+        self._time("decode_seconds", t0)
+
+        t0 = time.perf_counter()
+        self._broadcast_encryptor(ok, progress)
+        self._time("cache_build_seconds", t0)
+
+        n_tiles, n_units = int(stats["tiles"] or 0), int(stats["units"] or 0)   # tile channels: the unit of work
+        t0 = time.perf_counter()
+        progress.stage(f"{label}encrypting {n_tiles} tiles ({int(stats['pixels'] or 0)} pixel values)")
+        staged_cts = join(stage_dir, "ciphertexts")
+        self._encrypt(ok, n_units, staged_cts)
+        self._time("encrypt_seconds", t0)
+
+        progress.stage(f"{label}writing rejects")
+        rejects = [{**r.asDict(), "run_id": self.run_id} for r in bad.select(
+            "source", F.col("reject_stage").alias("stage"), F.col("reject_reason").alias("reason"),
+            F.col("reject_detail").alias("detail"), "bytes").collect()]
+        empties = self.empties if b == 0 else []
+        rejects += [{"run_id": self.run_id, "source": src, "stage": "read", "reason": "empty-file",
+                     "detail": f"{src}: the file is empty (0 bytes)", "bytes": 0} for src in empties]
+        staged_rejects = join(stage_dir, "rejects")
+        if rejects:
+            write_rejects(self.spark, rejects, staged_rejects)
+        decoded.unpersist()
+
+        new_cts = describe_table(self.spark, self.storage, staged_cts, checksums=True)
+        new_rejects = describe_table(self.spark, self.storage, staged_rejects, checksums=False)
+        rejected = int(stats["rejected"] or 0) + len(empties)
+        encrypted = int(stats["images_ok"] or 0)
+        if encrypted + rejected != len(paths) + len(empties):
+            raise HepixError(f"internal error: {len(paths) + len(empties)} input files in batch {b}, "
+                             f"but {encrypted} encrypted + {rejected} rejected; the batch was not committed")
+        n_cts = sum(e["rows"] for e in new_cts)
+        if self.setup.secret_key is None or not n_cts:
+            ct_bytes = n_cts * self.ctx.ct_format.stride
+        else:       # seeded (and maybe compressed) ciphertexts: their sizes vary
+            ct_bytes = int(self.spark.read.parquet(staged_cts).agg(F.sum(F.length("ct"))).collect()[0][0] or 0)
+        for table, entries, staged in (("ciphertexts", new_cts, staged_cts), ("rejects", new_rejects, staged_rejects)):
+            self._move_in(table, entries, staged, f"{self.run_id}-b{b:05d}-")
+        c = self.counts
+        self.counts = Counts(images_in=c.images_in + encrypted + rejected,
+                             images_encrypted=c.images_encrypted + encrypted,
+                             images_rejected=c.images_rejected + rejected, tiles=c.tiles + n_tiles,
+                             ciphertexts=c.ciphertexts + n_cts, ciphertext_bytes=c.ciphertext_bytes + ct_bytes,
+                             rejects=c.rejects + rejected)
+        self.storage.write_text(join(self.out.out, MANIFEST), self.manifest("partial").to_json())
+        log.info("committed batch %d of %s (%d images)", b, self.run_id, len(paths) + len(empties))
+        if self.crash_after is not None and b + 1 >= self.crash_after:
+            raise RuntimeError(f"{CRASH_ENV}={self.crash_after}: the driver stops here")
+
+    def _move_in(self, table: str, entries: list[dict], staged: str, prefix: str) -> None:
+        dst = self.out.out
+        self.storage.mkdirs(join(dst, table))
+        for e in entries:
+            final = prefix + e["name"]
+            self.storage.rename(join(staged, e["name"]), join(dst, table, final))
+            self.files[table].append({**e, "name": final})
+
+    # --- the manifest, and the end of the run ------------------------------------------------------
+    def manifest(self, status: str) -> RunManifest:
+        s, a, base = self.setup, self.args, self.base
+        return RunManifest(
+            job="encrypt", run_id=self.run_id, status=status,
+            created=(base.created if base else self.started.isoformat()), finished=runinfo.now().isoformat(),
+            input=a.input, output=a.out, layout=s.layout.value, strategy=s.label, security=self.strategy.security,
+            preset=s.params.name, params=s.params.to_json(), key_fingerprint=self.fingerprint,
+            options={"tile": list(s.tile), "halo": s.halo, "resize": a.resize, "conversions": list(a.convert),
+                     **self.strategy.options(), "settings": self.settings,
+                     **({"encryption": "symmetric", "compression": s.compression}
+                        if s.secret_key is not None else {})},
+            counts=self.counts, timings=self.timings, workers=worker_report(self.rebuilds, self.tasks),
+            versions=runinfo.versions(), spark=spark_info(self.spark), files=self.files,
+            checksums=table_checksums(self.files), runs=self.runs)
+
+    def finish(self) -> RunManifest:
+        """Every table has a file, nothing unlisted remains, and the manifest says ``complete``."""
+        dst = self.out.out
+        for table, schema in (("ciphertexts", CIPHERTEXTS), ("rejects", REJECTS)):
+            if not self.files[table]:
+                staged = join(self.out.staging, "empty", table)
+                self.spark.createDataFrame([], spark_schema(schema)).coalesce(1).write.parquet(staged)
+                entries = describe_table(self.spark, self.storage, staged, checksums=table == "ciphertexts")
+                self._move_in(table, entries, staged, f"{self.run_id}-empty-")
+            listed = {e["name"] for e in self.files[table]}
+            for name in self.storage.list_files(join(dst, table)):
+                if name not in listed:      # a crashed run's batch, or the output --overwrite replaced
+                    self.storage.delete(join(dst, table, name))
+        manifest = self.manifest("complete")
+        self.storage.write_text(join(dst, MANIFEST), manifest.to_json())
+        self.out.abort()                    # the staging area, now empty of anything committed
+        return manifest
