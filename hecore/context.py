@@ -106,7 +106,7 @@ class HEContext:
         When the parameters allow key switching, a relinearisation key is made,
         and with ``rotations`` the Galois keys of every power-of-two rotation
         (SEAL composes any other step from them) for the packed layout's filters
-        and sums: 8 MB at N=4096, 34 MB at N=8192 (compressed).
+        and sums: about 6 MB at N=4096, 34 MB at N=8192 (compressed).
         """
         he = _pyfhel_for(params)
         he.keyGen()

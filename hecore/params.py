@@ -208,7 +208,7 @@ PRESETS: dict[str, Params] = {
         # iCHEETAH §4.2: N = 2^12, Q = 2^109.  Data primes 40 and 30 bits, special prime 39;
         # scale 2^30 leaves one rescale for a plaintext multiplication (mean filter).
         Params("ckks", 4096, (40, 30, 39), 30, name="paper-4096"),
-        # Seed 001 (TenSEAL study): N = 8192, [60, 40, 40, 60], scale 2^40.
+        # The TenSEAL study (Saker et al.): N = 8192, [60, 40, 40, 60], scale 2^40.
         Params("ckks", 8192, (60, 40, 40, 60), 40, name="tenseal-8192"),
         # Matching with L1 (an approximation of |x|, see hecore.ops.matching): four data primes,
         # the 218-bit maximum.  The special prime (54 bits) is at least as large as every data
@@ -221,10 +221,6 @@ PRESETS: dict[str, Params] = {
         # The smallest ring that serves add-only pixel work: N = 2048, one 54-bit prime
         # (exactly the 128-bit bound).  No key switching, so no rotations/relinearisation.
         Params("ckks", 2048, (54,), 30, name="addonly-2048"),
-        # Exact integer arithmetic (seeds 001 and 004 compare it with CKKS).  N = 4096 with
-        # SEAL's default 109-bit modulus and t of 20 bits: brightness, watermark and the
-        # mean filter's sums (|values| < t/2 = 2^19); one multiplication leaves ~13 bits of
-        # noise budget, too little for a distance, so:
         # The DFT pipeline (hecore.ops.dft) and encrypted inference (hecore.infer.models): four levels at
         # N = 8192 (218 bits exactly), scale 2^32 with 32-bit rescaling primes, a 44-bit first
         # prime (results up to 2^11) and a special prime at least as large as every data prime.
@@ -232,6 +228,10 @@ PRESETS: dict[str, Params] = {
         # N = 16384 for DFTs of up to 8192 values (8192 slots): six levels of 40 bits, 360 of the
         # 438 bits the standard allows; the three-stage pipeline with two groups per transform.
         Params("ckks", 16384, (60, 40, 40, 40, 40, 40, 40, 60), 40, name="dft-16384"),
+        # Exact integer arithmetic (the TenSEAL and ML studies compare it with CKKS).  N = 4096 with
+        # SEAL's default 109-bit modulus and t of 20 bits: brightness, watermark and the
+        # mean filter's sums (|values| < t/2 = 2^19); one multiplication leaves ~13 bits of
+        # noise budget, too little for a distance, so matching takes N = 8192 below.
         Params("bfv", 4096, (36, 36, 37), 0, name="bfv-4096", plain_modulus_bits=20),
         # N = 8192, SEAL's default 218-bit modulus, t of 40 bits: a squared difference
         # summed over a whole image (L2^2) stays below t/2, with ~64 bits of noise budget left.

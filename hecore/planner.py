@@ -31,7 +31,7 @@ MAX_MATCH_PIXELS = 1024 * 1024 * 3
 
 @dataclass(frozen=True)
 class Requirements:
-    layout: str
+    layout: Layout
     depth: int                  # CKKS levels the chain spends
     multiplies: bool            # needs a relinearisation key
     rotations: bool             # needs Galois keys
@@ -42,6 +42,7 @@ class Requirements:
     fractional: list[str]       # ops whose raw constants are not integers (CKKS only)
     integer_ok: bool            # BFV/BGV can run it at all
     why_not_integer: str = ""
+    wrong_layout: str = ""      # why no parameters can run it in this layout (empty: the layout is fine)
 
 
 def _raw_constants(ops: Sequence[Op]) -> list[tuple[str, float]]:
@@ -65,7 +66,7 @@ def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None 
     lo, hi = raw_range(ops)
     bound = max(abs(lo), abs(hi))
     fractional = [spec for spec, c in _raw_constants(ops) if c != round(c)]
-    depth, multiplies = 0, False
+    depth, multiplies, wrong_layout = 0, False, ""
     packed = layout.packed
     rotations = packed and any(isinstance(op, MeanFilter) for op in ops)
     integer_ok, why = layout is Layout.PACKED, {Layout.PACKED: "", Layout.PIXEL: "the pixel layout is CKKS-only",
@@ -101,15 +102,18 @@ def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None 
             integer_ok, why = False, f"{names} need(s) complex CKKS slots"
         if layout is not Layout.PACKED:
             integer_ok, why = False, f"{names} run(s) in the packed layout only"
+            wrong_layout = f"{names} run(s) in the packed layout only (one pixel per slot): encrypt with --layout packed"
         # the result, at the last level spent, must fit the primes left
         spent = tuple(spent) + ((own, bound),)
     l1 = (hi - lo) if match is not None and "l1" in match.metrics else 0.0
     return Requirements(layout, depth, multiplies, rotations, bound, spent, l1, integer_bound, fractional,
-                        integer_ok, why)
+                        integer_ok, why, wrong_layout)
 
 
 def problems(params: Params, req: Requirements) -> list[str]:
     """Why ``params`` cannot serve ``req`` (empty when it can)."""
+    if req.wrong_layout:             # no parameters help: say only that
+        return [req.wrong_layout]
     out = []
     if params.is_integer:
         if not req.integer_ok:

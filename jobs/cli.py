@@ -53,7 +53,7 @@ JOBS = {
     "verify": Command("jobs.verify:add_arguments", "jobs.verify:run",
                       "check a table against its manifest: files, row checksums, duplicates, whole images"),
     "bench": Command("jobs.bench.command:add_arguments", "jobs.bench.command:run",
-                     "measure the strategies against fresh encryption; writes a Parquet table"),
+                     "run a benchmark suite (speed, bytes, quality against the papers' figures); writes Parquet tables"),
     "report": Command("jobs.bench.report:add_arguments", "jobs.bench.report:run",
                       "render a `hepix bench` table as PNG plots and a Markdown report next to the papers' figures"),
     "demo": Command("jobs.demo:add_arguments", "jobs.demo:run",

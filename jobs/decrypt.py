@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--flood-std", type=float, default=0.0, metavar="S",
                    help="noise flooding before anything leaves the key owner (Li-Micciancio 2021): add Gaussian "
                         "noise of standard deviation S (pixel levels; distance units for match runs) to every "
-                        "decrypted value; 0 = off (default). See README, 'Keys and what leaks'")
+                        "decrypted value; 0 = off (default). See docs/security.md, 'Noise flooding'")
     add_spark_arguments(p)
 
 

@@ -34,8 +34,8 @@ from .base import Encryptor
 STRATEGY = "symmetric"
 ENCRYPTIONS = ("public", "symmetric")
 COMPRESSIONS = ("none", "zstd", "zlib")
-#: Serialization of the seeded ciphertexts.  zstd shrinks the stored component to the primes' bit
-#: widths (~40% less) but costs about as much time as the encryption itself.
+#: Serialization of the seeded ciphertexts.  zstd shrinks the stored component towards the primes' bit
+#: widths (about a third fewer bytes at N=4096) at 1.2-1.8x the time of the encryption alone.
 DEFAULT_COMPRESSION = "none"
 
 

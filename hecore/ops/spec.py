@@ -140,7 +140,7 @@ def _as_image(img: np.ndarray) -> np.ndarray:
 class Brightness:
     """Add ``b`` to every pixel value of every channel (iCHEETAH §4.4.2, brightness +50; seed 001 uses +60).
 
-    Encrypted: a constant added to every ciphertext, see :func:`apply_pointwise`.
+    Encrypted: a constant added to every ciphertext, see :func:`hecore.ops.pixel.apply_pointwise`.
     """
 
     b: float
@@ -211,7 +211,7 @@ class Watermark:
     """Add ``v`` to the pixel at column ``x``, row ``y``, in every channel (iCHEETAH §4.4.4).
 
     Encrypted: a constant added to that pixel's ciphertexts only; every other
-    ciphertext is copied byte for byte, see :func:`apply_pointwise`.
+    ciphertext is copied byte for byte, see :func:`hecore.ops.pixel.apply_pointwise`.
     """
 
     x: int
@@ -255,7 +255,7 @@ class MeanFilter:
 
     Any ``k >= 1``: offsets ``-(k//2) .. k//2`` for odd ``k``, ``-(k//2) .. k//2 - 1``
     for even ``k``; coordinates outside the image are clamped to its edge.
-    Encrypted: the sum of the window's ciphertexts (:func:`mean_filter_tile`),
+    Encrypted: the sum of the window's ciphertexts (:func:`hecore.ops.pixel.mean_filter_tile`),
     with the division by ``k^2`` deferred to the key holder (``post_scale_factor``).
     """
 
