@@ -17,7 +17,8 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use rayon::prelude::*;
 use rayon::ThreadPool;
-use tfhe::integer::{IntegerCiphertext, IntegerRadixCiphertext, RadixCiphertext};
+use tfhe::integer::{IntegerCiphertext, RadixCiphertext};
+use tfhe::shortint::ciphertext::{Degree, NoiseLevel};
 use tfhe::prelude::*;
 use tfhe::shortint::parameters::COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128;
 use tfhe::{
@@ -298,17 +299,26 @@ impl ServerKey {
     }
 
     fn eval_one(&self, how: &Evaluation, bytes: &[u8]) -> Result<Vec<u8>, String> {
-        let (mut ct, id, tag, _) = self.conf.pixel(bytes)?.into_raw_parts();
+        // Conformance guarantees what every circuit here assumes of its input: four blocks, each
+        // with degree 3 (empty carries) and nominal noise.
+        let (ct, id, tag, _) = self.conf.pixel(bytes)?.into_raw_parts();
         let isk = self.integer();
-        if !ct.is_clean() {
-            // Every circuit here assumes empty carries and nominal noise on its input blocks.
-            isk.full_propagate_parallelized(&mut ct);
-        }
-        let out: RadixCiphertext = match how {
+        let mut out: RadixCiphertext = match how {
             Evaluation::Nibble(c) => RadixCiphertext::from_blocks(c.eval(isk.as_ref(), ct.blocks())),
             Evaluation::Library(op) => library::eval(isk, op, &ct),
             Evaluation::LibraryMinAdd(op) => library::eval_min_add(isk, op, &ct),
         };
+        // Conformance (on the next load, here or at the owner's) demands exactly degree 3 and
+        // nominal noise; a block that is known to hold less (a table whose outputs stay below 3)
+        // or a constant block (a trivial ciphertext, noise 0) is declared at those bounds, which
+        // over-estimate it and so stay sound.
+        let sk: &tfhe::shortint::ServerKey = isk.as_ref();
+        let top = Degree::new(sk.message_modulus.0 - 1);
+        for block in out.blocks_mut() {
+            debug_assert!(block.degree <= top && block.noise_level() <= NoiseLevel::NOMINAL);
+            block.degree = top;
+            block.set_noise_level_to_nominal();
+        }
         codec::to_bytes_ct(&FheUint8::from_raw_parts(out, id, tag, ReRandomizationMetadata::default()))
     }
 }
