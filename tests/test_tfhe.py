@@ -298,18 +298,18 @@ def test_readable_client_key_is_refused(key_dir, tmp_path):
 
 def test_public_side_loads_without_opening_the_client_key(key_dir, monkeypatch):
     opened: list[str] = []
-    real_open, real_read_bytes = builtins.open, Path.read_bytes
+    real_open, real_path_open = builtins.open, Path.open
 
     def spy_open(file, *args, **kwargs):
         opened.append(os.fspath(file))
         return real_open(file, *args, **kwargs)
 
-    def spy_read_bytes(self):
+    def spy_path_open(self, *args, **kwargs):  # Path.read_bytes / read_text go through it
         opened.append(os.fspath(self))
-        return real_read_bytes(self)
+        return real_path_open(self, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", spy_open)
-    monkeypatch.setattr(Path, "read_bytes", spy_read_bytes)
+    monkeypatch.setattr(Path, "open", spy_path_open)
     Evaluator.from_key_directory(key_dir)
     tfhe_keys.read_info(key_dir)
     assert opened and not any(p.endswith(tfhe_keys.CLIENT) for p in opened)
