@@ -71,7 +71,7 @@ class _Op:
 
 @dataclass(frozen=True)
 class Brightness(_Op):
-    """Brightness with saturation: ``min(255, max(0, x + b))`` (seed 001 uses +60)."""
+    """Brightness with saturation: ``min(255, max(0, x + b))`` (Saker et al. 2025 use +60)."""
 
     b: int
     native_op: ClassVar[str] = "add-sat"
