@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup: Debian packages (only if missing), a virtualenv, the
 # cached Pyfhel wheel, then the project in editable mode with its test and bench extras, and
-# the native extension (tools/build_native.sh, cached likewise).
+# the native extensions (tools/build_native.sh, tools/build_tfhe.sh, cached likewise).
 #
 #   tools/setup.sh VENV CACHE_DIR
 set -euo pipefail
@@ -62,5 +62,15 @@ if [[ "$("$py" -c 'import hepix_seal; print(hepix_seal.BUILD_KEY)' 2>/dev/null)"
   echo "setup: installing $native_wheel" >&2
   "$py" -m pip install --quiet --force-reinstall --no-deps "$native_wheel" >&2
 fi
-"$py" -c 'import Pyfhel, pyspark, numba, hecore, hepix_seal' >&2
+# --- the TFHE extension (hecore.tfhe: tfhe-rs through PyO3) -------------------------------------
+# Built with maturin (from PyPI) and tfhe-rs (from crates.io); the first build compiles tfhe-rs
+# (8 to 15 minutes on 2 cores, depending on load), then it is cached by a key over its sources and the Rust
+# toolchain (tools/build_tfhe.sh).  Reinstalled only when the installed build is another one.
+tfhe_wheel=$("$here/build_tfhe.sh" "$py" "$cache")
+tfhe_key=$(basename "$(dirname "$tfhe_wheel")")
+if [[ "$("$py" -c 'import hepix_tfhe; print(hepix_tfhe.BUILD_KEY)' 2>/dev/null)" != "$tfhe_key" ]]; then
+  echo "setup: installing $tfhe_wheel" >&2
+  "$py" -m pip install --quiet --force-reinstall --no-deps "$tfhe_wheel" >&2
+fi
+"$py" -c 'import Pyfhel, pyspark, numba, hecore, hepix_seal, hepix_tfhe' >&2
 echo "setup: done ($("$py" -c 'import Pyfhel,pyspark; print("Pyfhel", Pyfhel.__version__, "/ pyspark", pyspark.__version__)'))" >&2
