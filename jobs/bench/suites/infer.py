@@ -220,7 +220,7 @@ def run(args) -> int:
         ("model", "model", ""), ("task", "task", ""), ("preset", "preset", ""),
         ("single_sample_layout", "layout", ""), ("single_sample_ms", "ms", ",.2f"),
         ("single_sample_infer_ms", "infer ms", ",.2f"), ("seed_ms_per_sample", "paper ms", ",.2f"),
-        ("latency_vs_seed", "paper / ours", ",.1f"),
+        ("latency_vs_seed", "paper / ours", ".3g"),
     ]))
     print()
     print("a batch (the test set) against the paper's throughput:")
@@ -228,7 +228,7 @@ def run(args) -> int:
         ("model", "model", ""), ("task", "task", ""), ("preset", "preset", ""), ("layout", "layout", ""),
         ("samples", "n", "d"), ("samples_per_second", "infer/s", ",.0f"),
         ("end_to_end_samples_per_second", "e2e/s", ",.0f"), ("seed_samples_per_second", "paper/s", ",.2f"),
-        ("throughput_vs_seed", "ours / paper", ",.1f"), ("ms_per_sample", "e2e ms/sample", ".3f"),
+        ("throughput_vs_seed", "ours / paper", ".3g"), ("ms_per_sample", "e2e ms/sample", ".3f"),
         ("accuracy_encrypted", "acc", ".3f"), ("accuracy_plain", "plain", ".3f"), ("seed_accuracy", "paper acc", ".2f"),
         ("bytes_per_sample", "B/sample", ",.0f"), ("seed_bytes_per_sample", "paper B", ",.0f"),
     ]))
