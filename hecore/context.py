@@ -227,8 +227,8 @@ class HEContext:
 
     def encrypt_encoded(self, plaintext: PyPtxt) -> bytes:
         """Public-key encryption of a plaintext of :meth:`encode_vector`, serialized uncompressed:
-        ``encrypt_encoded(encode_vector(v))`` gives the same ciphertexts as :meth:`encrypt_vector`
-        (or :meth:`encrypt_complex`), in two steps."""
+        ``encrypt_encoded(encode_vector(v))`` is what :meth:`encrypt_vector` (or
+        :meth:`encrypt_complex`) does, in two steps."""
         return self._he.encryptPtxt(plaintext).to_bytes(compr_mode="none")
 
     @cached_property

@@ -2,9 +2,8 @@
 
 iCHEETAH (Wang et al., §4.4) shows four operations on encrypted images; the TenSEAL
 study (Saker et al. 2025, §5.1) brightens by +60, and hepix adds a contrast stretch.
-Each is run here end to end --
-encrypt, operate on the ciphertexts, decrypt -- with the three stages timed
-apart, and the result checked against the plaintext reference:
+Each is run here end to end -- encrypt, operate on the ciphertexts, decrypt -- with
+the three stages timed apart, and the result checked against the plaintext reference:
 
 ========================  =======  ==========================================================
 case                      size     what is checked
