@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from Pyfhel import PyCtxt, Pyfhel
+from Pyfhel import PyCtxt, PyPtxt, Pyfhel
 
 from .ciphertexts import CiphertextFormat
 from .errors import HepixError, SecretKeyMissing
@@ -209,26 +208,28 @@ class HEContext:
             raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
         return self._he.encryptComplex(np.ascontiguousarray(values, dtype=np.complex128))
 
-    def encrypt_vector_timed(self, values: np.ndarray) -> tuple[bytes, float, float]:
-        """:meth:`encrypt_vector` (or :meth:`encrypt_complex` for complex values), also returning
-        the seconds spent encoding + encrypting and serializing (for ``hepix bench --suite packed``)."""
-        t0 = time.perf_counter()
-        ct = self._encrypt_complex(values) if np.iscomplexobj(values) else self._encrypt(values)
-        t1 = time.perf_counter()
-        data = ct.to_bytes(compr_mode="none")
-        return data, t1 - t0, time.perf_counter() - t1
-
-    def encode_seconds(self, values: np.ndarray) -> float:
-        """Seconds to encode ``values`` into a plaintext, without encrypting it: the encoding share of
-        :meth:`encrypt_vector_timed` (for ``hepix bench``'s physical limits)."""
-        t0 = time.perf_counter()
+    # --- encoding apart from encryption (Lattigo keeps its Encoder apart from its Encryptor) ---
+    def encode_vector(self, values: np.ndarray) -> PyPtxt:
+        """The plaintext of up to N/2 values, one per slot, at the top level and the default scale:
+        real or complex values for CKKS (complex: two reals per slot), integers for BFV/BGV (floats
+        that are whole numbers are accepted).  Encoding needs no key; :meth:`encrypt_encoded`
+        encrypts the result."""
+        if np.iscomplexobj(values):
+            if self.params.is_integer:
+                raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
+            return self._he.encodeComplex(np.ascontiguousarray(values, dtype=np.complex128))
         if not self.params.is_integer:
-            self._he.encodeFrac(np.ascontiguousarray(values, dtype=np.float64))
-        elif self.params.scheme == "bgv":
-            self._he.encodeBGV(integer_slots(values, self.params))
-        else:
-            self._he.encodeInt(integer_slots(values, self.params))
-        return time.perf_counter() - t0
+            return self._he.encodeFrac(np.ascontiguousarray(values, dtype=np.float64))
+        ints = integer_slots(values, self.params)
+        if self.params.scheme == "bgv":
+            return self._he.encodeBGV(ints)
+        return self._he.encodeInt(ints)
+
+    def encrypt_encoded(self, plaintext: PyPtxt) -> bytes:
+        """Public-key encryption of a plaintext of :meth:`encode_vector`, serialized uncompressed:
+        ``encrypt_encoded(encode_vector(v))`` is what :meth:`encrypt_vector` (or
+        :meth:`encrypt_complex`) does, in two steps."""
+        return self._he.encryptPtxt(plaintext).to_bytes(compr_mode="none")
 
     @cached_property
     def ct_format(self) -> CiphertextFormat:

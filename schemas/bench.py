@@ -1,13 +1,15 @@
 """The tables ``hepix bench`` writes and ``hepix report`` reads: one row per measured configuration.
 
 The product tables (what the jobs write) are in :mod:`schemas.tables`; these are the benchmarks'.
+The suites that write them are in :mod:`jobs.bench.suites`; the papers' reference figures set next
+to the measurements (``seed_*`` columns) come from :mod:`jobs.bench.seeds`.
 """
 from __future__ import annotations
 
 import pyarrow as pa
 
 
-#: One row per measured configuration of the pixel-layout benchmark (``hepix bench pixel``).
+#: One row per measured configuration of the pixel-layout benchmark (``hepix bench --suite pixel``).
 BENCH_PIXEL = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
@@ -70,8 +72,10 @@ BENCH_SPARK = pa.schema([
 #: One row per (implementation, parameters, encryption type, image) of ``hepix bench --suite packed``:
 #: hepix's packed layout against TenSEAL ``ckks_vector`` at equal parameters and against the pixel
 #: layout's ``full`` caching.  ``pixels`` counts channel values (width x height x channels);
-#: ``seconds`` is the median over ``repeats`` single-threaded passes over the image; the ``vs_*``
-#: ratios are pixels/s over the reference's pixels/s on the same image (TenSEAL at the same N).
+#: ``seconds`` is the median over ``repeats`` single-threaded passes over the image (every row, the
+#: pixel ``full`` baseline included); the ``vs_*`` ratios are pixels/s over the reference's pixels/s on
+#: the same image: TenSEAL at the same N serialised as it ships (zstd), or ``*_uncompressed`` without
+#: compression (``serialization`` none, like hepix's ciphertexts).
 BENCH_PACKED = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
@@ -86,6 +90,7 @@ BENCH_PACKED = pa.schema([
     pa.field("qi_sizes", pa.list_(pa.int32())),
     pa.field("scale_bits", pa.int32()),
     pa.field("encryption", pa.string(), nullable=False),       # public | symmetric | cached
+    pa.field("serialization", pa.string(), nullable=False),    # none | zstd
     pa.field("security", pa.string(), nullable=False),         # ind-cpa | leaks
     pa.field("image", pa.string(), nullable=False),
     pa.field("width", pa.int32(), nullable=False),
@@ -105,15 +110,18 @@ BENCH_PACKED = pa.schema([
     pa.field("bytes_per_pixel", pa.float64(), nullable=False),
     pa.field("vs_tenseal_public", pa.float64()),
     pa.field("vs_tenseal_symmetric", pa.float64()),
+    pa.field("vs_tenseal_public_uncompressed", pa.float64()),
+    pa.field("vs_tenseal_symmetric_uncompressed", pa.float64()),
     pa.field("vs_pixel_full", pa.float64()),
     pa.field("exact_fraction", pa.float64()),                  # after decryption and rounding; null: not decrypted
     pa.field("max_abs_err", pa.float64()),
-    pa.field("bytes_vs_tenseal_symmetric", pa.float64()),      # bytes_per_pixel over TenSEAL symmetric's, same N
+    pa.field("bytes_vs_tenseal_symmetric", pa.float64()),      # bytes_per_pixel over TenSEAL symmetric's (zstd), same N
 ])
 
 
 #: One row per (case, layout, parameters, strategy) of ``hepix bench --suite ops``: the iCHEETAH §4.4 cases
-#: (and seed 001's extras) encrypted, operated on and decrypted, each stage timed apart (single runs).
+#: (and the TenSEAL study's brightness +60, and a contrast stretch) encrypted, operated on and decrypted,
+#: each stage timed apart (single runs).
 #: ``pixels`` counts the channel values of one image (matching: of each of the three); ``ciphertexts``
 #: and ``bytes`` the encrypted input(s).  Image operations: ``exact_fraction`` against
 #: ``round_to_uint8(hecore.ops.spec.reference)``, ``max_abs_err`` of ``raw x post_scale`` before the finish
@@ -128,7 +136,7 @@ BENCH_OPS = pa.schema([
     pa.field("hepix_version", pa.string()),
     pa.field("git_commit", pa.string()),
     pa.field("case", pa.string(), nullable=False),            # meanfilter | brightness | matching | watermark | ...
-    pa.field("section", pa.string(), nullable=False),         # 4.4.1 .. 4.4.4 | seed 001
+    pa.field("section", pa.string(), nullable=False),         # 4.4.1 .. 4.4.4 (iCHEETAH) | Saker et al. 2025 §5.1 | hepix
     pa.field("ops", pa.string(), nullable=False),             # e.g. meanfilter:3, match:l1
     pa.field("layout", pa.string(), nullable=False),          # pixel | packed
     pa.field("scheme", pa.string(), nullable=False),          # ckks | bfv | bgv
@@ -165,8 +173,9 @@ BENCH_OPS = pa.schema([
 
 #: One row per measured configuration of ``hepix bench`` (the default suite, ``--suite all``), read by
 #: ``hepix report`` and notebooks/results.ipynb.  ``experiment``: fig3 (iCHEETAH Fig. 3 / Table 2),
-#: fig10, seed001 (brightness +60), limits (memcpy; packed encode/encrypt/serialise split), packed
-#: (``jobs.bench.suites.packed``), spark (the jobs on local Spark).  Times are seconds measured on
+#: fig10, brightness60 (the TenSEAL study's brightness +60), limits (memcpy; packed encode/encrypt/
+#: serialise split), packed (``jobs.bench.suites.packed``), spark (brightness +60 through the jobs on
+#: local Spark); see ``jobs.bench.suites.paper``.  Times are seconds measured on
 #: ``pixels_measured`` channel values; when that is fewer than ``pixels`` (the whole image) or the row
 #: is an extrapolation to a size not run, ``extrapolated`` is true and only ``pixels_per_second`` /
 #: ``seconds`` (= pixels / pixels_per_second) describe the whole image.  ``*_peak_rss_<stage>``: bytes;
@@ -193,6 +202,7 @@ BENCH = pa.schema([
     pa.field("strategy", pa.string()),
     pa.field("strategy_options", pa.string()),
     pa.field("encryption", pa.string()),                   # public | symmetric | cached | ...
+    pa.field("serialization", pa.string()),                # none | zstd
     pa.field("security", pa.string()),                     # ind-cpa | leaks
     pa.field("image", pa.string()),
     pa.field("size", pa.int32()),
@@ -245,7 +255,9 @@ _RUN_FIELDS = [
 
 #: One row per configuration of ``hepix bench --suite dft`` (jobs.bench.suites.dft): the DFT-Hadamard-iDFT
 #: low-pass pipeline on N pixel values, cold (diagonals encoded on the way) and warm, errors against
-#: NumPy's FFT pipeline, seed 002's latency for the same N alongside.
+#: NumPy's FFT pipeline.  ``seed_seconds``: Costache-Smart-Vivek's latency for the same N (Table 3,
+#: encryption and decryption included), so ``speedup_vs_seed`` = seed_seconds / ``end_to_end_seconds``
+#: (build + encode the diagonals + encrypt + cold pipeline + decrypt; key generation apart).
 BENCH_DFT = pa.schema(_RUN_FIELDS + [
     pa.field("n", pa.int32(), nullable=False),
     pa.field("preset", pa.string(), nullable=False),
@@ -264,6 +276,7 @@ BENCH_DFT = pa.schema(_RUN_FIELDS + [
     pa.field("pipeline_seconds", pa.float64(), nullable=False),
     pa.field("warm_seconds", pa.float64()),
     pa.field("decrypt_seconds", pa.float64()),
+    pa.field("end_to_end_seconds", pa.float64(), nullable=False),
     pa.field("max_abs_err", pa.float64(), nullable=False),
     pa.field("rel_err", pa.float64(), nullable=False),
     pa.field("seed_seconds", pa.float64()),
@@ -273,7 +286,10 @@ BENCH_DFT = pa.schema(_RUN_FIELDS + [
 
 
 #: One row per configuration of ``hepix bench --suite infer`` (jobs.bench.suites.infer): a model on the
-#: digits test set as one encrypted batch, seed 004's figures alongside (0-vs-1 task only).
+#: digits test set as one encrypted batch, and on one sample alone; Deonise et al.'s figures alongside
+#: (``seed_*``, 0-vs-1 task only): their per-sample latency against ``single_sample_ms``
+#: (``latency_vs_seed`` = seed / ours), their throughput against the batch's end-to-end rate
+#: (``throughput_vs_seed`` = ours / seed).
 BENCH_INFER = pa.schema(_RUN_FIELDS + [
     pa.field("model", pa.string(), nullable=False),            # logreg | tinycnn
     pa.field("task", pa.string(), nullable=False),             # 01 | all
@@ -294,7 +310,11 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
     pa.field("decrypt_seconds", pa.float64()),
     pa.field("samples_per_second", pa.float64(), nullable=False),
     pa.field("end_to_end_samples_per_second", pa.float64(), nullable=False),
-    pa.field("ms_per_sample", pa.float64(), nullable=False),
+    pa.field("ms_per_sample", pa.float64(), nullable=False),   # the batch's end to end, amortised
+    pa.field("single_sample_ms", pa.float64(), nullable=False),   # a batch of one: encrypt + infer + decrypt
+    pa.field("single_sample_infer_ms", pa.float64()),
+    pa.field("single_sample_layout", pa.string()),
+    pa.field("single_sample_repeats", pa.int32()),
     pa.field("accuracy_plain", pa.float64(), nullable=False),
     pa.field("accuracy_encrypted", pa.float64(), nullable=False),
     pa.field("agreement", pa.float64(), nullable=False),
@@ -303,6 +323,8 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
     pa.field("seed_ms_per_sample", pa.float64()),
     pa.field("seed_accuracy", pa.float64()),
     pa.field("seed_bytes_per_sample", pa.float64()),
+    pa.field("latency_vs_seed", pa.float64()),
+    pa.field("throughput_vs_seed", pa.float64()),
 ])
 
 

@@ -9,39 +9,38 @@ from PIL import Image
 
 from hecore.images import center_crop, resize
 from jobs import runinfo
-from jobs.bench.suites import paper as bench_repro
-from jobs.bench.suites.all import write_rows
-from jobs.bench.suites.ops import _Keys
+from jobs.bench.contexts import Keys
+from jobs.bench.datasets import sample
+from jobs.bench.rows import run_columns, write_rows
+from jobs.bench.suites import paper
+from schemas.bench import BENCH
 
-SEED_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
+BRIGHTNESS60_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
 
 
 def tiny_bench(out: Path, extra_rows=()) -> Path:
     """Measure every experiment at toy sizes and write ``out/bench/<run_id>.parquet`` (with ``extra_rows``,
     e.g. :func:`spark_row`'s)."""
-    import skimage.data
-
-    camera, astronaut = skimage.data.camera(), skimage.data.astronaut()
-    keys = _Keys()
+    camera, astronaut = sample("camera"), sample("astronaut")
+    keys = Keys()
     ctx, _ev = keys.get("paper-4096")
-    rows = bench_repro.fig3(ctx, camera, "skimage-camera", (8, 16), ("fresh", "scan", "full"), extrapolate_to=(64,))
+    rows = paper.fig3(ctx, camera, "skimage-camera", (8, 16), ("fresh", "scan", "full"), extrapolate_to=(64,))
     folder = out / "usc"
     folder.mkdir(parents=True)
     files = []
     for name in ("coins", "moon"):
         path = folder / f"{name}.png"
-        Image.fromarray(resize(center_crop(getattr(skimage.data, name)()), 32)).save(path)
+        Image.fromarray(resize(center_crop(sample(name)), 32)).save(path)
         files.append(path)
-    rows += bench_repro.fig10(ctx, files, size=32, subset=8, budget_seconds=120.0)
+    rows += paper.fig10(ctx, files, size=32, subset=8, budget_seconds=120.0)
     small = resize(center_crop(astronaut), 16)
-    rows += bench_repro.seed001(keys, [("astronaut@16", small)], SEED_PRESETS)
-    rows += bench_repro.limits(keys, resize(center_crop(camera), 16), "camera@16", ("paper-4096",))
-    rows += bench_repro.packed({"astronaut@16": small}, ("paper-4096",), 1)
+    rows += paper.brightness60(keys, [("astronaut@16", small)], BRIGHTNESS60_PRESETS)
+    rows += paper.limits(keys, resize(center_crop(camera), 16), "camera@16", ("paper-4096",))
+    rows += paper.packed({"astronaut@16": small}, ("paper-4096",), 1)
     rows += list(extra_rows)
     run_id = runinfo.new_run_id()
-    common = {"run_id": run_id, "started": runinfo.now(), "quick": True, "machine": runinfo.machine(),
-              "cores": runinfo.cores(), "git_commit": runinfo.git_commit(), "versions": "{}"}
-    return write_rows([{**r.as_dict(), **common} for r in rows], out / "bench", run_id)
+    common = {**run_columns(run_id), "quick": True, "versions": "{}"}
+    return write_rows(rows, BENCH, out / "bench", run_id, common)
 
 
 def as_rows(path: Path) -> list[dict]:
@@ -56,12 +55,8 @@ def assert_close(a: float, b: float) -> None:
 def spark_row(workdir: Path):
     """The Spark experiment on one generated 32x32 RGB image (kept in ``workdir``: its metrics table is
     ``workdir/dec/metrics``)."""
-    import skimage.data
-
-    from jobs.bench.suites.all import spark_seed001
-
     src = workdir / "src"
     src.mkdir(parents=True)
-    Image.fromarray(resize(center_crop(skimage.data.astronaut()), 48)).save(src / "astronaut.png")
-    (row,) = spark_seed001([src / "astronaut.png"], "local[1]", size=32, workdir=workdir / "run")
+    Image.fromarray(resize(center_crop(sample("astronaut")), 48)).save(src / "astronaut.png")
+    (row,) = paper.spark_jobs([src / "astronaut.png"], "local[1]", size=32, workdir=workdir / "run")
     return row

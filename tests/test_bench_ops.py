@@ -1,4 +1,4 @@
-"""`hepix bench --suite ops`: the paper's §4.4 cases encrypted in both layouts (a tiny configuration)."""
+"""`hepix bench --suite ops`: iCHEETAH's §4.4 cases encrypted in both layouts (a tiny configuration)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -67,7 +67,7 @@ def test_sections_schemes_and_security_labels(bench):
     _, rows = bench
     sections = {r["case"]: r["section"] for r in rows}
     assert sections == {"meanfilter": "4.4.1", "brightness": "4.4.2", "matching": "4.4.3", "watermark": "4.4.4",
-                        "brightness-60": "seed 001", "contrast": "seed 001"}
+                        "brightness-60": "Saker et al. 2025 §5.1", "contrast": "hepix"}
     for r in rows:
         assert r["security"] == ("leaks" if r["strategy"] == "full" else "ind-cpa")
         assert r["scheme"] == ("bfv" if r["preset"].startswith("bfv") else "ckks")
@@ -159,7 +159,7 @@ def test_sources_pick_an_image_3_that_allows_the_paper_order():
 def test_sources_without_a_candidate_fall_back_to_the_first_and_say_so(caplog):
     one = np.full((64, 64), 100, np.uint8)
     same = ("same", one.copy())                               # d13 = 0: the order cannot hold
-    assert bench_ops._pick_other(one, [same], TINY)[0] == "same"
+    assert bench_ops.pick_image3(one, [same], TINY)[0] == "same"
     assert "no candidate image 3" in caplog.text
 
 
@@ -178,3 +178,12 @@ def test_ops_suite_refuses_options_it_does_not_use(tmp_path, extra, capsys):
         main(["bench", "--suite", "ops", "--out", str(tmp_path)] + extra)
     assert "takes only --out and --quick" in str(e.value)
     assert not (tmp_path / "bench_ops").exists()
+
+
+def test_icheetah_times_are_set_next_to_pixel_rows_of_the_paper_s_size():
+    row = {"case": "meanfilter", "layout": "pixel", "size": 64, "strategy": "full"}
+    assert bench_ops.paper_encrypt_seconds(row) == 4.65
+    assert bench_ops.paper_encrypt_seconds({**row, "strategy": "fresh"}) == 84.29
+    assert bench_ops.paper_encrypt_seconds({**row, "size": 32}) is None          # not the paper's size
+    assert bench_ops.paper_encrypt_seconds({**row, "layout": "packed"}) is None
+    assert bench_ops.paper_encrypt_seconds({**row, "case": "contrast"}) is None  # not iCHEETAH's case

@@ -34,10 +34,11 @@ def bench(tmp_path_factory):
     return table, table.to_pylist()
 
 
-def _one(rows, implementation, encryption=None):
+def _one(rows, implementation, encryption=None, serialization=None):
     found = [r for r in rows if r["implementation"] == implementation
-             and (encryption is None or r["encryption"] == encryption)]
-    assert len(found) == 1, (implementation, encryption, found)
+             and (encryption is None or r["encryption"] == encryption)
+             and (serialization is None or r["serialization"] == serialization)]
+    assert len(found) == 1, (implementation, encryption, serialization, found)
     return found[0]
 
 
@@ -99,7 +100,7 @@ def test_tenseal_rows_at_equal_parameters_public_and_symmetric(bench):
     pytest.importorskip("tenseal")
     _, rows = bench
     packed = _one(rows, HEPIX_PACKED)
-    pub, sym = _one(rows, TENSEAL, "public"), _one(rows, TENSEAL, "symmetric")
+    pub, sym = _one(rows, TENSEAL, "public", "zstd"), _one(rows, TENSEAL, "symmetric", "zstd")
     for r in (pub, sym):
         assert (r["n"], r["qi_sizes"], r["scale_bits"], r["security"]) == (4096, [40, 30, 39], 30, "ind-cpa")
         assert (r["tile_h"], r["tile_w"], r["ciphertexts"]) == (32, 64, 2)
@@ -124,3 +125,39 @@ def test_without_tenseal_its_rows_are_skipped_with_a_message(monkeypatch, caplog
 def test_repeats_must_be_positive():
     with pytest.raises(ValueError, match="repeats"):
         run_packed_bench({}, repeats=0, tenseal=False, pixel_full=False)
+
+
+def test_tenseal_rows_in_both_serialisations(bench, he_paper4096):
+    """TenSEAL as it ships (zstd) and uncompressed: the uncompressed rows take SEAL's uncompressed
+    size at the same parameters (hepix's own ciphertext size), more than zstd's."""
+    pytest.importorskip("tenseal")
+    _, rows = bench
+    ctx, _ = he_paper4096
+    ct_size = len(ctx.encrypt_vector(np.zeros(2048)))
+    for encryption in ("public", "symmetric"):
+        shipped, raw = _one(rows, TENSEAL, encryption, "zstd"), _one(rows, TENSEAL, encryption, "none")
+        assert raw["ciphertexts"] == shipped["ciphertexts"] == 2
+        assert raw["bytes"] == 2 * ct_size == _one(rows, HEPIX_PACKED)["bytes"]
+        assert shipped["bytes"] < raw["bytes"]
+        assert raw["exact_fraction"] == shipped["exact_fraction"] == 1.0
+        for r in (shipped, raw):
+            assert r["seconds"] > 0 and r["encrypt_seconds"] > 0 and r["serialize_seconds"] > 0
+    packed = _one(rows, HEPIX_PACKED)
+    assert packed["serialization"] == "none"
+    for encryption in ("public", "symmetric"):
+        raw = _one(rows, TENSEAL, encryption, "none")
+        assert packed[f"vs_tenseal_{encryption}_uncompressed"] == pytest.approx(
+            packed["pixels_per_second"] / raw["pixels_per_second"])
+    # the bytes ratio stays against TenSEAL as it ships
+    assert packed["bytes_vs_tenseal_symmetric"] == pytest.approx(
+        packed["bytes_per_pixel"] / _one(rows, TENSEAL, "symmetric", "zstd")["bytes_per_pixel"])
+
+
+def test_every_row_is_the_median_of_its_repeats_pixel_full_included():
+    rows = run_packed_bench({"camera@32": _camera(32)}, presets=("paper-4096",), repeats=3, tenseal=False,
+                            symmetric=False)
+    assert {r.implementation for r in rows} == {HEPIX_PACKED, HEPIX_PACKED_COMPLEX, PIXEL_FULL}
+    assert all(r.repeats == 3 for r in rows)
+    full = next(r for r in rows if r.implementation == PIXEL_FULL)
+    assert full.pixels_per_second == pytest.approx(full.pixels / full.seconds)
+    assert full.serialization == "none" and full.security == "leaks"

@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 from bench_tiny import as_rows, tiny_bench
 
-from jobs.bench.command import _resolve_suite
+from jobs.bench.command import resolve_suite
 from jobs.bench.peakmem import PeakMeter, reset_peak
 from jobs.bench.report import load_rows, render
 from jobs.cli import main
-from schemas.bench import BENCH
+from schemas.bench import BENCH, BENCH_DFT, BENCH_INFER
 
-EXPERIMENTS = {"fig3", "fig10", "seed001", "limits", "packed"}
+EXPERIMENTS = {"fig3", "fig10", "brightness60", "limits", "packed"}
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +42,13 @@ def test_the_table_has_the_bench_schema_and_every_experiment(bench):
 
 
 def test_measured_rows_carry_stage_times_and_peak_memory(bench):
-    rows = [r for r in bench[2] if r["experiment"] in ("fig3", "fig10", "seed001") and r["encrypt_seconds"] is not None]
+    rows = [r for r in bench[2] if r["experiment"] in ("fig3", "fig10", "brightness60") and r["encrypt_seconds"] is not None]
     assert rows
     for r in rows:
         assert r["encrypt_seconds"] > 0 and r["decrypt_seconds"] > 0
         assert r["driver_peak_rss_encrypt"] > 10 * 2**20 and r["driver_peak_rss_decrypt"] > 10 * 2**20
         assert r["workers_peak_rss_encrypt"] is None      # one process: no workers
-    for r in (r for r in rows if r["experiment"] == "seed001"):
+    for r in (r for r in rows if r["experiment"] == "brightness60"):
         assert r["op_seconds"] > 0 and r["driver_peak_rss_op"] > 10 * 2**20
 
 
@@ -74,13 +74,13 @@ def test_speedups_are_ratios_to_fresh_on_the_same_image(bench):
     assert {r["security"] for r in fig3 if r["strategy"] != "fresh"} == {"leaks"}
 
 
-def test_seed001_scores_against_the_plaintext_result_per_scheme(bench):
-    seed = [r for r in bench[2] if r["experiment"] == "seed001"]
-    assert sorted(r["scheme"] for r in seed) == ["bfv", "bgv", "ckks"]
-    for r in seed:
+def test_brightness60_scores_against_the_plaintext_result_per_scheme(bench):
+    bright = [r for r in bench[2] if r["experiment"] == "brightness60"]
+    assert sorted(r["scheme"] for r in bright) == ["bfv", "bgv", "ckks"]
+    for r in bright:
         assert r["reference"] == "plaintext-processed" and r["ops"] == "brightness:60"
         assert r["ssim"] > 0.99 and r["exact_fraction"] > 0.99
-    assert all(r["mse"] == 0 for r in seed if r["scheme"] in ("bfv", "bgv"))
+    assert all(r["mse"] == 0 for r in bright if r["scheme"] in ("bfv", "bgv"))
 
 
 def test_limits_split_the_packed_time(bench):
@@ -93,15 +93,32 @@ def test_limits_split_the_packed_time(bench):
 
 def test_report_fills_every_section_and_draws_the_plots(report):
     rep, md = report
-    for png in ("fig3.png", "fig10.png", "seed001.png", "limits.png"):
+    for png in ("fig3.png", "fig10.png", "brightness60.png", "limits.png", "packed.png"):
         assert (rep / png).stat().st_size > 1000
-    for title in ("Fig. 3", "Table 2", "Fig. 10", "seed 001", "Physical limits", "Packed layout"):
+    for title in ("Fig. 3", "Table 2", "Fig. 10", "TenSEAL study", "Physical limits", "Packed layout"):
         assert title in md
-    # Only the secure fast path (absent from this table), TFHE and the Spark run may be missing
+    # Only the secure fast path (absent from this table), TFHE, the Spark run (in tests/test_notebook.py's
+    # table, not this one's) and the dft / infer suites (tables of their own) may be missing
     missing = [line for line in md.splitlines() if "not measured" in line]
-    # (the Spark experiment is in tests/test_notebook.py's table, not this one's).
-    assert all("symmetric fast path" in line or "TFHE" in line or "Spark step" in line for line in missing), missing
+    allowed = ("symmetric fast path", "TFHE", "Spark step", "--suite dft", "--suite infer")
+    assert all(any(a in line for a in allowed) for line in missing), missing
     assert "concrete-python" in md
+
+
+def test_report_names_the_papers_and_never_by_number(report):
+    from jobs.bench import seeds
+    md = report[1]
+    for paper in seeds.PAPERS:
+        assert paper.title in md
+    assert not re.search(r"seed ?00\d", md, re.IGNORECASE)
+
+
+def test_the_packed_section_compares_with_tenseal_in_both_serialisations(report):
+    pytest.importorskip("tenseal")
+    md = report[1]
+    assert re.search(r"\| tenseal \| paper-4096 \| public \| zstd \|", md)
+    assert re.search(r"\| tenseal \| paper-4096 \| public \| none \|", md)
+    assert "x TenSEAL uncompressed" in md
 
 
 def test_headline_figures_are_the_table_s(bench, report):
@@ -113,8 +130,8 @@ def test_headline_figures_are_the_table_s(bench, report):
     f10 = [r["speedup_vs_fresh"] for r in rows if r["experiment"] == "fig10" and r["strategy"] == "full"]
     line = next(l for l in md.splitlines() if l.startswith("| full over fresh, average"))
     assert f"| {np.mean(f10):.2f} |" in line and "over 2 USC-SIPI" in line
-    ckks = next(r for r in rows if r["experiment"] == "seed001" and r["scheme"] == "ckks")
-    line = next(l for l in md.splitlines() if l.startswith("| seed 001 CKKS SSIM"))
+    ckks = next(r for r in rows if r["experiment"] == "brightness60" and r["scheme"] == "ckks")
+    line = next(l for l in md.splitlines() if l.startswith("| TenSEAL study CKKS SSIM"))
     assert f"| {ckks['ssim']:.4f} |" in line
 
 
@@ -146,8 +163,8 @@ def test_the_report_picks_up_any_packed_encryption_variant(bench, tmp_path):
 
 
 def test_missing_experiments_say_not_measured(bench, tmp_path):
-    md = _rewrite(bench, tmp_path, lambda df: df[~df.experiment.isin(["seed001", "fig10"])])
-    assert "## seed 001" in md and "**not measured** (no DIV2K images found)" in md
+    md = _rewrite(bench, tmp_path, lambda df: df[~df.experiment.isin(["brightness60", "fig10"])])
+    assert "## The TenSEAL study" in md and "**not measured** (no DIV2K images found)" in md
     assert "**not measured** (no USC-SIPI images found)" in md
 
 
@@ -181,21 +198,83 @@ def test_peak_meter_counts_child_processes_as_workers():
 
 
 @pytest.mark.parametrize("given, suite", [
-    ({}, "all"), ({"sizes": "8"}, "pixel"), ({"preset": "addonly-2048"}, "pixel"), ({"suite": "ops"}, "ops"),
+    ({}, "all"), ({"sizes": [8]}, "pixel"), ({"preset": "addonly-2048"}, "pixel"), ({"suite": "ops"}, "ops"),
 ])
 def test_the_default_suite_is_all_unless_a_pixel_option_is_given(given, suite):
-    from jobs.bench.suites.pixel import DEFAULT_SIZES, DEFAULT_STRATEGIES, DEFAULT_TILE
-    args = SimpleNamespace(suite=None, sizes=",".join(map(str, DEFAULT_SIZES)), strategies=",".join(DEFAULT_STRATEGIES),
-                           tile=DEFAULT_TILE, preset=None, image=None)
+    args = SimpleNamespace(suite=None, sizes=None, strategies=None, tile=None, preset=None, image=None)
     for k, v in given.items():
         setattr(args, k, v)
-    assert _resolve_suite(args) == suite
+    assert resolve_suite(args) == suite
 
 
-def test_seed001_isolated_runs_each_preset_in_its_own_process():
-    from jobs.bench.suites.paper import seed001_isolated
+def test_brightness60_isolated_runs_each_preset_in_its_own_process():
+    from jobs.bench.suites.paper import brightness60_isolated
     img = (np.arange(16 * 16 * 3).reshape(16, 16, 3) % 200).astype(np.uint8)
-    rows = seed001_isolated([("ramp@16", img)], ("bfv-4096",))
+    rows = brightness60_isolated([("ramp@16", img)], ("bfv-4096",))
     (r,) = rows
     assert r.scheme == "bfv" and r.exact_fraction == 1.0 and r.mse == 0
     assert r.driver_peak_rss_op > 10 * 2**20 and "own process" in r.extra
+
+
+# --- the dft and infer tables next to the bench table ------------------------------------------------
+
+def _suite_tables(folder):
+    """bench_dft and bench_infer tables of two rows each, for the report's rendering only."""
+    from jobs import runinfo
+    from jobs.bench.rows import run_columns, write_rows
+
+    run_id = runinfo.new_run_id()
+    common = run_columns(run_id)
+    dft = [dict(n=n, preset="dft-8192", ring=8192, stages=stages, levels=2, inverse_levels=2, depth=4, rotations=10,
+                plaintext_products=20, cutoff=0.5, keygen_seconds=2.0, encrypt_seconds=0.01, build_seconds=0.02,
+                encode_seconds=0.1, pipeline_seconds=0.3, warm_seconds=0.2, decrypt_seconds=0.01,
+                end_to_end_seconds=0.34, max_abs_err=1e-5, rel_err=1e-7, seed_seconds=seed,
+                speedup_vs_seed=seed / 0.34, ciphertext_bytes=1000)
+           for n, stages, seed in ((256, "fold", 9.43), (1024, "three", 104.12))]
+    infer = [dict(model=model, task="01", classes=2, scheme=scheme, preset=preset, ring=4096, layout=layout,
+                  samples=108, ciphertexts=64, ciphertext_bytes=1_000_000, bytes_per_sample=9259.0,
+                  train_seconds=0.1, keygen_seconds=1.0, encrypt_seconds=0.1, infer_seconds=0.2,
+                  infer_warm_seconds=0.1, decrypt_seconds=0.01, samples_per_second=1080.0,
+                  end_to_end_samples_per_second=350.0, ms_per_sample=2.86, single_sample_ms=ms,
+                  single_sample_infer_ms=ms / 2, single_sample_layout=layout, single_sample_repeats=3,
+                  accuracy_plain=1.0, accuracy_encrypted=1.0, agreement=1.0, max_abs_err=1e-4,
+                  seed_samples_per_second=paper_rate, seed_ms_per_sample=paper_ms, seed_accuracy=1.0,
+                  seed_bytes_per_sample=432469.0, latency_vs_seed=paper_ms / ms, throughput_vs_seed=350.0 / paper_rate)
+             for model, scheme, preset, layout, ms, paper_ms, paper_rate in (
+                 ("logreg", "ckks", "paper-4096", "block-128", 20.0, 12.37, 80.87),
+                 ("logreg", "bfv", "bfv-4096", "pixel-per-ciphertext", 50.0, 2.55, 391.64))]
+    write_rows(dft, BENCH_DFT, folder / "bench_dft", run_id, common)
+    write_rows(infer, BENCH_INFER, folder / "bench_infer", run_id, common)
+
+
+def test_report_of_the_dft_and_infer_tables_alone(tmp_path):
+    _suite_tables(tmp_path / "out")
+    assert main(["report", "--bench", str(tmp_path / "out"), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for png in ("dft.png", "infer.png"):
+        assert (tmp_path / "rep" / png).stat().st_size > 1000
+    # DFT: end to end next to the pipeline alone, the ratio from end to end
+    line = next(l for l in md.splitlines() if l.startswith("| 256 |"))
+    assert "| 0.340 |" in line and "| 9.43 |" in line and f"| {9.43 / 0.34:.3g} |" in line
+    # inference: one sample against the paper's latency, the batch against its throughput
+    line = next(l for l in md.splitlines() if l.startswith("| logreg | 01 | paper-4096 |"))
+    assert "| 20.00 | 12.37 |" in line and f"| {12.37 / 20:.3g} |" in line
+    assert "| 350 | 80.87 |" in line and f"| {350 / 80.87:.3g} |" in line
+    assert "Faster Homomorphic Evaluation of Discrete Fourier Transforms" in md
+
+
+def test_report_of_bench_dft_and_infer_together(bench, tmp_path):
+    import shutil
+    out = tmp_path / "all"
+    shutil.copytree(bench[0] / "bench", out / "bench")
+    _suite_tables(out)
+    assert main(["report", "--bench", str(out), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## iCHEETAH Fig. 3" in md and "## DFT-Hadamard-iDFT" in md and "## Encrypted inference" in md
+    assert "Suites beside the bench table: dft, infer." in md
+
+
+def test_report_without_any_table_says_so(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="no bench tables"):
+        main(["report", "--bench", str(tmp_path / "empty"), "--out", str(tmp_path / "rep")])

@@ -51,7 +51,7 @@ def test_results_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
     from jobs.cli import main
     assert main(["report", "--bench", str(tmp_path / "bench-out"), "--out", str(tmp_path / "report")]) == 0
     md = (tmp_path / "report" / "report.md").read_text()
-    section = md.split("## seed 001 on Spark")[1].split("\n## ")[0]
+    section = md.split("## The TenSEAL study's brightness +60 on Spark")[1].split("\n## ")[0]
     assert "not measured" not in section and "| process +60 |" in section
     # The kernel is a child process: it inherits these, and runs this interpreter (ipykernel's own spec).
     monkeypatch.setenv("HEPIX_BENCH", str(tmp_path / "bench-out"))
@@ -63,7 +63,7 @@ def test_results_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "\n".join(str(o.get("data", {}).get("text/plain", "")) + str(o.get("text", "")) for o in outputs)
-    assert "fig3" in text and "seed001" in text                     # the DuckDB summary of the bench table
+    assert "fig3" in text and "brightness60" in text                # the DuckDB summary of the bench table
     assert "brightness:60" in text                                   # the metrics table's ops
     assert "spark" in text
     assert any("image/png" in o.get("data", {}) for o in outputs)    # the plots

@@ -1,9 +1,11 @@
-"""`hepix report`: the ``bench`` table of ``hepix bench`` as PNG plots and a Markdown report.
+"""`hepix report`: the tables of ``hepix bench`` as PNG plots and a Markdown report.
 
-Every number under "ours" is read from the table (one run: the newest, or
-``--run``); the seeds' figures are typed in below as *reference* figures with
-their source, and each is set next to ours with the ratio.  A section whose
-rows are missing says "not measured" instead of inventing a number.
+Reads, under a ``hepix bench --out`` directory, the ``bench`` table of the default suite (one run:
+the newest, or ``--run``) and, when present, the newest runs of ``bench_dft`` and ``bench_infer``.
+Every number under "ours" is read from those tables; the papers' figures come from
+:mod:`jobs.bench.seeds` as *reference* figures, each with its source, set next to ours with the
+ratio.  A section whose rows are missing says "not measured" instead of inventing a number.
+Plots keep their legends outside the data and draw one panel per family of rows.
 """
 from __future__ import annotations
 
@@ -13,65 +15,61 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
-#: The seeds' own figures (reference only, never used as a measurement), with their source.
-SEED = {
-    "speedup_max": (19.0, "iCHEETAH (seed 000) abstract: full caching up to 19x faster than fresh"),
-    "speedup_avg": (17.57, "iCHEETAH Fig. 10: average over 200 USC-SIPI 256x256 images"),
-    "mse": (0.476, "iCHEETAH Table 2 / Fig. 10: average MSE decrypted vs original"),
-    "psnr": (51.30, "iCHEETAH Table 2 / Fig. 10: average PSNR (dB)"),
-    "ckks_ssim": (0.9991, "seed 001 Table 4: CKKS, decrypted vs plaintext-brightened, 800 DIV2K 512x512"),
-    "ckks_psnr": (48.7, "seed 001 Table 4: CKKS PSNR (dB)"),
-    "bgv_ssim": (1.0000, "seed 001 Table 4: BGV SSIM"),
-    "bgv_psnr": (59.9, "seed 001 Table 4: BGV PSNR (dB)"),
-}
-#: seed 001 Tables 2 and 3 (TenSEAL, OpenStack on a laptop; "1000 images", read here as per image):
-#: encrypt / brightness / decrypt seconds and peak MB per stage.
-SEED001_STAGES = {
-    "bgv": ((55, 14, 45), (400, 420, 400)),
-    "ckks": ((45, 12, 35), (350, 360, 340)),
-    "tfhe": ((70, 100, 60), (500, 510, 500)),
-}
-TFHE_WHY = (
-    "TFHE (seed 001's third scheme) is not measured: the only maintained Python TFHE here is "
-    "`concrete-python`, whose wheel pins numpy < 2 and pulls torch, so it cannot share Pyfhel's "
-    "environment (numpy >= 2.1); a separate environment means downloading torch and its CUDA "
-    "dependencies (gigabytes) on a 2-core machine shared by other sessions, which does not fit "
-    "`hepix bench --quick`'s 10-minute budget, so this bench does not create one. Seed 001's TFHE "
-    "figures are listed for reference only.")
+from jobs.bench import seeds
 
 MIB = 2**20
+#: The table names under a ``hepix bench --out`` directory that the report reads.
+BENCH, BENCH_DFT, BENCH_INFER = "bench", "bench_dft", "bench_infer"
+
+TFHE_WHY = (
+    "TFHE (the TenSEAL study's third scheme) is not measured in this table: the only maintained Python "
+    "TFHE here is `concrete-python`, whose wheel pins numpy < 2 and pulls torch, so it cannot share "
+    "Pyfhel's environment (numpy >= 2.1). The study's TFHE figures are listed for reference only.")
 
 
 def add_arguments(p):
     p.add_argument("--bench", required=True,
-                   help="a `hepix bench` output directory (its bench/ table), or the table itself")
+                   help="a `hepix bench` output directory (its bench/, bench_dft/, bench_infer/ tables), "
+                        "or the bench table itself")
     p.add_argument("--out", required=True, help="report directory (report.md and PNG plots)")
-    p.add_argument("--run", default=None, help="run_id to report (default: the newest in the table)")
+    p.add_argument("--run", default=None, help="run_id of the bench table to report (default: the newest)")
 
 
 def bench_path(path: str | Path) -> Path:
     """The ``bench`` table under ``path`` (a bench output directory, or the table folder/file)."""
     p = Path(path)
-    if (p / "bench").is_dir():
-        return p / "bench"
+    if (p / BENCH).is_dir():
+        return p / BENCH
     if p.exists():
         return p
     raise SystemExit(f"hepix report: {p} does not exist; pass the --out directory of `hepix bench`")
 
 
-def load_rows(path: str | Path, run: str | None = None):
-    """The rows of one run as a pandas DataFrame (newest run unless ``run``)."""
-    table = ds.dataset(bench_path(path), format="parquet").to_table()
+def _runs(path: Path, what: str, run: str | None):
+    table = ds.dataset(path, format="parquet").to_table()
     if table.num_rows == 0:
-        raise SystemExit(f"hepix report: the bench table in {path} has no rows; run `hepix bench` first")
+        raise SystemExit(f"hepix report: the {what} table in {path} has no rows; run `hepix bench` first")
     df = table.to_pandas()
     runs = sorted(df["run_id"].unique())
     run = run or runs[-1]
     if run not in runs:
         raise SystemExit(f"hepix report: run {run!r} is not in {path}; runs there: {', '.join(runs)}")
-    df = df[df["run_id"] == run].reset_index(drop=True)
+    return df[df["run_id"] == run].reset_index(drop=True)
+
+
+def load_rows(path: str | Path, run: str | None = None):
+    """The rows of one run of the ``bench`` table as a pandas DataFrame (newest run unless ``run``)."""
+    df = _runs(bench_path(path), "bench", run)
     df["extrapolated"] = df["extrapolated"].astype("boolean").fillna(False).astype(bool)
     return df
+
+
+def load_suite(path: str | Path, name: str):
+    """The newest run of table ``name`` (``bench_dft``, ``bench_infer``) under ``path``, or None."""
+    folder = Path(path) / name
+    if not folder.is_dir() or not any(folder.glob("*.parquet")):
+        return None
+    return _runs(folder, name, None)
 
 
 # --- small formatting helpers ----------------------------------------------------------------
@@ -93,6 +91,8 @@ def _md(rows: list[list], header: list[str]) -> str:
 def _ratio(ours, theirs) -> str:
     if ours is None or theirs in (None, 0) or (isinstance(ours, float) and (math.isnan(ours) or math.isinf(ours))):
         return "-"
+    if isinstance(theirs, float) and math.isnan(theirs):
+        return "-"
     return f"{ours / theirs:.2f}"
 
 
@@ -110,6 +110,18 @@ def _psnr_mean(series):
     return _mean(s)
 
 
+def _mib(v) -> float | None:
+    return None if v is None or v != v else v / MIB
+
+
+def _sources(*figures: seeds.Figure) -> str:
+    return "Sources: " + "; ".join(dict.fromkeys(f.source for f in figures)) + "."
+
+
+def _papers(*papers: seeds.Paper) -> str:
+    return "Papers: " + "; ".join(f"{p.short}: {p.cite()}" for p in papers) + "."
+
+
 # --- the plots -------------------------------------------------------------------------------
 
 def _plt():
@@ -119,31 +131,51 @@ def _plt():
     return plt
 
 
+def _legend_right(ax, **kw) -> None:
+    """The legend to the right of the axes, outside the data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, **kw)
+
+
+def _save(fig, path: Path) -> None:
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    _plt().close(fig)
+
+
 def plot_fig3(df, path: Path) -> None:
+    """Two panels: the pixel layout's strategies, and the packed layout (Fig. 3's row and the packed suite's)."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
     rows = df[df.experiment == "fig3"]
-    for (layout, strategy), g in rows.groupby(["layout", "strategy"], sort=False):
-        label = f"{layout} {strategy}"
+
+    def line(ax, g, label):
         g = g.sort_values("size")
         meas, extra = g[~g.extrapolated], g[g.extrapolated]
-        line, = ax.plot(meas["size"], meas["seconds"], marker="o", label=label)
+        drawn, = ax.plot(meas["size"], meas["seconds"], marker="o", label=label)
         if len(extra):
             ax.plot([meas["size"].iloc[-1]] + list(extra["size"]), [meas["seconds"].iloc[-1]] + list(extra["seconds"]),
-                    ls="--", marker="o", mfc="none", color=line.get_color())
+                    ls="--", marker="o", mfc="none", color=drawn.get_color())
+
+    for strategy, g in rows[rows.layout == "pixel"].groupby("strategy", sort=False):
+        line(a1, g, f"{strategy} ({g.security.iloc[0]})")
+    a1.set_title("pixel layout: one ciphertext per value (iCHEETAH Fig. 3; hollow, dashed: extrapolated)")
+    for _layout, g in rows[rows.layout == "packed"].groupby("layout", sort=False):
+        line(a2, g, f"hepix-packed public {g.preset.iloc[0]} (this experiment)")
     packed = df[(df.experiment == "packed") & df.implementation.str.startswith("hepix-packed")]
-    for (impl, enc, pre), g in packed.groupby(["implementation", "encryption", "preset"]):
-        ax.plot(g["size"].median(), g["seconds"].median(), marker="*", ms=10, ls="none",
+    markers = "*sPDXv^<>"
+    for i, ((impl, enc, ser, pre), g) in enumerate(packed.groupby(["implementation", "encryption", "serialization",
+                                                                    "preset"], dropna=False)):
+        a2.plot(g["size"].median(), g["seconds"].median(), marker=markers[i % len(markers)], ms=8, ls="none",
                 label=f"{impl} {enc} {pre} (packed suite)")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("image side (pixels)")
-    ax.set_ylabel("encryption time (s)")
-    ax.set_title("Fig. 3: encryption time vs size (hollow, dashed: extrapolated)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    a2.set_title("packed layout: a tile channel per ciphertext")
+    for ax in (a1, a2):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_ylabel("encryption time (s)")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            _legend_right(ax)
+    a2.set_xlabel("image side (pixels)")
+    _save(fig, path)
 
 
 def _fig10_table(df):
@@ -165,26 +197,29 @@ def _fig10_table(df):
 
 def plot_fig10(table: list[dict], path: Path) -> None:
     plt = _plt()
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     x = range(len(table))
     a1.plot(x, [r["fresh_s"] for r in table], marker="o", label="fresh")
     a1.plot(x, [r["full_s"] for r in table], marker="o", label="full (with cache set-up)")
     a1.set_yscale("log")
-    a1.set_ylabel("est. time per 256x256 image (s)")
-    a1.legend(fontsize=8)
-    a1.set_title("Fig. 10: per image (measured on a centre crop, extrapolated to the image)")
-    a2.bar(list(x), [r["mse"] for r in table])
+    a1.set_ylabel("est. time per image (s)")
+    a1.set_title("iCHEETAH Fig. 10: per image (measured on a centre crop, extrapolated to the image)")
+    _legend_right(a1)
+    mse = [r["mse"] for r in table]
+    a2.bar(list(x), mse)
     a2.set_ylabel("MSE (full)")
+    if not any(mse):
+        a2.text(0.5, 0.5, "MSE 0 on every image: decrypted equal to the original after rounding",
+                transform=a2.transAxes, ha="center", va="center")
     a2.set_xticks(list(x), [r["image"].split("/")[-1].split("@")[0] for r in table], rotation=70, fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
-def plot_seed001(df, path: Path) -> None:
+def plot_brightness60(df, path: Path) -> None:
+    """Two panels: seconds per stage, and peak memory per stage, by scheme."""
     plt = _plt()
-    rows = df[df.experiment == "seed001"]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    rows = df[df.experiment == "brightness60"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     schemes = list(dict.fromkeys(rows.scheme))
     stages = [("encrypt_seconds", "driver_peak_rss_encrypt", "encrypt"), ("op_seconds", "driver_peak_rss_op", "+60"),
               ("decrypt_seconds", "driver_peak_rss_decrypt", "decrypt")]
@@ -195,14 +230,14 @@ def plot_seed001(df, path: Path) -> None:
         xs = [j + i * width for j in range(len(schemes))]
         a1.bar(xs, [base[base.scheme == s][tcol].mean() for s in schemes], width, label=label)
         a2.bar(xs, [base[base.scheme == s][mcol].max() / MIB for s in schemes], width, label=label)
-    for a, ylabel in ((a1, "seconds per image (mean)"), (a2, "peak RSS of the process (MiB)")):
+    for a, ylabel, title in ((a1, "seconds per image (mean)", "time per stage"),
+                             (a2, "peak RSS of the process (MiB)", "peak memory per stage")):
         a.set_xticks([j + width for j in range(len(schemes))], [s.upper() for s in schemes])
         a.set_ylabel(ylabel)
-        a.legend(fontsize=8)
-    a1.set_title("seed 001: brightness +60, DIV2K at 512x512" if len(crops) else "seed 001: brightness +60")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        a.set_title(title)
+    _legend_right(a2, title="stage")
+    fig.suptitle("brightness +60 as in the TenSEAL study" + (", DIV2K at 512x512" if len(crops) else ""))
+    _save(fig, path)
 
 
 def plot_limits(df, path: Path) -> None:
@@ -218,37 +253,101 @@ def plot_limits(df, path: Path) -> None:
         bottom = [b + s for b, s in zip(bottom, share)]
     ax.set_ylabel("share of the packed encryption time")
     ax.set_title("packed layout: where the time goes")
-    ax.legend(fontsize=8)
+    _legend_right(ax)
+    _save(fig, path)
+
+
+def _packed_groups(pk):
+    """(label, preset, security, values/s) per implementation, encryption and serialisation."""
+    out = []
+    for (impl, pre, enc, ser, sec), g in pk.groupby(["implementation", "preset", "encryption", "serialization",
+                                                      "security"], sort=False, dropna=False):
+        ser = ser if isinstance(ser, str) else "-"
+        out.append((f"{impl} {enc} {ser}", pre, sec, float(g.pixels.sum() / g.seconds.sum())))
+    return out
+
+
+def plot_packed(pk, path: Path) -> None:
+    """One panel per preset: values/s of every implementation (log scale); leaking rows in red."""
+    plt = _plt()
+    groups = _packed_groups(pk)
+    presets = list(dict.fromkeys(g[1] for g in groups))
+    heights = [sum(1 for g in groups if g[1] == p) for p in presets]
+    fig, axes = plt.subplots(len(presets), 1, figsize=(9, 0.35 * sum(heights) + 1.2 * len(presets)),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False, sharex=True)
+    for ax, pre in zip(axes[:, 0], presets):
+        mine = [g for g in groups if g[1] == pre]
+        colours = ["tab:red" if g[2] == "leaks" else ("tab:grey" if g[0].startswith("tenseal") else "tab:blue")
+                   for g in mine]
+        ax.barh(range(len(mine)), [g[3] for g in mine], color=colours)
+        ax.set_yticks(range(len(mine)), [g[0] for g in mine], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_title(f"{pre}", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("values per second, one thread (blue: hepix IND-CPA, grey: TenSEAL, red: leaks)")
+    fig.suptitle("packed suite: encryption rate by implementation, encryption and serialisation")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
+
+
+def plot_dft(dft, path: Path) -> None:
+    """Two panels by N: end to end (best configuration) against the paper, and the pipeline alone."""
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    best = dft.groupby("n").agg(end_to_end=("end_to_end_seconds", "min"), cold=("pipeline_seconds", "min"),
+                                warm=("warm_seconds", "min")).reset_index()
+    paper = sorted((n, f.value) for n, f in seeds.DFT_SECONDS.items())
+    a1.plot([n for n, _ in paper], [s for _, s in paper], marker="s", color="tab:grey",
+            label=f"{seeds.DFT_PAPER.short}, Table 3")
+    a1.plot(best.n, best.end_to_end, marker="o", label="hepix end to end (best configuration)")
+    for stages, g in dft.groupby("stages", sort=False):
+        a1.plot(g.n, g.end_to_end_seconds, ls="none", marker=".", alpha=0.6, label=f"hepix end to end, {stages}")
+    a1.set_title("end to end (encryption and decryption included)")
+    a2.plot(best.n, best.cold, marker="o", label="pipeline, cold (encoding included)")
+    a2.plot(best.n, best.warm, marker="o", label="pipeline, warm (encoded diagonals reused)")
+    a2.set_title("the pipeline alone (best configuration)")
+    for ax in (a1, a2):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("N (vector length)")
+        ax.grid(alpha=0.3)
+        _legend_right(ax)
+    a1.set_ylabel("seconds, one core")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_infer(infer, path: Path) -> None:
+    """Two panels: one sample's latency against the paper's, and a batch's throughput against the paper's."""
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 7))
+    labels = [f"{r.model} {r.task} {r.preset} {'packed' if r.layout.startswith('block') else 'pixel per ciphertext'}"
+              for r in infer.itertuples()]
+    y = list(range(len(labels)))
+    h = 0.4
+    for ax, ours, paper, title, unit in (
+            (a1, infer.single_sample_ms, infer.seed_ms_per_sample, "one sample alone: encrypt + infer + decrypt",
+             "milliseconds per sample (log)"),
+            (a2, infer.end_to_end_samples_per_second, infer.seed_samples_per_second,
+             "a batch (the test set): end-to-end throughput", "samples per second (log)")):
+        ax.barh([v - h / 2 for v in y], ours, h, label="hepix")
+        ax.barh([v + h / 2 for v in y], paper, h, color="tab:grey",
+                label=f"{seeds.ML_PAPER.short} (0 vs 1 only)")
+        ax.set_yticks(y, labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel(unit)
+        ax.set_title(title)
+        ax.grid(axis="x", alpha=0.3)
+        _legend_right(ax)
+    fig.tight_layout()
+    _save(fig, path)
 
 
 # --- the report --------------------------------------------------------------------------------
 
-def render(df, out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    first = df.iloc[0]
-    exps = set(df.experiment)
-    md: list[str] = []
-    versions = json.loads(first.versions) if isinstance(first.versions, str) else {}
-    load = df.load_1m.dropna()
-    md += [f"# hepix reproduction report: run {first.run_id}", "",
-           f"Measured {first.started} on {first.machine} ({first.cores} cores), "
-           f"{'`hepix bench --quick`' if first.quick else '`hepix bench`'}, git {first.git_commit or '-'}; "
-           f"versions: {', '.join(f'{k} {v}' for k, v in versions.items() if v)}.",
-           f"1-minute load average during the run: {load.min():.2f} to {load.max():.2f} on {first.cores} cores "
-           "(the machine is shared: absolute times are noisy; ratios within the run are what we claim).",
-           "Seed figures are *reference* figures typed in from the papers (source given); every figure under "
-           "\"ours\" is read from the bench table.", ""]
-
-    fig3 = df[df.experiment == "fig3"]
-    meas3 = fig3[~fig3.extrapolated.astype(bool)]
-    full3 = meas3[(meas3.strategy == "full") & (meas3.layout == "pixel")]
-    f10 = _fig10_table(df)
-    seed = df[df.experiment == "seed001"]
-
-    # headline
+def _headline(df, full3, f10, bright) -> list[list]:
     sp_max = float(full3.speedup_vs_fresh.max()) if len(full3) else None
     sp_avg = sum(r["speedup"] for r in f10) / len(f10) if f10 else None
     mse = sum(r["mse"] for r in f10) / len(f10) if f10 else (_mean(full3.mse) if len(full3) else None)
@@ -256,20 +355,23 @@ def render(df, out: Path) -> Path:
     import pandas as pd
     psnr = _psnr_mean(pd.Series(psnr_src, dtype=float)) if psnr_src else None
     head = [
-        ["full over fresh, best size (Fig. 3)", _f(SEED["speedup_max"][0], "g"), _f(sp_max, ".2f"), _ratio(sp_max, SEED["speedup_max"][0])],
-        [f"full over fresh, average over {len(f10)} USC-SIPI 256x256 images (Fig. 10)", _f(SEED["speedup_avg"][0], "g"),
-         _f(sp_avg, ".2f"), _ratio(sp_avg, SEED["speedup_avg"][0])],
-        ["MSE decrypted vs original (full)", _f(SEED["mse"][0], "g"), _f(mse, ".4f"), _ratio(mse, SEED["mse"][0])],
-        ["PSNR dB (full)", _f(SEED["psnr"][0], "g"), _f(psnr, ".2f"), _ratio(psnr, SEED["psnr"][0])],
+        ["full over fresh, best size (iCHEETAH Fig. 3)", _f(seeds.FULL_SPEEDUP_MAX.value, "g"), _f(sp_max, ".2f"),
+         _ratio(sp_max, seeds.FULL_SPEEDUP_MAX.value)],
+        [f"full over fresh, average over {len(f10)} USC-SIPI 256x256 images (iCHEETAH Fig. 10)",
+         _f(seeds.FULL_SPEEDUP_AVG.value, "g"), _f(sp_avg, ".2f"), _ratio(sp_avg, seeds.FULL_SPEEDUP_AVG.value)],
+        ["MSE decrypted vs original (full; iCHEETAH Table 2)", _f(seeds.MSE.value, "g"), _f(mse, ".4f"),
+         _ratio(mse, seeds.MSE.value)],
+        ["PSNR dB (full; iCHEETAH Table 2)", _f(seeds.PSNR.value, "g"), _f(psnr, ".2f"), _ratio(psnr, seeds.PSNR.value)],
     ]
-    for scheme, key in (("ckks", "ckks"), ("bgv", "bgv")):
-        g = seed[seed.scheme == scheme]
+    for scheme in ("ckks", "bgv"):
+        g = bright[bright.scheme == scheme]
+        ref = seeds.TENSEAL_QUALITY[scheme]
         ssim = _mean(g.ssim) if len(g) else None
         ps = _psnr_mean(g.psnr) if len(g) else None
-        head.append([f"seed 001 {scheme.upper()} SSIM vs plaintext +60", _f(SEED[f'{key}_ssim'][0], "g"), _f(ssim, ".4f"),
-                     _ratio(ssim, SEED[f'{key}_ssim'][0])])
-        head.append([f"seed 001 {scheme.upper()} PSNR dB", _f(SEED[f'{key}_psnr'][0], "g"), _f(ps, ".2f"),
-                     _ratio(ps, SEED[f'{key}_psnr'][0])])
+        head.append([f"TenSEAL study {scheme.upper()} SSIM vs plaintext +60", _f(ref.ssim.value, "g"), _f(ssim, ".4f"),
+                     _ratio(ssim, ref.ssim.value)])
+        head.append([f"TenSEAL study {scheme.upper()} PSNR dB", _f(ref.psnr.value, "g"), _f(ps, ".2f"),
+                     _ratio(ps, ref.psnr.value)])
     pk = df[df.experiment == "packed"]
     full_ref = pk[pk.implementation == "hepix-pixel-full"].pixels_per_second
     full_ref = float(full_ref.median()) if len(full_ref) else None
@@ -282,159 +384,184 @@ def render(df, out: Path) -> Path:
         head.append(["ours only: packed layout", "-", "not measured", "-"])
     if not len(hp[hp.encryption != "public"]):
         head.append(["ours only: packed secure symmetric fast path", "-", "not measured (not in this table)", "-"])
-    md += ["## Headline: the seeds' figures next to ours", "",
-           _md(head, ["figure", "seed (reference)", "ours (measured)", "ours / seed"]), "",
-           "Sources: " + "; ".join(f"{v[1]}" for v in SEED.values()) + ".",
-           "PSNR is infinite when the decrypted image equals the reference exactly (MSE 0); "
-           "the ratio is then not defined.", ""]
+    return head
 
-    # packed and secure
-    md += ["## Packed layout and the secure (IND-CPA) figures", ""]
-    if len(pk):
-        full_pps = pk[pk.implementation == "hepix-pixel-full"].pixels_per_second
-        full_pps = float(full_pps.median()) if len(full_pps) else None
-        fresh_pps = meas3[(meas3.strategy == "fresh") & (meas3.layout == "pixel")].pixels_per_second
-        fresh_pps = float(fresh_pps.iloc[-1]) if len(fresh_pps) else None
-        rows = []
-        for (impl, pre, enc, sec), g in pk.groupby(["implementation", "preset", "encryption", "security"], sort=False):
-            pps = float(g.pixels.sum() / g.seconds.sum())
-            rows.append([impl, pre, enc, sec, len(g), _f(pps, ",.0f"), _f(float(g.bytes.sum() / g.pixels.sum()), ".1f"),
-                         _ratio(pps, full_pps), _ratio(pps, fresh_pps), _f(g.exact_fraction.min(), ".4f")])
-        md += [_md(rows, ["implementation", "preset", "encryption", "security", "images", "values/s", "bytes/value",
-                          "x pixel full (leaks)", "x pixel fresh (Fig. 3, largest size)", "exact (worst)"]), ""]
-        variants = set(pk[pk.implementation.str.startswith("hepix-packed")].encryption)
-        others = sorted(variants - {"public"})
-        md.append("Packed encryption variants measured: " + ", ".join(sorted(variants)) + ". "
-                  + ("Secure fast path (" + ", ".join(others) + "): measured above." if others else
-                     "Secure symmetric fast path of the packed layout: **not measured** (no such rows in this "
-                     "table; it lands from another branch and appears here once `hepix bench` measures it)."))
-        md.append("")
-    else:
-        md += ["Packed suite: **not measured** in this run.", ""]
 
-    # Fig 3
-    if len(fig3):
-        plot_fig3(df, out / "fig3.png")
-        sizes = sorted(fig3["size"].unique())
-        series = list(dict.fromkeys(zip(fig3.layout, fig3.strategy)))
+def _packed_section(df, meas3, out: Path) -> list[str]:
+    md = ["## Packed layout and the secure (IND-CPA) figures", ""]
+    pk = df[df.experiment == "packed"]
+    if not len(pk):
+        return md + ["Packed suite: **not measured** in this run.", ""]
+    plot_packed(pk, out / "packed.png")
+    full_pps = pk[pk.implementation == "hepix-pixel-full"].pixels_per_second
+    full_pps = float(full_pps.median()) if len(full_pps) else None
+    fresh_pps = meas3[(meas3.strategy == "fresh") & (meas3.layout == "pixel")].pixels_per_second
+    fresh_pps = float(fresh_pps.iloc[-1]) if len(fresh_pps) else None
+    rows = []
+    for (impl, pre, enc, ser, sec), g in pk.groupby(["implementation", "preset", "encryption", "serialization",
+                                                     "security"], sort=False, dropna=False):
+        pps = float(g.pixels.sum() / g.seconds.sum())
+        rows.append([impl, pre, enc, ser if isinstance(ser, str) else "-", sec, len(g), _f(pps, ",.0f"),
+                     _f(float(g.bytes.sum() / g.pixels.sum()), ".1f"), _ratio(pps, full_pps), _ratio(pps, fresh_pps),
+                     _f(g.exact_fraction.min(), ".4f")])
+    md += ["![packed](packed.png)", "",
+           "Every row is the median of its repeats (the pixel `full` baseline included). TenSEAL is measured "
+           "serialised as it ships (zstd) and uncompressed, as hepix stores its own ciphertexts (TenSEAL's "
+           "encryption followed by SEAL's uncompressed serialisation of a ciphertext of the same parameters: "
+           "TenSEAL's API only serialises with zstd), so that no ratio is an artefact of compression.", "",
+           _md(rows, ["implementation", "preset", "encryption", "serialization", "security", "images", "values/s",
+                      "bytes/value", "x pixel full (leaks)", "x pixel fresh (Fig. 3, largest size)", "exact (worst)"]), ""]
+    ts = pk[pk.implementation == "tenseal"]
+    if len(ts):
         rows = []
-        for size in sizes:
-            row = [int(size)]
-            for layout, strategy in series:
-                g = fig3[(fig3["size"] == size) & (fig3.layout == layout) & (fig3.strategy == strategy)]
-                if not len(g):
-                    row.append("-")
-                    continue
-                r = g.iloc[0]
-                row.append(_f(r.seconds, ".3g") + (" (extrap.)" if r.extrapolated else ""))
-            rows.append(row)
-        src = fig3.image.iloc[0].split("@")[0]
-        md += ["## iCHEETAH Fig. 3: encryption time against image size", "",
-               "![Fig. 3](fig3.png)", "",
-               f"Image {src}, centre-cropped and resized; preset {fig3.preset.iloc[0]}; seconds to encrypt all "
-               "values (pixel layout: one ciphertext per value; caching strategies leak and are research modes). "
-               "Rows marked *extrap.* were not run: their time is the per-value rate measured at "
-               f"{int(meas3['size'].max())}x{int(meas3['size'].max())} times the values of the larger image.", "",
-               _md(rows, ["size"] + [f"{l} {s}" for l, s in series]), ""]
-        rows = [[int(r["size"]), r.strategy, _f(r.speedup_vs_fresh, ".2f")] for _, r in
-                meas3[meas3.layout == "pixel"].iterrows() if r.strategy != "fresh"]
-        md += ["Speedup over fresh (measured sizes):", "", _md(rows, ["size", "strategy", "x fresh"]), ""]
+        same = {"public": "hepix-packed", "symmetric": "hepix-packed-symmetric"}
+        for (pre, enc), g in ts.groupby(["preset", "encryption"], sort=False):
+            rate = {s: float(h.pixels.sum() / h.seconds.sum()) for s, h in g.groupby("serialization")}
+            mine = pk[(pk.implementation == same.get(enc)) & (pk.preset == pre)]
+            ours = float(mine.pixels.sum() / mine.seconds.sum()) if len(mine) else None
+            rows.append([pre, enc, _f(rate.get("zstd"), ",.0f"), _f(rate.get("none"), ",.0f"), same.get(enc, "-"),
+                         _f(ours, ",.0f"), _ratio(ours, rate.get("zstd")), _ratio(ours, rate.get("none"))])
+        md += ["hepix against TenSEAL by serialisation, same encryption (hepix uncompressed, real packing; "
+               "hepix's symmetric ciphertexts are seeded, half the bytes):", "",
+               _md(rows, ["preset", "encryption", "TenSEAL zstd values/s", "TenSEAL uncompressed values/s", "hepix",
+                          "hepix values/s", "x TenSEAL zstd", "x TenSEAL uncompressed"]), ""]
+    variants = set(pk[pk.implementation.str.startswith("hepix-packed")].encryption)
+    others = sorted(variants - {"public"})
+    md.append("Packed encryption variants measured: " + ", ".join(sorted(variants)) + ". "
+              + ("Secure fast path (" + ", ".join(others) + "): measured above." if others else
+                 "Secure symmetric fast path of the packed layout: **not measured** (no such rows in this "
+                 "table; `hepix bench --suite packed` measures it where the native extension is installed)."))
+    return md + [""]
 
-        # Table 2
-        rows = []
-        for _, r in meas3[(meas3.layout == "pixel") & (meas3.strategy == "full")].iterrows():
-            rows.append([int(r["size"]), _f(r.mse, ".4f"), _f(r.psnr, ".2f"), _f(r.ssim, ".5f"), _f(r.max_abs_err, ".2e")])
-        for _, r in meas3[meas3.layout == "packed"].iterrows():
-            rows.append([f"{int(r['size'])} (packed)", _f(r.mse, ".4f"), _f(r.psnr, ".2f"), _f(r.ssim, ".5f"),
-                         _f(r.max_abs_err, ".2e")])
-        md += ["## iCHEETAH Table 2: MSE / PSNR per resolution (decrypted vs original)", "",
-               f"Paper: average MSE {SEED['mse'][0]}, PSNR {SEED['psnr'][0]} dB.", "",
-               _md(rows, ["size", "MSE", "PSNR dB", "SSIM", "max abs err (raw)"]), ""]
-    else:
-        md += ["## iCHEETAH Fig. 3 / Table 2", "", "**not measured** in this run.", ""]
 
-    # Fig 10
-    md += ["## iCHEETAH Fig. 10: fresh vs full over USC-SIPI images at 256x256", ""]
-    if f10:
-        plot_fig10(f10, out / "fig10.png")
-        m = f10[0]["measured"]
-        md += ["![Fig. 10](fig10.png)", "",
-               f"{len(f10)} images (as many as the time budget allowed), each measured on a centre crop of {m} "
-               f"values of its {f10[0]['pixels']}; image times are extrapolated from the measured rate (full adds its "
-               "cache set-up once). MSE/PSNR are of the measured crop.", "",
-               _md([[r["image"], _f(r["fresh_s"], ".1f"), _f(r["full_s"], ".2f"), _f(r["speedup"], ".2f"),
-                     _f(r["speedup_with_setup"], ".2f"), _f(r["mse"], ".4f"), _f(r["psnr"], ".2f")] for r in f10],
-                   ["image", "fresh s (est.)", "full s (est.)", "x fresh", "x fresh incl. set-up", "MSE", "PSNR dB"]),
-               "", f"Average speedup {_f(sp_avg, '.2f')} (paper {SEED['speedup_avg'][0]}), average MSE "
-               f"{_f(mse, '.4f')} (paper {SEED['mse'][0]}).", ""]
-    else:
-        md += ["**not measured** (no USC-SIPI images found).", ""]
-
-    # seed 001
-    md += ["## seed 001: brightness +60 on DIV2K (CKKS vs BFV/BGV, packed layout)", ""]
-    if len(seed):
-        plot_seed001(df, out / "seed001.png")
-        rows = []
-        for _, r in seed.iterrows():
-            rows.append([r.image, r.scheme.upper(), r.preset, int(r.ciphertexts), _f(r.encrypt_seconds, ".2f"),
-                         _f(r.op_seconds, ".2f"), _f(r.decrypt_seconds, ".2f"),
-                         " / ".join(_f(r[c] / MIB if r[c] == r[c] and r[c] is not None else None, ",.0f")
-                                    for c in ("driver_peak_rss_encrypt", "driver_peak_rss_op", "driver_peak_rss_decrypt")),
-                         _f(r.ssim, ".5f"), _f(r.psnr, ".2f"), _f(r.exact_fraction, ".4f")])
-        md += ["![seed 001](seed001.png)", "",
-               "Times per stage in seconds; peak RSS per stage in MiB (encrypt / +60 / decrypt) of the process "
-               "that ran it (each preset in its own process when `hepix bench` runs it: libraries, keys and "
-               "images of that scheme only; no separate workers); SSIM/PSNR of the decrypted result against the plaintext "
-               "+60 image (clipped to 0..255).", "",
-               _md(rows, ["image", "scheme", "preset", "ciphertexts", "encrypt s", "+60 s", "decrypt s",
-                          "peak MiB", "SSIM", "PSNR dB", "exact"]), ""]
-        rows = []
-        crops = seed[seed.image.str.endswith("@512")]
-        for scheme in dict.fromkeys(seed.scheme):
-            g = crops[crops.scheme == scheme]
-            ref = SEED001_STAGES.get(scheme)
+def _fig3_section(df, fig3, meas3, out: Path) -> list[str]:
+    if not len(fig3):
+        return ["## iCHEETAH Fig. 3 / Table 2", "", "**not measured** in this run.", ""]
+    plot_fig3(df, out / "fig3.png")
+    sizes = sorted(fig3["size"].unique())
+    series = list(dict.fromkeys(zip(fig3.layout, fig3.strategy)))
+    rows = []
+    for size in sizes:
+        row = [int(size)]
+        for layout, strategy in series:
+            g = fig3[(fig3["size"] == size) & (fig3.layout == layout) & (fig3.strategy == strategy)]
             if not len(g):
+                row.append("-")
                 continue
-            ours = (g.encrypt_seconds.mean(), g.op_seconds.mean(), g.decrypt_seconds.mean())
-            mem = tuple(g[c].max() / 1e6 for c in ("driver_peak_rss_encrypt", "driver_peak_rss_op", "driver_peak_rss_decrypt"))
-            for i, stage in enumerate(("encrypt", "+60", "decrypt")):
-                rows.append([scheme.upper(), stage, _f(ref[0][i] if ref else None), _f(ours[i], ".3f"),
-                             _ratio(ours[i], ref[0][i] if ref else None), _f(ref[1][i] if ref else None),
-                             _f(mem[i], ",.0f"), _ratio(mem[i], ref[1][i] if ref else None)])
-        rows.append(["TFHE", "all", "70 / 100 / 60", "not measured", "-", "500 / 510 / 500", "not measured", "-"])
-        md += ["Against seed 001's Tables 2 and 3 (512x512 RGB; the seed's seconds, stated \"for 1000 images\", are "
-               "read as per image; our memory is the highest peak RSS of the preset's process over the 512x512 images, "
-               "keys and libraries included, in MB of 10^6 bytes):", "",
-               _md(rows, ["scheme", "stage", "seed s", "ours s", "ours / seed", "seed MB", "ours MB (peak)", "ours / seed"]),
-               "", TFHE_WHY, ""]
-    else:
-        md += ["**not measured** (no DIV2K images found).", "", TFHE_WHY, ""]
+            r = g.iloc[0]
+            row.append(_f(r.seconds, ".3g") + (" (extrap.)" if r.extrapolated else ""))
+        rows.append(row)
+    src = fig3.image.iloc[0].split("@")[0]
+    md = ["## iCHEETAH Fig. 3: encryption time against image size", "",
+          "![Fig. 3](fig3.png)", "",
+          f"Image {src}, centre-cropped and resized; preset {fig3.preset.iloc[0]}; seconds to encrypt all "
+          "values (pixel layout: one ciphertext per value; caching strategies leak and are research modes). "
+          "Rows marked *extrap.* were not run: their time is the per-value rate measured at "
+          f"{int(meas3['size'].max())}x{int(meas3['size'].max())} times the values of the larger image.", "",
+          _md(rows, ["size"] + [f"{l} {s}" for l, s in series]), ""]
+    rows = [[int(r["size"]), r.strategy, _f(r.speedup_vs_fresh, ".2f")] for _, r in
+            meas3[meas3.layout == "pixel"].iterrows() if r.strategy != "fresh"]
+    md += ["Speedup over fresh (measured sizes):", "", _md(rows, ["size", "strategy", "x fresh"]), ""]
+    rows = []
+    for _, r in meas3[(meas3.layout == "pixel") & (meas3.strategy == "full")].iterrows():
+        rows.append([int(r["size"]), _f(r.mse, ".4f"), _f(r.psnr, ".2f"), _f(r.ssim, ".5f"), _f(r.max_abs_err, ".2e")])
+    for _, r in meas3[meas3.layout == "packed"].iterrows():
+        rows.append([f"{int(r['size'])} (packed)", _f(r.mse, ".4f"), _f(r.psnr, ".2f"), _f(r.ssim, ".5f"),
+                     _f(r.max_abs_err, ".2e")])
+    md += ["## iCHEETAH Table 2: MSE / PSNR per resolution (decrypted vs original)", "",
+           f"Paper: average MSE {seeds.MSE.value}, PSNR {seeds.PSNR.value} dB ({seeds.MSE.where}).", "",
+           _md(rows, ["size", "MSE", "PSNR dB", "SSIM", "max abs err (raw)"]), ""]
+    return md
 
-    # seed 001 through the jobs on Spark: driver and worker memory
+
+def _fig10_section(f10, out: Path) -> list[str]:
+    md = ["## iCHEETAH Fig. 10: fresh vs full over USC-SIPI images at 256x256", ""]
+    if not f10:
+        return md + ["**not measured** (no USC-SIPI images found).", ""]
+    plot_fig10(f10, out / "fig10.png")
+    sp_avg = sum(r["speedup"] for r in f10) / len(f10)
+    mse = sum(r["mse"] for r in f10) / len(f10)
+    m = f10[0]["measured"]
+    return md + [
+        "![Fig. 10](fig10.png)", "",
+        f"{len(f10)} images (as many as the time budget allowed), each measured on a centre crop of {m} "
+        f"values of its {f10[0]['pixels']}; image times are extrapolated from the measured rate (full adds its "
+        "cache set-up once). MSE/PSNR are of the measured crop.", "",
+        _md([[r["image"], _f(r["fresh_s"], ".1f"), _f(r["full_s"], ".2f"), _f(r["speedup"], ".2f"),
+              _f(r["speedup_with_setup"], ".2f"), _f(r["mse"], ".4f"), _f(r["psnr"], ".2f")] for r in f10],
+            ["image", "fresh s (est.)", "full s (est.)", "x fresh", "x fresh incl. set-up", "MSE", "PSNR dB"]),
+        "", f"Average speedup {_f(sp_avg, '.2f')} (paper {seeds.FULL_SPEEDUP_AVG.value}), average MSE "
+        f"{_f(mse, '.4f')} (paper {seeds.FIG10_MSE.value}, {seeds.FIG10_MSE.where}).", ""]
+
+
+def _brightness60_section(df, bright, out: Path) -> list[str]:
+    md = ["## The TenSEAL study: brightness +60 on DIV2K (CKKS vs BFV/BGV, packed layout)", ""]
+    if not len(bright):
+        return md + ["**not measured** (no DIV2K images found).", "", TFHE_WHY, ""]
+    plot_brightness60(df, out / "brightness60.png")
+    rows = []
+    for _, r in bright.iterrows():
+        rows.append([r.image, r.scheme.upper(), r.preset, int(r.ciphertexts), _f(r.encrypt_seconds, ".2f"),
+                     _f(r.op_seconds, ".2f"), _f(r.decrypt_seconds, ".2f"),
+                     " / ".join(_f(_mib(r[c]), ",.0f")
+                                for c in ("driver_peak_rss_encrypt", "driver_peak_rss_op", "driver_peak_rss_decrypt")),
+                     _f(r.ssim, ".5f"), _f(r.psnr, ".2f"), _f(r.exact_fraction, ".4f")])
+    md += ["![brightness +60](brightness60.png)", "",
+           "Times per stage in seconds; peak RSS per stage in MiB (encrypt / +60 / decrypt) of the process "
+           "that ran it (each preset in its own process when `hepix bench` runs it: libraries, keys and "
+           "images of that scheme only; no separate workers); SSIM/PSNR of the decrypted result against the "
+           "plaintext +60 image (clipped to 0..255).", "",
+           _md(rows, ["image", "scheme", "preset", "ciphertexts", "encrypt s", "+60 s", "decrypt s",
+                      "peak MiB", "SSIM", "PSNR dB", "exact"]), ""]
+    rows = []
+    crops = bright[bright.image.str.endswith("@512")]
+    for scheme in dict.fromkeys(bright.scheme):
+        g = crops[crops.scheme == scheme]
+        ref = seeds.TENSEAL_STAGES.get(scheme)
+        if not len(g):
+            continue
+        ours = (g.encrypt_seconds.mean(), g.op_seconds.mean(), g.decrypt_seconds.mean())
+        mem = tuple(g[c].max() / 1e6 for c in ("driver_peak_rss_encrypt", "driver_peak_rss_op", "driver_peak_rss_decrypt"))
+        for i, stage in enumerate(("encrypt", "+60", "decrypt")):
+            rows.append([scheme.upper(), stage, _f(ref.seconds[i] if ref else None), _f(ours[i], ".3f"),
+                         _ratio(ours[i], ref.seconds[i] if ref else None), _f(ref.mb[i] if ref else None),
+                         _f(mem[i], ",.0f"), _ratio(mem[i], ref.mb[i] if ref else None)])
+    tfhe = seeds.TENSEAL_STAGES["tfhe"]
+    rows.append(["TFHE", "all", " / ".join(f"{v:g}" for v in tfhe.seconds), "not measured", "-",
+                 " / ".join(f"{v:g}" for v in tfhe.mb), "not measured", "-"])
+    return md + [
+        "Against the TenSEAL study's Tables 2 and 3 (512x512 RGB; the paper's seconds, stated \"for 1000 images\", "
+        "are read as per image; our memory is the highest peak RSS of the preset's process over the 512x512 "
+        "images, keys and libraries included, in MB of 10^6 bytes):", "",
+        _md(rows, ["scheme", "stage", "paper s", "ours s", "ours / paper", "paper MB", "ours MB (peak)",
+                   "ours / paper"]),
+        "", f"Sources: {seeds.TENSEAL_STUDY.short}, Table 2 (seconds per stage) and Table 3 (MB per stage).", "",
+        TFHE_WHY, ""]
+
+
+def _spark_section(df) -> list[str]:
     sp = df[df.experiment == "spark"]
-    md += ["## seed 001 on Spark: the jobs, with driver and worker memory per stage", ""]
-    if len(sp):
-        rows = []
-        for _, r in sp.iterrows():
-            for stage, col in (("encrypt", "encrypt_seconds"), ("process +60", "op_seconds"),
-                               ("decrypt", "decrypt_seconds")):
-                key = {"encrypt": "encrypt", "process +60": "op", "decrypt": "decrypt"}[stage]
-                drv, wrk = r[f"driver_peak_rss_{key}"], r[f"workers_peak_rss_{key}"]
-                rows.append([r.implementation, r.image, stage, _f(r[col], ".1f"),
-                             _f(drv / MIB if drv == drv and drv is not None else None, ",.0f"),
-                             _f(wrk / MIB if wrk == wrk and wrk is not None else None, ",.0f")])
-        first_sp = sp.iloc[0]
-        md += [f"`hepix encrypt`, `process --op brightness:60` and `decrypt` on {first_sp.image} "
-               f"({first_sp.preset}); wall seconds per job, Spark start-up included; peak RSS sampled every 50 ms: "
-               "driver = the hepix process plus Spark's JVM, workers = PySpark's Python workers together. "
-               f"Decrypted vs plaintext +60: SSIM {_f(first_sp.ssim, '.5f')} (worst image), PSNR "
-               f"{_f(first_sp.psnr, '.2f')} dB, exact {_f(first_sp.exact_fraction, '.4f')}.", "",
-               _md(rows, ["run", "images", "stage", "seconds", "driver peak MiB", "workers peak MiB"]), ""]
-    else:
-        md += ["**not measured** in this run (no DIV2K images, or the Spark step was skipped).", ""]
+    md = ["## The TenSEAL study's brightness +60 on Spark: the jobs, with driver and worker memory per stage", ""]
+    if not len(sp):
+        return md + ["**not measured** in this run (no DIV2K images, or the Spark step was skipped).", ""]
+    rows = []
+    for _, r in sp.iterrows():
+        for stage, col, key in (("encrypt", "encrypt_seconds", "encrypt"), ("process +60", "op_seconds", "op"),
+                                ("decrypt", "decrypt_seconds", "decrypt")):
+            rows.append([r.implementation, r.image, stage, _f(r[col], ".1f"),
+                         _f(_mib(r[f"driver_peak_rss_{key}"]), ",.0f"), _f(_mib(r[f"workers_peak_rss_{key}"]), ",.0f")])
+    first = sp.iloc[0]
+    return md + [
+        f"`hepix encrypt`, `process --op brightness:60` and `decrypt` on {first.image} "
+        f"({first.preset}); wall seconds per job, Spark start-up included; peak RSS sampled every 50 ms: "
+        "driver = the hepix process plus Spark's JVM, workers = PySpark's Python workers together. "
+        f"Decrypted vs plaintext +60: SSIM {_f(first.ssim, '.5f')} (worst image), PSNR "
+        f"{_f(first.psnr, '.2f')} dB, exact {_f(first.exact_fraction, '.4f')}.", "",
+        _md(rows, ["run", "images", "stage", "seconds", "driver peak MiB", "workers peak MiB"]), ""]
 
-    # limits
-    md += ["## Physical limits", ""]
+
+def _limits_section(df, meas3, out: Path) -> list[str]:
+    md = ["## Physical limits", ""]
     lim = df[df.experiment == "limits"]
     mem = lim[lim.implementation == "numpy-memcpy"]
     if len(mem):
@@ -462,20 +589,136 @@ def render(df, out: Path) -> Path:
                _md(rows, ["preset", "pass s", "encoding", "encryption", "serialisation", "ciphertext MB/s"]), ""]
     if not len(lim):
         md += ["**not measured** in this run.", ""]
+    return md
 
-    md += ["## What is extrapolated or missing", "",
-           f"- Extrapolated rows: {int(df.extrapolated.fillna(False).astype(bool).sum())} of {len(df)} "
-           "(Fig. 3 sizes beyond the largest run, Fig. 10 whole-image times from centre crops).",
-           "- TFHE: not measured (see seed 001).",
-           f"- Experiments in this run: {', '.join(sorted(exps))}.", ""]
+
+def _dft_section(dft, out: Path) -> list[str]:
+    md = [f"## DFT-Hadamard-iDFT against {seeds.DFT_PAPER.short}", ""]
+    if dft is None or not len(dft):
+        return md + ["**not measured** here (`hepix bench --suite dft --out DIR` writes the bench_dft table).", ""]
+    plot_dft(dft, out / "dft.png")
+    rows = []
+    for _, r in dft.iterrows():
+        rows.append([int(r.n), r.preset, r.stages, f"{int(r.levels)}+{int(r.inverse_levels)}",
+                     _f(r.keygen_seconds, ".2f"), _f(r.build_seconds + r.encrypt_seconds, ".3f"),
+                     _f(r.pipeline_seconds, ".3f"), _f(r.warm_seconds, ".3f"), _f(r.decrypt_seconds, ".3f"),
+                     _f(r.end_to_end_seconds, ".3f"), _f(r.seed_seconds, "g"), _f(r.speedup_vs_seed, ".3g"),
+                     _f(r.max_abs_err, ".1e")])
+    first = dft.iloc[0]
+    return md + [
+        "![DFT](dft.png)", "",
+        f"Run {first.run_id} ({first.cores} core{'s' if first.cores != 1 else ''}). The paper's seconds are "
+        "the whole encrypted computation, encryption and decryption included (HElib BGV, one core), so the ratio "
+        "is taken from our end-to-end time: building and encoding the plaintext diagonals, encryption, the "
+        "pipeline and decryption; key generation is apart. The pipeline alone (cold: encoding included; warm: "
+        "encoded diagonals reused) is shown next to it.", "",
+        _md(rows, ["N", "preset", "stages", "levels", "keygen s", "build + encrypt s", "pipeline cold s",
+                   "pipeline warm s", "decrypt s", "end to end s", "paper s", "paper / end to end", "max err"]),
+        "", _sources(*seeds.DFT_SECONDS.values()), ""]
+
+
+def _infer_section(infer, out: Path) -> list[str]:
+    md = [f"## Encrypted inference against {seeds.ML_PAPER.short}", ""]
+    if infer is None or not len(infer):
+        return md + ["**not measured** here (`hepix bench --suite infer --out DIR` writes the bench_infer table).", ""]
+    plot_infer(infer, out / "infer.png")
+    rows = []
+    for _, r in infer.iterrows():
+        rows.append([r.model, r.task, r.preset, r.layout, _f(r.single_sample_ms, ",.2f"),
+                     _f(r.seed_ms_per_sample, "g"), _f(r.latency_vs_seed, ".3g"), int(r.samples),
+                     _f(r.end_to_end_samples_per_second, ",.0f"), _f(r.seed_samples_per_second, "g"),
+                     _f(r.throughput_vs_seed, ".3g"), _f(r.samples_per_second, ",.0f"),
+                     _f(r.accuracy_encrypted, ".3f"), _f(r.seed_accuracy, ".2f")])
+    first = infer.iloc[0]
+    places = dict.fromkeys(f"{fig.latency_ms.where} ({fig.latency_ms.what.removesuffix(' latency per sample')})"
+                           for fig in seeds.INFERENCE.values())
+    return md + [
+        "![inference](infer.png)", "",
+        f"Run {first.run_id} ({first.cores} core{'s' if first.cores != 1 else ''}). The paper's figures are "
+        "per sample: its latency is set against ONE sample alone, end to end (a batch of one encrypted, "
+        "inferred with the weights already encoded, decrypted; median of the runs), and its throughput against "
+        "our batch's end-to-end rate (the test set encrypted as one batch, cold inference, decrypted). "
+        "The warm inference rate of the batch (the server's alone) is shown too; the paper measured the "
+        "0-vs-1 task only.", "",
+        _md(rows, ["model", "task", "preset", "batch layout", "one sample ms", "paper ms", "paper / ours",
+                   "batch", "batch e2e samples/s", "paper samples/s", "ours / paper", "batch warm infer/s",
+                   "accuracy", "paper accuracy"]),
+        "", f"Sources: {seeds.ML_PAPER.short}, {'; '.join(places)}: latency per sample (ms), throughput "
+        "(samples/s), accuracy, ciphertext size.", ""]
+
+
+def render(df, out: Path, *, dft=None, infer=None) -> Path:
+    """Write ``out/report.md`` and its plots from the ``bench`` rows ``df`` (or None) and, when given,
+    the ``bench_dft`` and ``bench_infer`` rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    md: list[str] = []
+    if df is not None:
+        first = df.iloc[0]
+        versions = json.loads(first.versions) if isinstance(first.versions, str) else {}
+        load = df.load_1m.dropna()
+        md += [f"# hepix benchmark report: run {first.run_id}", "",
+               f"Measured {first.started} on {first.machine} ({first.cores} cores), "
+               f"{'`hepix bench --quick`' if first.quick else '`hepix bench`'}, git {first.git_commit or '-'}; "
+               f"versions: {', '.join(f'{k} {v}' for k, v in versions.items() if v)}."]
+        if len(load):
+            md.append(f"1-minute load average during the run: {load.min():.2f} to {load.max():.2f} on {first.cores} "
+                      "cores (the machine is shared: absolute times are noisy; ratios within the run are what we claim).")
+    else:
+        first = (dft if dft is not None else infer).iloc[0]
+        md += [f"# hepix benchmark report: {first.machine}", "",
+               "No `bench` table (the default suite) in this directory: only the suites below."]
+    md += ["The papers' figures are *reference* figures typed in from the papers (source given with each); every "
+           "figure under \"ours\" is read from the bench tables.",
+           _papers(*seeds.PAPERS), ""]
+
+    if df is not None:
+        fig3 = df[df.experiment == "fig3"]
+        meas3 = fig3[~fig3.extrapolated.astype(bool)]
+        full3 = meas3[(meas3.strategy == "full") & (meas3.layout == "pixel")]
+        f10 = _fig10_table(df)
+        bright = df[df.experiment == "brightness60"]
+        q = seeds.TENSEAL_QUALITY
+        md += ["## Headline: the papers' figures next to ours", "",
+               _md(_headline(df, full3, f10, bright), ["figure", "paper (reference)", "ours (measured)", "ours / paper"]),
+               "", _sources(seeds.FULL_SPEEDUP_MAX, seeds.FULL_SPEEDUP_AVG, seeds.MSE, seeds.PSNR, q["ckks"].ssim,
+                            q["ckks"].psnr, q["bgv"].ssim, q["bgv"].psnr),
+               "PSNR is infinite when the decrypted image equals the reference exactly (MSE 0); "
+               "the ratio is then not defined.", ""]
+        md += _packed_section(df, meas3, out)
+        md += _fig3_section(df, fig3, meas3, out)
+        md += _fig10_section(f10, out)
+        md += _brightness60_section(df, bright, out)
+        md += _spark_section(df)
+        md += _limits_section(df, meas3, out)
+    md += _dft_section(dft, out)
+    md += _infer_section(infer, out)
+
+    md += ["## What is extrapolated or missing", ""]
+    if df is not None:
+        md += [f"- Extrapolated rows: {int(df.extrapolated.fillna(False).astype(bool).sum())} of {len(df)} "
+               "(Fig. 3 sizes beyond the largest run, Fig. 10 whole-image times from centre crops).",
+               "- TFHE: not measured (see the TenSEAL study's section).",
+               f"- Experiments in this run: {', '.join(sorted(set(df.experiment)))}."]
+    md += [f"- Suites beside the bench table: {', '.join(n for n, t in (('dft', dft), ('infer', infer)) if t is not None) or 'none'}.", ""]
     path = out / "report.md"
     path.write_text("\n".join(md))
     return path
 
 
+def _holds_bench_table(root: Path) -> bool:
+    """``root`` is a bench output directory with a ``bench`` table, or that table (folder or file) itself."""
+    return (root / BENCH).is_dir() or root.is_file() or (root.is_dir() and any(root.glob("*.parquet")))
+
+
 def run(args) -> int:
-    df = load_rows(args.bench, args.run)
-    path = render(df, Path(args.out))
+    root = Path(args.bench)
+    df = load_rows(root, args.run) if _holds_bench_table(root) else None
+    dft, infer = load_suite(root, BENCH_DFT), load_suite(root, BENCH_INFER)
+    if df is None and dft is None and infer is None:
+        raise SystemExit(f"hepix report: no bench tables in {root}; run `hepix bench --out {root}` first")
+    path = render(df, Path(args.out), dft=dft, infer=infer)
     pngs = sorted(p.name for p in Path(args.out).glob("*.png"))
-    print(f"hepix report: run {df.run_id.iloc[0]}, {len(df)} rows -> {path} ({', '.join(pngs)})")
+    rows = sum(len(t) for t in (df, dft, infer) if t is not None)
+    what = f"run {df.run_id.iloc[0]}" if df is not None else "suites"
+    print(f"hepix report: {what}, {rows} rows -> {path} ({', '.join(pngs)})")
     return 0

@@ -1,1 +1,30 @@
-"""One module per benchmark suite of ``hepix bench --suite``."""
+"""The suites of ``hepix bench --suite NAME``: one module each, found through :data:`SUITES`.
+
+A suite module holds its measurement code and its command-line side:
+
+* ``OPTIONS`` -- the options of ``hepix bench`` it reads besides ``--out`` and ``--quick``
+  (a subset of :data:`jobs.bench.command.SUITE_OPTIONS`); ``hepix bench`` refuses the others;
+* ``run(args) -> int`` -- measure, write ``OUT/<table>/<run_id>.parquet`` through
+  :func:`jobs.bench.rows.write_rows`, print what was measured.
+
+Adding a suite is one module here and one line in :data:`SUITES`.  Modules are imported only
+when their suite runs, so ``hepix`` starts without loading every benchmark.
+"""
+from __future__ import annotations
+
+#: suite -> (module, one-line help).  ``all`` is the default suite.
+SUITES: dict[str, tuple[str, str]] = {
+    "all": ("jobs.bench.suites.all", "the papers' experiments (iCHEETAH Fig. 3, Table 2, Fig. 10; the TenSEAL "
+                                     "study's brightness +60; physical limits; packed) into one `bench` table "
+                                     "for `hepix report`"),
+    "pixel": ("jobs.bench.suites.pixel", "every pixel-layout strategy against fresh encryption, one process"),
+    "spark": ("jobs.bench.suites.spark", "the encrypt job against hecore alone, and local[1] against local[2]"),
+    "packed": ("jobs.bench.suites.packed", "the packed layout against TenSEAL (zstd as shipped, and "
+                                           "uncompressed) and the pixel layout's full caching, one process"),
+    "ops": ("jobs.bench.suites.ops", "iCHEETAH's 4.4 cases (mean filter, brightness, matching, watermark) "
+                                     "encrypted in both layouts, encrypt / op / decrypt timed apart"),
+    "dft": ("jobs.bench.suites.dft", "the DFT-Hadamard-iDFT pipeline, end to end and pipeline only, against "
+                                     "Costache-Smart-Vivek, one core"),
+    "infer": ("jobs.bench.suites.infer", "encrypted logistic regression and TinyCNN on the digits, one sample "
+                                         "alone and a batch, against Deonise et al., one core"),
+}

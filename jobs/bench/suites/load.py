@@ -2,14 +2,15 @@
 
     python -m jobs.bench.suites.load --images 1000 --size 64 --work /tmp/hepix-load --master 'local[2]'
 
-Makes a corpus (random crops of ``../shared/datasets`` when present, else generated images)
-in ``--work``, makes keys, then runs ``hepix encrypt`` as a child process with a bounded
-driver heap (``spark.driver.memory``) and samples the child's process tree from ``/proc``:
+Makes a corpus (random crops of the data sets, :data:`jobs.bench.datasets.DATASETS`, when
+present, else generated images) in ``--work``, makes keys, then runs ``hepix encrypt`` as a child
+process with a bounded driver heap (``spark.driver.memory``) and samples the child's process tree from ``/proc``:
 the Python driver, the driver JVM (in local mode also the executor), and the Python workers.
 Peaks are each process's ``VmHWM`` (the kernel's high-water mark of its resident set), so
 short spikes between samples are not missed; "workers together" is the largest sum of the
 workers' current RSS over the samples.  Prints a summary and writes it as JSON; a benchmark,
-not a test -- nothing here asserts a speed.
+not a test -- nothing here asserts a speed.  Not a ``hepix bench`` suite: it drives the ``hepix``
+command as a child process, with options of its own.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-DATASETS = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets"
+from jobs.bench.datasets import DATASETS
 
 
 # --- the corpus ---------------------------------------------------------------------------------
@@ -62,7 +63,7 @@ def make_corpus(directory: Path, n: int, size: int, seed: int = 0, datasets: Pat
         if i % 3 == 0:
             img = np.stack([img, img[::-1], img[:, ::-1]], axis=2)
         Image.fromarray(img).save(directory / f"gen{i:05d}.png")
-    return f"{n} generated {size}x{size} images (../shared/datasets not found)"
+    return f"{n} generated {size}x{size} images (no data sets at {datasets})"
 
 
 # --- memory of a process tree ---------------------------------------------------------------------

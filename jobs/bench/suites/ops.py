@@ -1,9 +1,9 @@
-"""The paper's §4.4 cases, encrypted, in both layouts: ``hepix bench --suite ops``.
+"""``hepix bench --suite ops``: iCHEETAH's §4.4 cases, encrypted, in both layouts.
 
-iCHEETAH §4.4 shows four operations on encrypted images; seed 001 adds a
-brightness of +60 and the contrast family.  Each is run here end to end --
-encrypt, operate on the ciphertexts, decrypt -- with the three stages timed
-apart, and the result checked against the plaintext reference:
+iCHEETAH (Wang et al., §4.4) shows four operations on encrypted images; the TenSEAL
+study (Saker et al. 2025, §5.1) brightens by +60, and hepix adds a contrast stretch.
+Each is run here end to end -- encrypt, operate on the ciphertexts, decrypt -- with
+the three stages timed apart, and the result checked against the plaintext reference:
 
 ========================  =======  ==========================================================
 case                      size     what is checked
@@ -15,8 +15,8 @@ matching (§4.4.3)         128x128  L2² and L1 between image 1, image 2 (image 
                                    image); whether d12 < d23 < d13 as in the paper's Table 3
 watermark (§4.4.4)        64x64    +5.0 at one pixel; exact_fraction, and whether
                                    :func:`jobs.bench.detect.detect_watermark` finds exactly it
-brightness-60 (seed 001)  256/64   +60
-contrast (seed 001)       256/64   ``contrast:1.5``
+brightness-60 (Saker)     256/64   +60
+contrast (hepix)          256/64   ``contrast:1.5``
 ========================  =======  ==========================================================
 
 Layouts and parameters:
@@ -38,9 +38,11 @@ Layouts and parameters:
   (L1, ``match-8192``).  The ``size`` column says which.
 
 Every image is grey, centre-cropped and resized (the paper's preprocessing),
-from USC-SIPI when ``../shared/datasets/usc-sipi`` is there, else from
+from USC-SIPI when the data sets are there (:mod:`jobs.bench.datasets`), else from
 scikit-image's samples.  Timings are single runs in one process on a shared
-machine: compare rows of the same run, not runs.
+machine: compare rows of the same run, not runs.  iCHEETAH's own encryption times of
+the four cases (:data:`jobs.bench.seeds.ICHEETAH_CASES`) are printed next to the pixel
+rows of the same size.  Writes ``OUT/bench_ops/<run_id>.parquet`` (``schemas.bench.BENCH_OPS``).
 
 Exactness: ``exact_fraction`` is the share of values equal to
 ``round_to_uint8(reference(image, ops))`` after decryption, the deferred
@@ -76,12 +78,30 @@ from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.ops.matching import distance_scale, pair_partial, plain_distances
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.pixel import apply_pointwise, mean_filter_tile
-from hecore.ops.spec import MeanFilter, Op, Watermark, finish_for, parse_ops, raw_range, reference, window_offsets
-from hecore.params import preset
+from hecore.ops.spec import (
+    MeanFilter,
+    Op,
+    Watermark,
+    finish_for,
+    parse_ops,
+    raw_range,
+    reference,
+    window_offsets,
+)
 from hecore.quality import round_to_uint8
+from jobs import runinfo
+from jobs.bench import seeds
+from jobs.bench.contexts import Keys
+from jobs.bench.datasets import sample, usc_sipi_dir
 from jobs.bench.detect import detect_watermark
+from jobs.bench.rows import run_columns, write_rows
+from jobs.console import table
+from schemas.bench import BENCH_OPS
 
 log = logging.getLogger(__name__)
+
+#: The options of ``hepix bench`` this suite reads besides --out and --quick: none (fixed cases).
+OPTIONS = frozenset()
 
 PIXEL, PACKED = "pixel", "packed"
 
@@ -137,7 +157,7 @@ class Case:
 
 @dataclass
 class OpsMeasurement:
-    """One case in one layout, parameter set and strategy (see ``schemas.tables.BENCH_OPS``)."""
+    """One case in one layout, parameter set and strategy (see ``schemas.bench.BENCH_OPS``)."""
 
     case: str
     section: str
@@ -215,12 +235,12 @@ class Sources:
 def _plain_order_holds(one: np.ndarray, other: np.ndarray, config: OpsConfig) -> bool:
     a = prepared(one, config.match_size)
     b, c = brightened(a, config.match_brighten), prepared(other, config.match_size)
-    bound = _match_bound()
+    bound = match_bound()
     d12, d13, d23 = plain_distances(a, b, bound), plain_distances(a, c, bound), plain_distances(b, c, bound)
     return all(paper_order(d12[m], d13[m], d23[m]) for m in ("l2", "l1", "l1_poly"))
 
 
-def _pick_other(one: np.ndarray, candidates: list[tuple[str, np.ndarray]], config: OpsConfig):
+def pick_image3(one: np.ndarray, candidates: list[tuple[str, np.ndarray]], config: OpsConfig):
     """Image 3: the first candidate for which the paper's ordering holds in plaintext (L2², L1 and
     the polynomial L1), else the first candidate (and the rows will say the ordering fails)."""
     for name, pixels in candidates:
@@ -242,28 +262,11 @@ def load_sources(folder: Path | None, config: OpsConfig = DEFAULT) -> Sources:
             one = grey(load_image(main).pixels)
             candidates = [(f"usc-sipi/{p.name}", grey(load_image(p).pixels)) for p in others]
             name1 = f"usc-sipi/{main.name}"
-            return Sources((name1, one), (name1, one), _pick_other(one, candidates, config), "usc-sipi")
-    import skimage.data
-
-    one = grey(getattr(skimage.data, SKIMAGE_MAIN)())
-    candidates = [(f"skimage-{n}", grey(getattr(skimage.data, n)())) for n in SKIMAGE_OTHER]
+            return Sources((name1, one), (name1, one), pick_image3(one, candidates, config), "usc-sipi")
+    one = grey(sample(SKIMAGE_MAIN))
+    candidates = [(f"skimage-{n}", grey(sample(n))) for n in SKIMAGE_OTHER]
     name1 = f"skimage-{SKIMAGE_MAIN}"
-    return Sources((name1, one), (name1, one), _pick_other(one, candidates, config), "skimage")
-
-
-# --- contexts -------------------------------------------------------------------------------
-
-class _Keys:
-    """One throwaway key set per preset (never written anywhere), made on first use."""
-
-    def __init__(self):
-        self._ctx: dict[str, tuple[HEContext, Evaluator]] = {}
-
-    def get(self, name: str) -> tuple[HEContext, Evaluator]:
-        if name not in self._ctx:
-            ctx, _secret = HEContext.generate(preset(name))
-            self._ctx[name] = (ctx, Evaluator(ctx))
-        return self._ctx[name]
+    return Sources((name1, one), (name1, one), pick_image3(one, candidates, config), "skimage")
 
 
 def _halo(ops: Sequence[Op]) -> int:
@@ -278,7 +281,7 @@ def _halo(ops: Sequence[Op]) -> int:
 # --- image operations --------------------------------------------------------------------------
 
 @dataclass
-class _Result:
+class ChainResult:
     """What one encrypted run of an op chain produced, before scoring."""
 
     raw: np.ndarray
@@ -290,7 +293,8 @@ class _Result:
     setup_seconds: float = 0.0
 
 
-def _packed_run(ctx: HEContext, ev: Evaluator, img: np.ndarray, ops: Sequence[Op], meter=None) -> _Result:
+def run_packed_chain(ctx: HEContext, ev: Evaluator, img: np.ndarray, ops: Sequence[Op],
+                     meter=None) -> ChainResult:
     """Packed layout: encrypt every tile channel, apply ``ops`` to each (load, operate, serialize),
     decrypt; the raw values (before the finish) of the whole image.  ``meter``: a
     :class:`jobs.bench.peakmem.PeakMeter` recording each stage's peak memory."""
@@ -317,7 +321,7 @@ def _packed_run(ctx: HEContext, ev: Evaluator, img: np.ndarray, ops: Sequence[Op
         t = time.perf_counter()
         raw = packed_decrypt_tiles(ctx, grid, done)
         decrypt_seconds = time.perf_counter() - t
-    return _Result(raw, encrypt_seconds, op_seconds, decrypt_seconds, len(tiles),
+    return ChainResult(raw, encrypt_seconds, op_seconds, decrypt_seconds, len(tiles),
                    sum(len(pt.ct) for pt in tiles))
 
 
@@ -326,13 +330,14 @@ def _pixel_positions(pt) -> np.ndarray:
     return np.stack([pt.y + i // pt.w, pt.x + i % pt.w], axis=1)
 
 
-def _pixel_run(ctx: HEContext, strategy_name: str, img: np.ndarray, ops: Sequence[Op], tile: int) -> _Result:
+def run_pixel_chain(ctx: HEContext, strategy_name: str, img: np.ndarray, ops: Sequence[Op],
+                    tile: int) -> ChainResult:
     """Pixel layout: a ciphertext per value, the byte-level ops of :mod:`hecore.ops.spec`, decryption
     of every ciphertext.  Pointwise chains stream tile by tile (a tile's ciphertexts are
     encrypted, operated on and decrypted before the next is made: memory stays at one tile);
     a chain with a mean filter takes the image as one tile (its windows need the neighbours)."""
     strategy = make_strategy(strategy_name, ctx, allow_leaky=True).prepare(img)
-    layout, scale_bits = ctx.ct_format, ctx.params.scale_bits
+    fmt, scale_bits = ctx.ct_format, ctx.params.scale_bits
     h, w = img.shape[:2]
     whole = any(isinstance(op, MeanFilter) for op in ops)
     th, tw = (h, w) if whole else (min(tile, h), min(tile, w))
@@ -357,10 +362,10 @@ def _pixel_run(ctx: HEContext, strategy_name: str, img: np.ndarray, ops: Sequenc
         for op in ops:
             if isinstance(op, MeanFilter):
                 cts = {(int(py), int(px)): batch[i] for i, (py, px) in enumerate(_pixel_positions(pt))}
-                batch = mean_filter_tile(layout, cts, h, w, op.k, pt.y, pt.x, pt.h, pt.w,
+                batch = mean_filter_tile(fmt, cts, h, w, op.k, pt.y, pt.x, pt.h, pt.w,
                                          strategy=batch.strategy, security=batch.security)
             else:
-                batch = apply_pointwise(batch, layout, op, _pixel_positions(pt), post_scale, scale_bits)
+                batch = apply_pointwise(batch, fmt, op, _pixel_positions(pt), post_scale, scale_bits)
             post_scale *= op.post_scale_factor
         opt += time.perf_counter() - t
         t = time.perf_counter()
@@ -371,10 +376,10 @@ def _pixel_run(ctx: HEContext, strategy_name: str, img: np.ndarray, ops: Sequenc
         else:
             raw[pt.y:pt.y + pt.h, pt.x:pt.x + pt.w, pt.channel] = values
         del batch
-    return _Result(raw, enc, opt, dec, count, nbytes, strategy.setup_seconds)
+    return ChainResult(raw, enc, opt, dec, count, nbytes, strategy.setup_seconds)
 
 
-def _score(m: OpsMeasurement, img: np.ndarray, ops: Sequence[Op], res: _Result) -> OpsMeasurement:
+def _score(m: OpsMeasurement, img: np.ndarray, ops: Sequence[Op], res: ChainResult) -> OpsMeasurement:
     finish = finish_for(ops)
     ref = reference(img, ops)
     decrypted = round_to_uint8(finish.apply(res.raw))
@@ -390,7 +395,7 @@ def _score(m: OpsMeasurement, img: np.ndarray, ops: Sequence[Op], res: _Result) 
 
 
 def _image_row(case: Case, layout: str, ctx: HEContext, strategy: str, security: str, name: str,
-               img: np.ndarray, res: _Result, ops: Sequence[Op]) -> OpsMeasurement:
+               img: np.ndarray, res: ChainResult, ops: Sequence[Op]) -> OpsMeasurement:
     p = ctx.params
     m = OpsMeasurement(
         case=case.name, section=case.section, ops="|".join(case.specs), layout=layout, scheme=p.scheme,
@@ -407,19 +412,22 @@ def image_cases(config: OpsConfig) -> list[tuple[Case, int]]:
         (Case("meanfilter", "4.4.1", ("meanfilter:3",)), config.meanfilter_size),
         (Case("brightness", "4.4.2", ("brightness:50",)), config.brightness_size),
         (Case("watermark", "4.4.4", (config.watermark_spec,)), config.watermark_size),
-        (Case("brightness-60", "seed 001", ("brightness:60",)), config.brightness_size),
-        (Case("contrast", "seed 001", ("contrast:1.5",)), config.brightness_size),
+        (Case("brightness-60", BRIGHTNESS60_SECTION, ("brightness:60",)), config.brightness_size),
+        (Case("contrast", EXTRA_SECTION, ("contrast:1.5",)), config.brightness_size),
     ]
 
 
-#: Cases the packed BFV rows run (the brief's (a), (b), (d)).
+#: The ``section`` of the cases that are not iCHEETAH's: the TenSEAL study's +60, hepix's contrast.
+BRIGHTNESS60_SECTION = f"{seeds.TENSEAL_STUDY.short} §5.1"
+EXTRA_SECTION = "hepix"
+#: Cases the packed BFV rows run: the image operations whose raw constants are integers.
 BFV_CASES = ("meanfilter", "brightness", "watermark")
 
 
 def _pixel_size(case: Case, packed_size: int, strategy: str, config: OpsConfig) -> int:
     """The pixel layout's size for a case: the packed one, except where one ciphertext per pixel
     makes it too long (see the module docstring)."""
-    if case.section == "seed 001":
+    if case.section in (BRIGHTNESS60_SECTION, EXTRA_SECTION):
         return min(packed_size, config.pixel_extras_size)
     if case.name == "brightness":
         return min(packed_size, config.pixel_brightness_fresh_size if strategy == "fresh"
@@ -429,7 +437,7 @@ def _pixel_size(case: Case, packed_size: int, strategy: str, config: OpsConfig) 
 
 # --- matching ---------------------------------------------------------------------------------
 
-def _match_bound() -> float:
+def match_bound() -> float:
     """``D``, the bound on |a - b| of two images after no ops: 255."""
     lo, hi = raw_range([])
     return float(hi - lo)
@@ -440,7 +448,7 @@ def _match_row(label: str, size: int, images: list[np.ndarray], layout: str, ctx
                values: list[float], setup: float = 0.0, strategy: str = "fresh") -> OpsMeasurement:
     p = ctx.params
     a, b, c = images
-    bound = _match_bound()
+    bound = match_bound()
     refs = [plain_distances(x, y, bound) for x, y in ((a, b), (a, c), (b, c))]
     exact = [r[metric] for r in refs]
     target = [r["l1_poly"] if metric == "l1" else r["l2"] for r in refs]
@@ -471,7 +479,7 @@ def _packed_match(ctx: HEContext, ev: Evaluator, images: list[np.ndarray], metri
     enc_s = time.perf_counter() - t
     count = sum(len(ts) for ts in enc)
     nbytes = sum(len(pt.ct) for ts in enc for pt in ts)
-    bound, parts, integer = _match_bound(), len(enc[0]), ctx.params.is_integer
+    bound, parts, integer = match_bound(), len(enc[0]), ctx.params.is_integer
     rows = []
     for metric in metrics:
         t = time.perf_counter()
@@ -498,7 +506,7 @@ def _pixel_match(ctx: HEContext, ev: Evaluator, images: list[np.ndarray], metric
     enc_s = time.perf_counter() - t
     count = sum(len(b) for b in batches)
     nbytes = sum(b.nbytes for b in batches)
-    bound, parts, integer = _match_bound(), len(batches[0]), ctx.params.is_integer
+    bound, parts, integer = match_bound(), len(batches[0]), ctx.params.is_integer
     rows = []
     for metric in metrics:
         t = time.perf_counter()
@@ -533,7 +541,7 @@ def run_ops_bench(sources: Sources, config: OpsConfig = DEFAULT, *,
                   progress: Callable[[OpsMeasurement], None] | None = None) -> list[OpsMeasurement]:
     """Every case in every layout and configuration of ``config``; see the module docstring."""
     warm_up()
-    keys = _Keys()
+    keys = Keys()
     rows: list[OpsMeasurement] = []
 
     def add(m: OpsMeasurement):
@@ -549,12 +557,12 @@ def run_ops_bench(sources: Sources, config: OpsConfig = DEFAULT, *,
         for name in presets:
             ctx, ev = keys.get(name)
             add(_image_row(case, PACKED, ctx, "fresh", SECURITY_IND_CPA, main_name, img,
-                           _packed_run(ctx, ev, img, ops), ops))
+                           run_packed_chain(ctx, ev, img, ops), ops))
         ctx, _ev = keys.get(config.pixel_preset)
         for strategy in config.pixel_strategies:
             s = _pixel_size(case, size, strategy, config)
             small = img if s == size else prepared(main_pixels, s)
-            res = _pixel_run(ctx, strategy, small, ops, config.pixel_tile)
+            res = run_pixel_chain(ctx, strategy, small, ops, config.pixel_tile)
             add(_image_row(case, PIXEL, ctx, strategy, security_of(strategy), main_name, small, res, ops))
 
     images, label = match_images(sources, config.match_size, config)
@@ -568,3 +576,70 @@ def run_ops_bench(sources: Sources, config: OpsConfig = DEFAULT, *,
         for m in _pixel_match(ctx, ev, small, metrics, small_label):
             add(m)
     return rows
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+def paper_encrypt_seconds(row: dict) -> float | None:
+    """iCHEETAH's encryption time for a pixel-layout row of one of its §4.4 cases at the paper's
+    size (``fresh``: without caching, ``full``: full caching), else None."""
+    case = seeds.ICHEETAH_CASES.get(row["case"])
+    if case is None or row["layout"] != PIXEL or row["size"] != case.size or row["case"] == "matching":
+        return None
+    figure = {"fresh": case.fresh_seconds, "full": case.full_seconds}.get(row["strategy"])
+    return figure.value if figure else None
+
+
+def run(args) -> int:
+    """``hepix bench --suite ops``: measure, write ``OUT/bench_ops/<run_id>.parquet``, print."""
+    config = QUICK if args.quick else DEFAULT
+    sources = load_sources(usc_sipi_dir(), config)
+    if sources.origin != "usc-sipi":
+        print(f"no USC-SIPI images in {usc_sipi_dir()}: using scikit-image's sample images")
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    print(f"hepix bench {run_id}: iCHEETAH's 4.4 cases in both layouts{' (quick)' if args.quick else ''}, "
+          f"image {sources.main[0]}, matching {sources.match1[0]} / +{config.match_brighten} / "
+          f"{sources.match3[0]}, one process, {runinfo.cores()} cores")
+    print("pixel-layout rows with strategy 'full' use iCHEETAH's leaking caching (security='leaks')")
+
+    def progress(m):
+        what = (f"exact {m.exact_fraction:.4f}" if m.exact_fraction is not None
+                else f"d12 {m.d12:,.0f} d23 {m.d23:,.0f} d13 {m.d13:,.0f}")
+        print(f"  {m.case:<13} {m.layout:<6} {m.preset:<12} {m.strategy:<5} {m.size:>4}px  "
+              f"enc {m.encrypt_seconds:8.3f} s  op {m.op_seconds:8.3f} s  dec {m.decrypt_seconds:8.3f} s  {what}",
+              flush=True)
+
+    measured = run_ops_bench(sources, config, progress=progress)
+    path = write_rows(measured, BENCH_OPS, Path(args.out) / "bench_ops", run_id, run_columns(run_id, started))
+
+    rows = [m.as_dict() for m in measured]
+    images = [{**r, "paper_encrypt_seconds": paper_encrypt_seconds(r)} for r in rows if r["case"] != "matching"]
+    matching = [r for r in rows if r["case"] == "matching"]
+    print()
+    print(table(images, [
+        ("case", "case", ""), ("section", "section", ""), ("layout", "layout", ""), ("preset", "preset", ""),
+        ("strategy", "strategy", ""), ("security", "security", ""), ("size", "size", "d"),
+        ("ciphertexts", "cts", ",d"), ("encrypt_seconds", "encrypt s", ".3f"),
+        ("paper_encrypt_seconds", "iCHEETAH enc s", ".2f"), ("op_seconds", "op s", ".3f"),
+        ("decrypt_seconds", "decrypt s", ".3f"), ("exact_fraction", "exact", ".4f"),
+        ("max_abs_err", "max err", ".1e"), ("detected", "detected", ""),
+    ]))
+    print(f"iCHEETAH enc s: {seeds.ICHEETAH.cite()}, §4.4 (their machine; pixel rows at the paper's size only)")
+    print()
+    d = seeds.MATCHING_DISTANCES
+    print("matching (d12: image 1 to its brightened copy; d13, d23: to the other image; l2 is squared; "
+          f"iCHEETAH's Table 3 has d12 < d23 < d13: L1 {d['d12'].value:,.2f} < {d['d23'].value:,.2f} "
+          f"< {d['d13'].value:,.2f} on its own images)")
+    print(table(matching, [
+        ("layout", "layout", ""), ("preset", "preset", ""), ("metric", "metric", ""), ("size", "size", "d"),
+        ("ciphertexts", "cts", ",d"), ("encrypt_seconds", "encrypt s", ".3f"), ("op_seconds", "op s", ".3f"),
+        ("decrypt_seconds", "decrypt s", ".3f"), ("d12", "d12", ",.1f"), ("d23", "d23", ",.1f"),
+        ("d13", "d13", ",.1f"), ("ref_d12", "plain d12", ",.0f"), ("ref_d23", "plain d23", ",.0f"),
+        ("ref_d13", "plain d13", ",.0f"), ("distance_rel_err", "rel err", ".1e"),
+        ("order_as_paper", "order ok", ""),
+    ]))
+    bad = [r for r in images if r["exact_fraction"] != 1.0] + [r for r in images if r["detected"] is False]
+    if bad:
+        print(f"\nnot exact (or watermark not found): {len(bad)} row(s)")
+    print(f"\nwrote {path}")
+    return 0

@@ -1,38 +1,38 @@
-"""The seeds' experiments measured here, as rows of one ``bench`` table (``hepix bench``).
+"""The papers' experiments measured here, as rows of one ``bench`` table (``hepix bench``, suite ``all``).
 
-Each function runs one experiment in this process and returns :class:`BenchRow`
-records (the columns of ``schemas.tables.BENCH``; null where not applicable):
+Each function runs one experiment in this process and returns :class:`~jobs.bench.rows.BenchRow`
+records (the columns of ``schemas.bench.BENCH``; null where not applicable):
 
-* :func:`fig3` -- iCHEETAH Fig. 3 and Table 2: pixel-layout encryption time, MSE
-  and PSNR against image size for ``fresh`` and the leaking caching strategies,
-  next to the packed layout (one fresh public-key ciphertext per tile channel).
-  Sizes beyond the measured ones get rows with ``extrapolated=True``: their time
-  is the per-value rate of the largest measured size, nothing else.
-* :func:`fig10` -- iCHEETAH Fig. 10: ``fresh`` against ``full`` on as many
-  USC-SIPI images at 256x256 as a time budget allows, each measured on a centre
-  crop of ``subset`` x ``subset`` pixels (``pixels_measured``); the report
-  extrapolates to the whole image and says so.
-* :func:`seed001` -- seed 001: brightness +60 over DIV2K images (resized to
-  512x512 as the seed did, and at full size), packed layout, CKKS against BFV and
-  BGV, each stage (encrypt, op, decrypt) timed apart with its peak memory, and
-  SSIM/PSNR of the decrypted result against the plaintext-brightened image.
-* :func:`limits` -- NumPy memory-copy bandwidth, and the packed path's split of
-  time into encoding, encryption and serialisation.
-* :func:`packed` -- the rows of :func:`jobs.bench.suites.packed.run_packed_bench`
-  (every implementation and encryption variant it measures: the packed layout public-key and
-  symmetric, complex packing, TenSEAL, pixel ``full``).
+* :func:`fig3` -- iCHEETAH (Wang et al.) Fig. 3 and Table 2: pixel-layout encryption time, MSE and
+  PSNR against image size for ``fresh`` and the leaking caching strategies, next to the packed
+  layout (one fresh public-key ciphertext per tile channel).  Sizes beyond the measured ones get
+  rows with ``extrapolated=True``: their time is the per-value rate of the largest measured size,
+  nothing else.
+* :func:`fig10` -- iCHEETAH Fig. 10: ``fresh`` against ``full`` on as many USC-SIPI images at
+  256x256 as a time budget allows, each measured on a centre crop of ``subset`` x ``subset`` pixels
+  (``pixels_measured``); the report extrapolates to the whole image and says so.
+* :func:`brightness60` -- the TenSEAL study (Saker et al. 2025, Tables 2-4): brightness +60 over
+  DIV2K images (resized to 512x512 as the study did, and at full size), packed layout, CKKS against
+  BFV and BGV, each stage (encrypt, op, decrypt) timed apart with its peak memory, and SSIM/PSNR of
+  the decrypted result against the plaintext-brightened image.
+* :func:`spark_jobs` -- the same brightness +60 through the real jobs on local Spark, with the
+  driver's and the workers' peak memory per job.
+* :func:`limits` -- NumPy memory-copy bandwidth, and the packed path's split of time into
+  encoding, encryption and serialisation.
+* :func:`packed` -- the rows of :func:`jobs.bench.suites.packed.run_packed_bench` (every
+  implementation and encryption variant it measures: the packed layout public-key and symmetric,
+  complex packing, TenSEAL as shipped and uncompressed, pixel ``full``).
 
-Timings are single runs in one process on a machine that may be shared: every
-row carries the 1-minute load average at its start (``load_1m``).  Ratios
-within a run, never absolute times, are what hepix claims.
+Timings are single runs in one process on a machine that may be shared: every row carries the
+1-minute load average at its start (``load_1m``).  Ratios within a run, never absolute times, are
+what hepix claims.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -48,86 +48,23 @@ from hecore.layouts.packed import encrypt_tiles as packed_encrypt_tiles
 from hecore.layouts.pixel import channel_plane
 from hecore.layouts.tiling import tile_image
 from hecore.ops.spec import finish_for, parse_ops, reference
+from hecore.params import preset
 from hecore.quality import compare, round_to_uint8
+from jobs.bench.contexts import Keys
 from jobs.bench.peakmem import PeakMeter
+from jobs.bench.rows import BenchRow
+from jobs.bench.timing import load_1m, split_encryption
 
-from .ops import _Keys, _packed_run
+from .ops import run_packed_chain
 from .pixel import measure_strategy, memcpy_bandwidth
 
-Progress = Callable[["BenchRow"], None] | None
-
-
-@dataclass
-class BenchRow:
-    """One measured configuration (the run-independent columns of ``schemas.tables.BENCH``;
-    ``jobs.bench.suites.all`` adds the run's: id, machine, versions, commit).  Null: not applicable."""
-
-    experiment: str
-    layout: str | None = None
-    implementation: str | None = None
-    library: str | None = None
-    scheme: str | None = None
-    preset: str | None = None
-    n: int | None = None
-    qi_sizes: list | None = None
-    scale_bits: int | None = None
-    strategy: str | None = None
-    strategy_options: str | None = None
-    encryption: str | None = None
-    security: str | None = None
-    image: str | None = None
-    size: int | None = None
-    width: int | None = None
-    height: int | None = None
-    channels: int | None = None
-    pixels: int | None = None
-    pixels_measured: int | None = None
-    extrapolated: bool | None = None
-    ops: str | None = None
-    repeats: int | None = None
-    setup_seconds: float | None = None
-    encode_seconds: float | None = None
-    encrypt_seconds: float | None = None
-    serialize_seconds: float | None = None
-    op_seconds: float | None = None
-    decrypt_seconds: float | None = None
-    seconds: float | None = None
-    pixels_per_second: float | None = None
-    ciphertexts: int | None = None
-    bytes: int | None = None
-    bytes_per_second: float | None = None
-    memcpy_bytes_per_second: float | None = None
-    speedup_vs_fresh: float | None = None
-    driver_peak_rss_encrypt: int | None = None
-    driver_peak_rss_op: int | None = None
-    driver_peak_rss_decrypt: int | None = None
-    workers_peak_rss_encrypt: int | None = None
-    workers_peak_rss_op: int | None = None
-    workers_peak_rss_decrypt: int | None = None
-    reference: str | None = None
-    mse: float | None = None
-    psnr: float | None = None
-    ssim: float | None = None
-    max_abs_err: float | None = None
-    exact_fraction: float | None = None
-    load_1m: float | None = None
-    extra: str | None = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def _load() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return None
+Progress = Callable[[BenchRow], None] | None
 
 
 def _base(experiment: str, ctx: HEContext, **kw) -> BenchRow:
     p = ctx.params
     return BenchRow(experiment=experiment, scheme=p.scheme, preset=p.name, n=p.n, qi_sizes=list(p.qi_sizes),
-                    scale_bits=p.scale_bits, load_1m=_load(), **kw)
+                    scale_bits=p.scale_bits, load_1m=load_1m(), **kw)
 
 
 def _emit(rows: list, row: BenchRow, progress: Progress) -> None:
@@ -159,7 +96,8 @@ def packed_row(experiment: str, ctx: HEContext, img: np.ndarray, name: str, mete
     q = compare(img, raw)
     nbytes = sum(len(pt.ct) for pt in tiles)
     return _base(experiment, ctx, layout="packed", implementation="hepix-packed", strategy="fresh",
-                 encryption="public", security=SECURITY_IND_CPA, image=name, size=int(img.shape[0]),
+                 encryption="public", serialization="none", security=SECURITY_IND_CPA, image=name,
+                 size=int(img.shape[0]),
                  width=int(img.shape[1]), height=int(img.shape[0]), channels=_channels(img),
                  pixels=int(img.size), pixels_measured=int(img.size), extrapolated=False,
                  encrypt_seconds=enc, decrypt_seconds=dec, seconds=enc, pixels_per_second=img.size / enc,
@@ -178,7 +116,7 @@ def pixel_row(experiment: str, ctx: HEContext, strategy: str, img: np.ndarray, n
     total = int(pixels or m.pixels)
     row = _base(experiment, ctx, layout="pixel", implementation="hepix-pixel", strategy=strategy,
                 strategy_options=m.strategy_options, encryption="cached" if strategy != "fresh" else "public",
-                security=m.security, image=name, size=int(round(math.sqrt(total / m.channels))),
+                serialization="none", security=m.security, image=name, size=int(round(math.sqrt(total / m.channels))),
                 width=int(img.shape[1]), height=int(img.shape[0]), channels=m.channels, pixels=total,
                 pixels_measured=m.pixels, extrapolated=total != m.pixels, setup_seconds=m.setup_seconds,
                 encrypt_seconds=m.encrypt_seconds, decrypt_seconds=m.decrypt_seconds,
@@ -222,7 +160,7 @@ def fig3(ctx: HEContext, source: np.ndarray, source_name: str, sizes, strategies
                           image=f"{source_name}@{size}", seconds=pixels / r.pixels_per_second,
                           encrypt_seconds=None, decrypt_seconds=None, ciphertexts=None, bytes=None,
                           bytes_per_second=None, mse=None, psnr=None, ssim=None, max_abs_err=None,
-                          exact_fraction=None, load_1m=_load(), **unmeasured)
+                          exact_fraction=None, load_1m=load_1m(), **unmeasured)
             _emit(rows, est, progress)
     return rows
 
@@ -248,12 +186,17 @@ def fig10(ctx: HEContext, files: list[Path], *, size: int = 256, subset: int = 3
     return rows
 
 
-# --- seed 001 ----------------------------------------------------------------------------------
+# --- the TenSEAL study: brightness +60 --------------------------------------------------------------
 
-def seed001(keys: _Keys, images: list[tuple[str, np.ndarray]], presets, *, ops_spec: str = "brightness:60",
-            progress: Progress = None) -> list[BenchRow]:
+#: The experiment name of :func:`brightness60` rows.
+BRIGHTNESS60 = "brightness60"
+
+
+def brightness60(keys: Keys, images: list[tuple[str, np.ndarray]], presets, *, ops_spec: str = "brightness:60",
+                 progress: Progress = None) -> list[BenchRow]:
     """Brightness +60 (packed layout) on each image at each preset, stages timed apart with their peak
-    memory, scored against the plaintext-brightened image (SSIM, PSNR, exactness)."""
+    memory, scored against the plaintext-brightened image (SSIM, PSNR, exactness): the TenSEAL
+    study's experiment (Saker et al. 2025, §5-6, Tables 2-4)."""
     ops = parse_ops([ops_spec])
     finish = finish_for(ops)
     rows: list[BenchRow] = []
@@ -262,11 +205,11 @@ def seed001(keys: _Keys, images: list[tuple[str, np.ndarray]], presets, *, ops_s
         for p in presets:
             ctx, ev = keys.get(p)
             meter = PeakMeter()
-            res = _packed_run(ctx, ev, img, ops, meter=meter)
+            res = run_packed_chain(ctx, ev, img, ops, meter=meter)
             q = compare(expected, finish.apply(res.raw))
             total = res.encrypt_seconds + res.op_seconds + res.decrypt_seconds
-            _emit(rows, _base("seed001", ctx, layout="packed", implementation="hepix-packed", strategy="fresh",
-                              encryption="public", security=SECURITY_IND_CPA, image=name, size=int(img.shape[0]),
+            _emit(rows, _base(BRIGHTNESS60, ctx, layout="packed", implementation="hepix-packed", strategy="fresh",
+                              encryption="public", serialization="none", security=SECURITY_IND_CPA, image=name, size=int(img.shape[0]),
                               width=int(img.shape[1]), height=int(img.shape[0]), channels=_channels(img),
                               pixels=int(img.size), pixels_measured=int(img.size), extrapolated=False, ops=ops_spec,
                               encrypt_seconds=res.encrypt_seconds, op_seconds=res.op_seconds,
@@ -278,33 +221,33 @@ def seed001(keys: _Keys, images: list[tuple[str, np.ndarray]], presets, *, ops_s
     return rows
 
 
-def _seed001_child(preset_name: str, images, ops_spec: str, conn) -> None:
+def _brightness60_child(preset_name: str, images, ops_spec: str, conn) -> None:
     try:
-        conn.send(("ok", seed001(_Keys(), images, (preset_name,), ops_spec=ops_spec)))
+        conn.send(("ok", brightness60(Keys(), images, (preset_name,), ops_spec=ops_spec)))
     except BaseException as e:     # noqa: BLE001 -- reported to the parent, which raises it
         conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:
         conn.close()
 
 
-def seed001_isolated(images: list[tuple[str, np.ndarray]], presets, *, ops_spec: str = "brightness:60",
-                     progress: Progress = None) -> list[BenchRow]:
-    """:func:`seed001`, each preset in a fresh process (``spawn``), so that its stages' peak memory is
-    that preset's alone (libraries, keys, its images) and not what earlier experiments left behind,
-    as seed 001 measured one scheme at a time."""
+def brightness60_isolated(images: list[tuple[str, np.ndarray]], presets, *, ops_spec: str = "brightness:60",
+                          progress: Progress = None) -> list[BenchRow]:
+    """:func:`brightness60`, each preset in a fresh process (``spawn``), so that its stages' peak memory
+    is that preset's alone (libraries, keys, its images) and not what earlier experiments left behind,
+    as the TenSEAL study measured one scheme at a time."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     rows: list[BenchRow] = []
     for p in presets:
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_seed001_child, args=(p, images, ops_spec, child), name=f"seed001-{p}")
+        proc = ctx.Process(target=_brightness60_child, args=(p, images, ops_spec, child), name=f"brightness60-{p}")
         proc.start()
         child.close()
         status, got = parent.recv()
         proc.join()
         if status != "ok":
-            raise RuntimeError(f"seed 001 at {p} failed in its process: {got}")
+            raise RuntimeError(f"brightness +60 at {p} failed in its process: {got}")
         for r in got:
             _emit(rows, replace(r, extra=json.dumps({"process": "own process per preset"})), progress)
     return rows
@@ -312,19 +255,19 @@ def seed001_isolated(images: list[tuple[str, np.ndarray]], presets, *, ops_spec:
 
 # --- physical limits ---------------------------------------------------------------------------
 
-def limits(keys: _Keys, img: np.ndarray, name: str, presets, *, progress: Progress = None) -> list[BenchRow]:
+def limits(keys: Keys, img: np.ndarray, name: str, presets, *, progress: Progress = None) -> list[BenchRow]:
     """A NumPy memcpy row (bytes/s of a plain copy: the floor of any cache-and-add scheme), and per
-    preset the packed path's time split: encoding, encryption (encode+encrypt minus encode) and
-    serialisation, summed over the image's tile channels, next to the whole pass's time."""
+    preset the packed path's time split (:func:`jobs.bench.timing.split_encryption`): encoding,
+    encryption and serialisation, summed over the image's tile channels, next to the whole pass's time."""
     rows: list[BenchRow] = []
     bw = memcpy_bandwidth()
     rows.append(BenchRow(experiment="limits", implementation="numpy-memcpy", layout="none", image="256 MiB buffer",
                          bytes=256 * 2**20, seconds=256 * 2**20 / bw, bytes_per_second=bw,
-                         memcpy_bytes_per_second=bw, load_1m=_load()))
+                         memcpy_bytes_per_second=bw, load_1m=load_1m()))
     if progress:
         progress(rows[-1])
     for p in presets:
-        ctx, _ev = keys.get(p)
+        ctx, ev = keys.get(p)
         th, tw = default_tile(ctx.params)
         t = time.perf_counter()
         _grid, produce = packed_encrypt_tiles(img, ctx, th, tw)
@@ -334,17 +277,16 @@ def limits(keys: _Keys, img: np.ndarray, name: str, presets, *, progress: Progre
         grid, plain = tile_image(img, th, tw)
         for tl in plain:
             for c in range(grid.channels):
-                values = np.asarray(channel_plane(tl.pixels, c), dtype=np.float64).reshape(-1)
-                encode += ctx.encode_seconds(values)
-                _ct, e, s = ctx.encrypt_vector_timed(values)
-                enc += e
-                ser += s
+                split = split_encryption(ctx, ev, np.asarray(channel_plane(tl.pixels, c), dtype=np.float64).reshape(-1))
+                encode += split.encode
+                enc += split.encrypt
+                ser += split.serialize
         nbytes = sum(len(pt.ct) for pt in tiles)
         _emit(rows, _base("limits", ctx, layout="packed", implementation="hepix-packed", strategy="fresh",
-                          encryption="public", security=SECURITY_IND_CPA, image=name, size=int(img.shape[0]),
+                          encryption="public", serialization="none", security=SECURITY_IND_CPA, image=name, size=int(img.shape[0]),
                           width=int(img.shape[1]), height=int(img.shape[0]), channels=_channels(img),
                           pixels=int(img.size), pixels_measured=int(img.size), extrapolated=False,
-                          seconds=seconds, encode_seconds=encode, encrypt_seconds=max(enc - encode, 0.0),
+                          seconds=seconds, encode_seconds=encode, encrypt_seconds=enc,
                           serialize_seconds=ser, pixels_per_second=img.size / seconds, ciphertexts=len(tiles),
                           bytes=nbytes, bytes_per_second=nbytes / seconds, memcpy_bytes_per_second=bw), progress)
     return rows
@@ -364,6 +306,7 @@ def packed(images: dict[str, np.ndarray], presets, repeats: int, *, progress: Pr
             experiment="packed", layout=layout, implementation=d["implementation"],
             library=d["library"], scheme="ckks", preset=d["preset"], n=d["n"],
             qi_sizes=d["qi_sizes"], scale_bits=d["scale_bits"], encryption=d["encryption"],
+            serialization=d["serialization"],
             strategy="full" if d["encryption"] == "cached" else "fresh", security=d["security"], image=d["image"],
             size=d["height"], width=d["width"], height=d["height"], channels=d["channels"],
             pixels=d["pixels"], pixels_measured=d["pixels"], extrapolated=False,
@@ -371,7 +314,80 @@ def packed(images: dict[str, np.ndarray], presets, repeats: int, *, progress: Pr
             serialize_seconds=d["serialize_seconds"], setup_seconds=d["setup_seconds"],
             pixels_per_second=d["pixels_per_second"], ciphertexts=d["ciphertexts"], bytes=d["bytes"],
             bytes_per_second=d["bytes"] / d["seconds"], exact_fraction=d["exact_fraction"],
-            max_abs_err=d["max_abs_err"], reference="original", load_1m=_load(),
+            max_abs_err=d["max_abs_err"], reference="original", load_1m=load_1m(),
             extra=json.dumps({k: v for k, v in d.items() if k.startswith(("vs_", "bytes_vs_"))}),
         ), progress)
     return rows
+
+
+# --- the TenSEAL study's brightness +60 through the jobs on Spark ------------------------------------
+
+def spark_jobs(files: list[Path], master: str, *, preset_name: str = "tenseal-8192", size: int = 512,
+               progress: Progress = None, workdir: Path | None = None) -> list[BenchRow]:
+    """Brightness +60 through the real jobs (keygen, encrypt, process, decrypt) on local Spark; one row
+    with each job's wall time (Spark start-up included) and the peak memory of the driver (this process
+    and Spark's JVM) and of the Python workers during it; SSIM/PSNR from the decrypt job's metrics.
+    ``workdir``: keep the runs (keys, tables) there instead of a temporary directory that is removed."""
+    import shutil
+    import tempfile
+
+    import pyarrow.dataset as ds
+
+    from jobs.cli import main as hepix
+
+    tmp = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="hepix-bench-spark-"))
+    try:
+        images = tmp / "images"
+        images.mkdir(parents=True)
+        for f in files:
+            (images / f.name).symlink_to(f.resolve())
+        keys, pub = tmp / "keys", tmp / "public"
+        for step in (["keygen", "--out", str(keys), "--preset", preset_name],
+                     ["export-public", "--keys", str(keys), "--out", str(pub)]):
+            if hepix(step):
+                raise RuntimeError(f"hepix {' '.join(step)} failed")
+        meter, seconds = PeakMeter(children=True), {}
+        steps = {
+            "encrypt": ["encrypt", "--keys", str(pub), "--input", str(images), "--out", str(tmp / "enc"),
+                        "--resize", str(size), "--master", master],
+            "op": ["process", "--keys", str(pub), "--input", str(tmp / "enc"), "--out", str(tmp / "proc"),
+                   "--op", "brightness:60", "--master", master],
+            "decrypt": ["decrypt", "--keys", str(keys), "--input", str(tmp / "proc"), "--out", str(tmp / "dec"),
+                        "--images", str(images), "--master", master],
+        }
+        load = load_1m()
+        for stage, argv in steps.items():
+            with meter.stage(stage):
+                t = time.perf_counter()
+                if hepix(argv):
+                    raise RuntimeError(f"hepix {' '.join(argv)} failed")
+                seconds[stage] = time.perf_counter() - t
+        metrics = [r for r in ds.dataset(tmp / "dec" / "metrics").to_table().to_pylist() if r["channel"] == -1]
+        cts = ds.dataset(tmp / "enc" / "ciphertexts").to_table(columns=["ct"])
+        nbytes = sum(len(b) for b in cts.column("ct").to_pylist())
+        p = preset(preset_name)
+        pixels = sum(r["width"] * r["height"] * r["channels"] for r in metrics)
+        total = sum(seconds.values())
+        mse = sum(r["mse"] for r in metrics) / len(metrics)
+        row = BenchRow(
+            experiment="spark", layout="packed", implementation=f"hepix jobs, Spark {master}",
+            scheme=p.scheme, preset=p.name, n=p.n, qi_sizes=list(p.qi_sizes), scale_bits=p.scale_bits,
+            strategy="fresh", encryption="public", serialization="none", security=metrics[0]["security"],
+            image=f"{len(metrics)} DIV2K image(s)@{size}", size=size, width=size, height=size,
+            channels=metrics[0]["channels"], pixels=pixels, pixels_measured=pixels, extrapolated=False,
+            ops="brightness:60", encrypt_seconds=seconds["encrypt"], op_seconds=seconds["op"],
+            decrypt_seconds=seconds["decrypt"], seconds=total, pixels_per_second=pixels / total,
+            ciphertexts=cts.num_rows, bytes=nbytes, reference=metrics[0]["reference"],
+            mse=mse, psnr=min(r["psnr"] for r in metrics), ssim=min(r["ssim"] for r in metrics),
+            max_abs_err=max(r["max_abs_err"] for r in metrics),
+            exact_fraction=min(r["exact_fraction"] for r in metrics), load_1m=load,
+            extra=json.dumps({"times": "wall seconds of each job, Spark start-up included",
+                              "images": [r["source"].rsplit("/", 1)[-1] for r in metrics]}),
+            **meter.as_columns(),
+        )
+        if progress:
+            progress(row)
+        return [row]
+    finally:
+        if not workdir:
+            shutil.rmtree(tmp, ignore_errors=True)

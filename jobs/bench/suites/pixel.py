@@ -1,9 +1,11 @@
-"""Measurements of the pixel layout: every strategy against ``fresh`` on the same image, in one process.
+"""``hepix bench --suite pixel``: every pixel-layout strategy against ``fresh`` on the same image.
 
-Ratios, never absolute timings, are what hepix claims: ``fresh`` runs in the
-same process on the same pixels, right before the strategy it is compared
-with, and a NumPy memory copy of the same number of bytes gives the
-physical limit of any cache-and-add scheme on this machine.
+iCHEETAH (Wang et al., §3.2 and §4.3.1) caches ciphertexts of pixel values to speed up pixel-level
+CKKS encryption.  Ratios, never absolute timings, are what hepix claims: ``fresh`` runs in the
+same process on the same pixels, right before the strategy it is compared with, and a NumPy memory
+copy of the same number of bytes gives the physical limit of any cache-and-add scheme on this
+machine.  Writes ``OUT/bench_pixel/<run_id>.parquet`` (``schemas.bench.BENCH_PIXEL``) and prints
+time, pixels/s, ciphertext MB/s and the speedup over ``fresh`` for every image size.
 """
 from __future__ import annotations
 
@@ -12,17 +14,28 @@ import logging
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from hecore.context import HEContext
-from hecore.encrypt.strategies import make_strategy
+from hecore.encrypt.strategies import make_strategy, strategy_names
+from hecore.images import center_crop, resize
 from hecore.kernels import warm_up
 from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
+from hecore.params import DEFAULT_PRESET, preset
 from hecore.quality import compare
+from jobs import runinfo
+from jobs.bench.datasets import source_image
+from jobs.bench.rows import run_columns, write_rows
+from jobs.console import table
+from schemas.bench import BENCH_PIXEL
 
 log = logging.getLogger(__name__)
+
+#: The options of ``hepix bench`` this suite reads (besides --out and --quick).
+OPTIONS = frozenset({"sizes", "strategies", "tile", "preset", "image"})
 
 DEFAULT_SIZES = (8, 32, 64, 128)
 DEFAULT_STRATEGIES = ("fresh", "radix", "radix-rand", "scan", "full")
@@ -31,7 +44,7 @@ DEFAULT_TILE = 32
 
 @dataclass
 class PixelMeasurement:
-    """One strategy on one image (see ``schemas.tables.BENCH_PIXEL``)."""
+    """One strategy on one image (see ``schemas.bench.BENCH_PIXEL``)."""
 
     image: str
     size: int
@@ -97,7 +110,7 @@ def measure_strategy(ctx: HEContext, name: str, image: np.ndarray, *, image_name
             nbytes += pt.batch.nbytes
             # Keep a copy for decryption, outside the timed region.
             t_pause = time.perf_counter()
-            kept.append(pt if not reuse_buffer else _owned(pt))
+            kept.append(pt if not reuse_buffer else replace(pt, batch=pt.batch.copy()))
             t += time.perf_counter() - t_pause
         encrypt_seconds = time.perf_counter() - t
 
@@ -116,11 +129,6 @@ def measure_strategy(ctx: HEContext, name: str, image: np.ndarray, *, image_name
         ciphertext_bytes=nbytes, ciphertext_mb_per_second=nbytes / encrypt_seconds / 1e6,
         mse=q.mse, psnr=q.psnr, ssim=q.ssim, max_abs_err=q.max_abs_err, exact_fraction=q.exact_fraction,
     )
-
-
-def _owned(pt):
-    from dataclasses import replace
-    return replace(pt, batch=pt.batch.copy())
 
 
 def run_pixel_bench(ctx: HEContext, images: dict[str, np.ndarray], *,
@@ -150,3 +158,53 @@ def run_pixel_bench(ctx: HEContext, images: dict[str, np.ndarray], *,
             if progress:
                 progress(m)
     return rows
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+def run(args) -> int:
+    """``hepix bench --suite pixel``: measure, write ``OUT/bench_pixel/<run_id>.parquet``, print."""
+    sizes = args.sizes or list(DEFAULT_SIZES)
+    strategies = args.strategies or list(DEFAULT_STRATEGIES)
+    for s in strategies:
+        if s not in strategy_names():
+            raise SystemExit(f"hepix bench: unknown strategy {s!r}; choose from {', '.join(strategy_names())}")
+    tile = args.tile or DEFAULT_TILE
+    params = preset(args.preset or DEFAULT_PRESET)
+    name, source = source_image(args.image)
+    square = center_crop(source)
+    images = {f"{name}@{s}": resize(square, s) for s in sizes}
+
+    ctx, _secret = HEContext.generate(params)   # throwaway keys, never written anywhere
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    print(f"hepix bench {run_id}: pixel layout, {params.name} ({params.describe()}), image {name}, "
+          f"sizes {sizes}, {runinfo.cores()} cores")
+    print("leaking strategies are measured as research modes (security='leaks' in every row)")
+
+    def progress(m):
+        print(f"  {m.size:>5}px {m.strategy:<10} {m.encrypt_seconds:9.3f} s  x{m.speedup_vs_fresh:6.1f}", flush=True)
+
+    measured = run_pixel_bench(ctx, images, strategies=strategies, tile=tile, progress=progress)
+    common = {**run_columns(run_id, started), "preset": params.name, "n": params.n,
+              "qi_sizes": list(params.qi_sizes), "scale_bits": params.scale_bits}
+    path = write_rows(measured, BENCH_PIXEL, Path(args.out) / "bench_pixel", run_id, common)
+
+    rows = [m.as_dict() for m in measured]
+    print()
+    print(table(rows, [
+        ("size", "size", "d"), ("strategy", "strategy", ""), ("security", "security", ""),
+        ("setup_seconds", "setup s", ".3f"), ("encrypt_seconds", "encrypt s", ".3f"),
+        ("pixels_per_second", "px/s", ",.0f"), ("ciphertext_mb_per_second", "ct MB/s", ",.0f"),
+        ("speedup_vs_fresh", "speedup", ".1f"), ("mse", "MSE", ".3f"), ("psnr", "PSNR dB", ".2f"),
+        ("ssim", "SSIM", ".4f"), ("max_abs_err", "max err", ".1e"),
+    ]))
+    memcpy = rows[0]["memcpy_mb_per_second"]
+    stride = rows[0]["ciphertext_bytes"] / rows[0]["pixels"]
+    print(f"\nNumPy memcpy here: {memcpy:,.0f} MB/s = {stride / memcpy:.1f} us per {stride:,.0f}-byte ciphertext "
+          "(the floor of any cache-and-add scheme)")
+    for r in rows:
+        if r["strategy"] == "full":
+            print(f"  full @ {r['size']}px: {1e6 / r['pixels_per_second']:.1f} us per ciphertext, "
+                  f"{r['ciphertext_mb_per_second'] / memcpy:.0%} of memcpy bandwidth, x{r['speedup_vs_fresh']:.1f} over fresh")
+    print(f"\nwrote {path}")
+    return 0

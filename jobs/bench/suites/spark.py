@@ -1,10 +1,11 @@
-"""`hepix bench --suite spark`: what Spark costs on top of hecore, and how it scales to 2 cores.
+"""``hepix bench --suite spark``: what Spark costs on top of hecore, and how it scales to 2 cores.
 
 The baseline runs the encrypt job's own task functions (decode, tile,
 encrypt, build the Arrow rows) in this one process on the same images, and
 writes the same Parquet table with pyarrow: the job minus Spark.  Then the
 encrypt job runs on ``local[1]`` and ``local[2]``.  Session start-up is
 reported apart; the compared times are decode + cache build + encrypt + write.
+Writes ``OUT/bench_spark/<run_id>.parquet`` (``schemas.bench.BENCH_SPARK``).
 """
 from __future__ import annotations
 
@@ -18,15 +19,36 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hecore.keys import keygen, read_public
-from hecore.params import preset
+from hecore.params import DEFAULT_PRESET, preset
 from jobs import runinfo
+from jobs.bench.datasets import SAMPLES, sample
+from jobs.bench.rows import write_rows
 from jobs.tasks.decode import DecodeOptions, decode_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition
 from jobs.tasks.rows import RowMeta
 from schemas.bench import BENCH_SPARK
 from schemas.tables import CIPHERTEXTS
 
-SAMPLES = ("camera", "coins", "moon", "astronaut", "coffee", "chelsea")
+#: The options of ``hepix bench`` this suite reads (besides --out and --quick).
+OPTIONS = frozenset({"images", "sizes", "tile", "preset"})
+DEFAULT_IMAGES = 12
+DEFAULT_SIZE = 32
+DEFAULT_TILE = 32
+
+
+@dataclass
+class SparkRow:
+    """One configuration: hecore alone, or the encrypt job on local[N] (see ``schemas.bench.BENCH_SPARK``)."""
+
+    config: str                       # hecore, one process | spark local[N]
+    cores: int
+    seconds: float                    # decode + cache build + encrypt + write
+    ciphertexts: int
+    wall_seconds: float | None = None  # Spark session start-up included
+    workers: str | None = None        # JSON: cache rebuilds, python workers, tasks
+    ciphertexts_per_second: float = 0.0
+    vs_hecore_alone: float = 0.0
+    speedup_vs_local1: float | None = None
 
 
 @dataclass
@@ -37,7 +59,7 @@ class _Local:
 
 
 def write_sample_images(folder: Path, count: int) -> list[Path]:
-    import skimage.data
+    """``count`` of scikit-image's sample images as PNG files in ``folder`` (cycling through them)."""
     from PIL import Image
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -45,13 +67,13 @@ def write_sample_images(folder: Path, count: int) -> list[Path]:
     for i in range(count):
         name = SAMPLES[i % len(SAMPLES)]
         p = folder / f"{i:03d}-{name}.png"
-        Image.fromarray(getattr(skimage.data, name)()).save(p)
+        Image.fromarray(sample(name)).save(p)
         paths.append(p)
     return paths
 
 
-def hecore_alone(paths: list[Path], keys: Path, out: Path, resize: int, tile: int, strategy: str) -> dict:
-    """The encrypt job's task functions in this process, same images, same table; returns seconds and counts."""
+def hecore_alone(paths: list[Path], keys: Path, out: Path, resize: int, tile: int, strategy: str) -> SparkRow:
+    """The encrypt job's task functions in this process, same images, same table."""
     material = read_public(keys, eval_keys=False)
     t0 = time.perf_counter()
     files = pa.RecordBatch.from_pydict({
@@ -67,10 +89,10 @@ def hecore_alone(paths: list[Path], keys: Path, out: Path, resize: int, tile: in
         for rb in encrypt_partition(iter(tiles), token="bench", broadcast=_Local(payload), meta=meta):
             writer.write_batch(rb)
             rows += rb.num_rows
-    return {"seconds": time.perf_counter() - t0, "ciphertexts": rows}
+    return SparkRow(config="hecore, one process", cores=1, seconds=time.perf_counter() - t0, ciphertexts=rows)
 
 
-def spark_run(paths_dir: Path, keys: Path, out: Path, resize: int, tile: int, strategy: str, cores: int) -> dict:
+def spark_run(paths_dir: Path, keys: Path, out: Path, resize: int, tile: int, strategy: str, cores: int) -> SparkRow:
     from jobs.cli import main
 
     t0 = time.perf_counter()
@@ -83,35 +105,33 @@ def spark_run(paths_dir: Path, keys: Path, out: Path, resize: int, tile: int, st
     m = json.loads((out / "_manifest.json").read_text())
     t = m["timings"]
     work = t["decode_seconds"] + t["cache_build_seconds"] + t["encrypt_seconds"]
-    return {"seconds": work, "wall_seconds": wall, "ciphertexts": m["counts"]["ciphertexts"],
-            "workers": m["workers"]}
+    return SparkRow(config=f"spark local[{cores}]", cores=cores, seconds=work, ciphertexts=m["counts"]["ciphertexts"],
+                    wall_seconds=wall, workers=json.dumps(m["workers"]))
 
 
-def run_spark_bench(out_dir: Path, *, images: int, resize: int, tile: int, preset_name: str,
-                    strategy: str = "fresh") -> list[dict]:
+def run_spark_bench(*, images: int, resize: int, tile: int, preset_name: str,
+                    strategy: str = "fresh") -> list[SparkRow]:
+    """hecore alone, then the encrypt job on local[1] and local[2], on the same sample images."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="hepix-bench-spark-") as tmp:
         tmp = Path(tmp)
         keygen(preset(preset_name), tmp / "keys")
         paths = write_sample_images(tmp / "images", images)
-        base = hecore_alone(paths, tmp / "keys", tmp / "alone.parquet", resize, tile, strategy)
-        rows.append({"config": "hecore, one process", "cores": 1, **base})
+        rows.append(hecore_alone(paths, tmp / "keys", tmp / "alone.parquet", resize, tile, strategy))
         for cores in (1, 2):
-            r = spark_run(tmp / "images", tmp / "keys", tmp / f"spark{cores}", resize, tile, strategy, cores)
-            rows.append({"config": f"spark local[{cores}]", "cores": cores, **r})
+            rows.append(spark_run(tmp / "images", tmp / "keys", tmp / f"spark{cores}", resize, tile, strategy, cores))
+    base_s, one = rows[0].seconds, rows[1].seconds
     for r in rows:
-        r["ciphertexts_per_second"] = r["ciphertexts"] / r["seconds"]
-    base_s = rows[0]["seconds"]
-    one = rows[1]["seconds"]
-    for r in rows:
-        r["vs_hecore_alone"] = r["seconds"] / base_s
-        r["speedup_vs_local1"] = one / r["seconds"] if r["config"].startswith("spark") else None
+        r.ciphertexts_per_second = r.ciphertexts / r.seconds
+        r.vs_hecore_alone = r.seconds / base_s
+        r.speedup_vs_local1 = one / r.seconds if r.config.startswith("spark") else None
     return rows
 
 
-def report(rows: list[dict], params_name: str, images: int, resize: int) -> str:
+def report(measured: list[SparkRow], params_name: str, images: int, resize: int) -> str:
     from jobs.console import table
 
+    rows = [vars(r) for r in measured]
     lines = [table(rows, [("config", "configuration", ""), ("ciphertexts", "cts", "d"), ("seconds", "seconds", ".2f"),
                           ("ciphertexts_per_second", "cts/s", ",.0f"), ("vs_hecore_alone", "x hecore time", ".2f"),
                           ("speedup_vs_local1", "speedup vs local[1]", ".2f"), ("wall_seconds", "wall s", ".1f")])]
@@ -122,13 +142,20 @@ def report(rows: list[dict], params_name: str, images: int, resize: int) -> str:
     return "\n".join(lines)
 
 
-def write_rows(rows: list[dict], out: Path, run_id: str, params_name: str, images: int, resize: int,
-               tile: int) -> Path:
-    common = {"run_id": run_id, "started": runinfo.now(), "machine": runinfo.machine(),
-              "cores_available": runinfo.cores(), "git_commit": runinfo.git_commit(), "preset": params_name,
-              "images": images, "size": resize, "tile": tile}
-    records = [{**common, **r, "workers": json.dumps(r.get("workers"))} for r in rows]
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{run_id}.parquet"
-    pq.write_table(pa.Table.from_pylist(records, schema=BENCH_SPARK), path, compression="zstd")
-    return path
+def run(args) -> int:
+    """``hepix bench --suite spark``: measure, write ``OUT/bench_spark/<run_id>.parquet``, print."""
+    size = args.sizes[-1] if args.sizes else DEFAULT_SIZE
+    tile = min(args.tile or DEFAULT_TILE, size)
+    images = args.images if args.images is not None else DEFAULT_IMAGES
+    preset_name = args.preset or DEFAULT_PRESET
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    print(f"hepix bench {run_id}: Spark overhead and scaling, {images} images at {size}x{size}, "
+          f"{preset_name}, strategy fresh")
+    rows = run_spark_bench(images=images, resize=size, tile=tile, preset_name=preset_name)
+    common = {"run_id": run_id, "started": started, "machine": runinfo.machine(),
+              "cores_available": runinfo.cores(), "git_commit": runinfo.git_commit(), "preset": preset_name,
+              "images": images, "size": size, "tile": tile}
+    path = write_rows(rows, BENCH_SPARK, Path(args.out) / "bench_spark", run_id, common)
+    print(report(rows, preset_name, images, size))
+    print(f"\nwrote {path}")
+    return 0
