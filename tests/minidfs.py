@@ -82,6 +82,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _complete_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    return True
+
+
 class MiniDFS:
     """One name node and one data node on free ports, in ``workdir``; stop() ends it."""
 
@@ -97,12 +105,13 @@ class MiniDFS:
              "-writeConfig", str(self.workdir / "core-site.xml"), "-writeDetails", str(details)],
             cwd=self.workdir, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
         deadline = time.monotonic() + timeout
-        while not details.exists():
+        # The manager creates nn.json and then writes it: a file that exists can still be empty or cut
+        # short for a moment (seen on a loaded machine), so wait until it parses.
+        while not _complete_json(details):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"MiniDFSCluster did not start; see {self.log}:\n{self.log.read_text()[-2000:]}")
             time.sleep(0.5)
-        json.loads(details.read_text())
 
     @property
     def uri(self) -> str:

@@ -1,7 +1,6 @@
 """jobs.bench.detect: the binary difference map of Fig. 8 and watermark detection after decryption."""
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -201,7 +200,7 @@ def test_packed_encrypted_watermark_is_detected_exactly(he_paper4096, tmp_path):
         geom = PackedGeometry(th, tw, pt.halo, pt.y, pt.x, 64, 64)
         c, post_scale = apply_ops(ev, ev.load(pt.ct), ops, geom)
         assert post_scale == 1.0
-        done.append(replace(pt, ct=ev.dump(c)))
+        done.append(pt.with_ct(ev.dump(c)))
     decrypted = round_to_uint8(finish_for(ops).apply(decrypt_tiles(ctx, grid, done)))
 
     assert np.array_equal(decrypted, round_to_uint8(reference(img, ops)))

@@ -314,7 +314,7 @@ def run_packed_chain(ctx: HEContext, ev: Evaluator, img: np.ndarray, ops: Sequen
         for pt in tiles:
             geom = PackedGeometry(th, tw, halo, pt.y, pt.x, h, w)
             c, _post_scale = apply_ops(ev, ev.load(pt.ct), ops, geom)
-            done.append(replace(pt, ct=ev.dump(c)))
+            done.append(pt.with_ct(ev.dump(c)))
         op_seconds = time.perf_counter() - t
 
     with stage("decrypt"):
