@@ -81,7 +81,7 @@ def hecore_alone(paths: list[Path], keys: Path, out: Path, resize: int, tile: in
         "content": [p.read_bytes() for p in paths],
     })
     tiles = list(decode_partition(iter([files]), DecodeOptions(tile, tile, resize, (), 2**26)))
-    payload = EncryptPayload(public=material, strategy=strategy, strategy_state=None, allow_leaky=False)
+    payload = EncryptPayload(public=material, packed=False, strategy=strategy, strategy_state=None, allow_leaky=False)
     meta = RowMeta(run_id="bench", layout="pixel", preset=material.params.name,
                        key_fingerprint=material.fingerprint())
     rows = 0
