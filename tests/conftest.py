@@ -1,34 +1,136 @@
 """Shared pytest helpers.
 
-The real data sets live next to the repository, in ``../shared/datasets/``
-relative to the repository root. Tests that need them skip with a clear
-message when they are absent, so the suite also runs on a bare checkout.
+The data sets -- USC-SIPI TIFFs in ``usc-sipi/``, DIV2K PNGs in ``div2k/`` -- are read in place
+from ``$HEPIX_DATASETS`` when it is set, else from ``../shared/datasets/`` next to the repository
+(the same variable and meaning as for ``hepix bench``).  Where a data set's folder is absent, the
+tests that read its images run on stand-ins: scikit-image sample images (:data:`STAND_INS`),
+written once per session into a temporary folder under the same names, in the same file format,
+size and mode as the images they replace.  So a bare clone runs every such test, and
+``HEPIX_DATASETS=/nonexistent`` runs the stand-ins where the data sets are present.
+:func:`shared_dataset` is the one place that decides; the report header says which it chose.
 """
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+#: The folder holding ``usc-sipi/`` and ``div2k/``.
+DATASETS = Path(os.environ.get("HEPIX_DATASETS") or REPO_ROOT.parent / "shared" / "datasets")
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A scikit-image sample standing in for one data set image, and what it keeps of it."""
+
+    sample: str      # a function of skimage.data
+    fit: str         # how it gets the real image's shape: "as-is", "centre-crop" or "halve" (2x2 means)
+    shape: tuple     # the real image's (height, width) or (height, width, 3); the stand-in's too
+    why: str         # what the tests read from the real image that the stand-in also has
+
+    def pixels(self) -> np.ndarray:
+        import skimage.data
+
+        img = getattr(skimage.data, self.sample)()
+        h, w = self.shape[:2]
+        if self.fit == "centre-crop":
+            y, x = (img.shape[0] - h) // 2, (img.shape[1] - w) // 2
+            img = img[y:y + h, x:x + w]
+        elif self.fit == "halve":
+            f = img.astype(np.float64)
+            img = np.rint((f[0::2, 0::2] + f[1::2, 0::2] + f[0::2, 1::2] + f[1::2, 1::2]) / 4).astype(np.uint8)
+        if img.shape != self.shape or img.dtype != np.uint8:
+            raise AssertionError(f"stand-in {self.sample} ({self.fit}) is {img.shape} {img.dtype}, not {self.shape}")
+        return img
+
+
+#: Data set file -> its stand-in.  The tests crop these images at fixed places (64x64 at (96, 96)
+#: and (100, 98), the centre, (120, 100) for the audit), so each stand-in has the real image's size.
+STAND_INS = {
+    "usc-sipi/5.1.12.tiff": StandIn(
+        "clock", "centre-crop", (256, 256),
+        "the clock (256x256 grey) <- a wall clock photograph: grey, no pixel at 0 or 255 (so flooding noise is "
+        "not cut by clipping); its 64x64 crop at (96, 96) has 93 grey levels occurring at least twice in smooth "
+        "areas (the audit needs > 50 such classes, recovered from neighbouring pixels)"),
+    "usc-sipi/5.1.13.tiff": StandIn(
+        "coins", "centre-crop", (256, 256),
+        "the resolution chart (256x256 grey) <- coins: another grey picture with the chart's high contrast "
+        "(bright coins on a dark ground), far from the clock stand-in, so matching distances are large"),
+    "usc-sipi/7.1.01.tiff": StandIn(
+        "camera", "as-is", (512, 512),
+        "a 512x512 grey photograph <- camera (512x512 grey), as the benchmarks use it without the data set; "
+        "its centre 64x64 crop leaves room below 255 for a +5 watermark at (10, 20)"),
+    "usc-sipi/4.1.05.tiff": StandIn(
+        "chelsea", "centre-crop", (256, 256, 3),
+        "the house (256x256 RGB) <- a cat photograph: RGB, no value at 255; the green channel of its 64x64 "
+        "crop at (120, 100), which the audit reads, has 146 levels occurring at least twice"),
+    "usc-sipi/4.1.01.tiff": StandIn(
+        "astronaut", "halve", (256, 256, 3),
+        "a 256x256 RGB photograph <- astronaut (512x512 RGB) halved"),
+}
+
+_stand_in_root: Path | None = None
+
+
+def stand_ins() -> Path:
+    """The folder of stand-ins (``usc-sipi/...``), written on first use and removed when the session ends."""
+    global _stand_in_root
+    if _stand_in_root is None:
+        from PIL import Image
+
+        root = Path(tempfile.mkdtemp(prefix="hepix-stand-ins-"))
+        for relpath, s in STAND_INS.items():
+            path = root / relpath
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fmt = {".tiff": "TIFF", ".png": "PNG"}[path.suffix]
+            Image.fromarray(s.pixels()).save(path, format=fmt)
+        _stand_in_root = root
+    return _stand_in_root
+
+
+def real_dataset_present(name: str) -> bool:
+    """Whether the data set folder ``name`` (``usc-sipi`` or ``div2k``) is there to read."""
+    return (DATASETS / name).is_dir()
 
 
 def shared_dataset(relpath: str) -> Path:
-    """Path of ``relpath`` inside ``../shared/datasets``, or skip the test if it is absent."""
-    if not SHARED_DATASETS.is_dir():
-        pytest.skip(f"../shared/datasets not found: {SHARED_DATASETS} does not exist")
-    path = SHARED_DATASETS / relpath
+    """Path of ``relpath`` (``usc-sipi/5.1.12.tiff``, or a folder: ``usc-sipi``) in the data sets,
+    or of its stand-in when the data set's folder is absent.
+
+    A file missing from a data set that is present fails the test rather than switching to a
+    stand-in: the run says which images it used.
+    """
+    dataset = relpath.split("/", 1)[0]
+    if real_dataset_present(dataset):
+        path = DATASETS / relpath
+        if not path.exists():
+            pytest.fail(f"{relpath} is missing from the data sets in {DATASETS}: restore it, or run on the "
+                        "scikit-image stand-ins with HEPIX_DATASETS=/nonexistent")
+        return path
+    path = stand_ins() / relpath
     if not path.exists():
-        pytest.skip(f"../shared/datasets/{relpath} not found: {path} does not exist")
+        pytest.fail(f"{relpath}: {DATASETS / dataset} is absent and {relpath} has no stand-in; "
+                    "add one to STAND_INS in tests/conftest.py")
     return path
 
 
 @pytest.fixture
 def usc_sipi() -> Path:
-    """The USC-SIPI image folder (``../shared/datasets/usc-sipi``); skips when absent."""
+    """The USC-SIPI image folder, or the folder of its stand-ins (see :func:`shared_dataset`)."""
     return shared_dataset("usc-sipi")
+
+
+def pytest_report_header(config):
+    if real_dataset_present("usc-sipi"):
+        return f"datasets: USC-SIPI read from {DATASETS / 'usc-sipi'}"
+    return (f"datasets: {DATASETS / 'usc-sipi'} absent: scikit-image stand-ins for "
+            f"{', '.join(sorted(STAND_INS))}")
 
 
 # --- HE contexts ----------------------------------------------------------------------
@@ -70,6 +172,8 @@ def he_addonly2048_other():
 
 def pytest_sessionfinish(session, exitstatus):
     session.config._hepix_exitstatus = int(exitstatus)
+    if _stand_in_root is not None:
+        shutil.rmtree(_stand_in_root, ignore_errors=True)
 
 
 @pytest.hookimpl(trylast=True)

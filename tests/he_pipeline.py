@@ -37,7 +37,7 @@ def generate(name: str, *, rotations: bool = True):
 
 
 def usc_crop(name: str, y: int = 96, x: int = 96, size: int = 64) -> np.ndarray:
-    """A ``size x size`` crop of the USC-SIPI image ``name`` (skips when the data set is absent)."""
+    """A ``size x size`` crop of the USC-SIPI image ``name``, or of its stand-in without the data set."""
     img = load_image(shared_dataset(f"usc-sipi/{name}")).pixels[y:y + size, x:x + size]
     assert img.shape[:2] == (size, size) and img.dtype == np.uint8
     return img

@@ -1,6 +1,7 @@
 """Tests of hecore.images: loading, the conversion policy, typed errors, preprocessing.
 
-All images are generated in tmp_path; the USC-SIPI tests skip without ../shared/datasets.
+All images are generated in tmp_path, except in the USC-SIPI tests at the end: they read the data set
+or, without it, its stand-ins (tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -381,8 +382,6 @@ def test_loaded_image_rejects_wrong_mode():
 
 def test_usc_sipi_grey(usc_sipi):
     path = usc_sipi / "5.1.12.tiff"
-    if not path.exists():
-        pytest.skip(f"../shared/datasets not found: {path} is missing")
     img = load_image(path)
     assert (img.mode, img.pixels.shape, img.format, img.conversions) == ("L", (256, 256), "TIFF", ())
     assert img.pixels.std() > 10  # real picture content, not a blank

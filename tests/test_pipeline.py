@@ -7,9 +7,9 @@ input folder, and one run per strategy / op chain, made lazily and cached by
 :class:`Pipeline`.  Images are tiny (16x16 grey and RGB, preset addonly-2048),
 so the time goes into Spark's per-job overhead, not into encryption.
 
-Input images are copied from ``../shared/datasets/usc-sipi`` into temporary
-directories (the tests skip when that folder is absent), plus one generated
-bright PNG whose values lie in 200..255, so that brightening it clips.
+Input images are copied from the USC-SIPI data set (or its stand-ins without it, see
+conftest.py) into temporary directories, plus one generated bright PNG whose values lie
+in 200..255, so that brightening it clips.
 """
 from __future__ import annotations
 
