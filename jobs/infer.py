@@ -1,7 +1,7 @@
 """Encrypted inference on scikit-learn's digits through the jobs (hecore.infer.models does the work).
 
 * ``hepix encrypt-digits --keys PUBLIC --out DIR [--task 01|all] [--pack]``: the data owner encrypts the
-  test split of the digits task (the seed's 0-vs-1, or all ten digits) into a ``ciphertexts`` table
+  test split of the digits task (the ML paper's 0-vs-1, or all ten digits) into a ``ciphertexts`` table
   of layout ``digits``: batches of up to N/2 samples, SIMD across samples (slot j = sample j), one
   ciphertext per pixel position -- or, with ``--pack`` (CKKS logistic regression), several pixel
   positions per ciphertext.  Column meanings for this layout: ``h`` samples in the batch, ``y``
@@ -39,7 +39,7 @@ def add_encrypt_arguments(p) -> None:
     p.add_argument("--keys", required=True, help="key directory (only its public part is read)")
     p.add_argument("--out", required=True, help="output directory: ciphertexts/, _manifest.json")
     p.add_argument("--task", choices=("01", "all"), default="01",
-                   help="01: digits 0 and 1, the seed's task (108 test samples); all: ten classes (540)")
+                   help="01: digits 0 and 1, the ML paper's task (108 test samples); all: ten classes (540)")
     p.add_argument("--pack", action="store_true",
                    help="several pixel positions per ciphertext (CKKS logistic regression only; fewer, "
                         "smaller ciphertexts per sample)")

@@ -1,4 +1,4 @@
-"""hecore.audit: the four keyless distinguishers on 64x64 USC-SIPI crops (REFERENCE.md, security findings).
+"""hecore.audit: the four keyless distinguishers on 64x64 USC-SIPI crops (the attacks of the security notes in docs/security.md).
 
 Every strategy encrypts the same crop at the paper's parameters (paper-4096); the
 audit sees only the ciphertext bytes, the parameters' primes and a codec built from

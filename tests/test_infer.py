@@ -1,5 +1,5 @@
 """hecore.infer.models: logistic regression and TinyCNN on scikit-learn's digits, encrypted in CKKS and BFV,
-against the plaintext models' predictions (the seed's 0-vs-1 task; TinyCNN on a small batch)."""
+against the plaintext models' predictions (the ML paper's 0-vs-1 task; TinyCNN on a small batch)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Key hygiene (issue 5, item 4): no secret key where processing runs, in logs or in tables.
+"""Key hygiene: no secret key where processing runs, in logs or in tables.
 
 One small encrypt -> process -> decrypt run (addonly-2048, a 64x64 USC-SIPI crop,
 packed layout) with verbose logging, then every byte it produced -- captured

@@ -6,7 +6,7 @@
 # Prints the path of the cached wheel.  A second run finds the wheel and
 # returns at once.  The sdist comes from the package registry through pip;
 # tools/patch_pyfhel_sdist.py makes its build use Debian's GSL, zlib and zstd
-# instead of downloading them (see REFERENCE.md, "Pyfhel 3.5 facts").
+# instead of downloading them (Pyfhel's own build fetches them from the network).
 set -euo pipefail
 
 PYFHEL_VERSION=3.5.0

@@ -1,4 +1,4 @@
-"""Test 4: small-difference decoding -- the attack on Zinc (seed 003).
+"""Test 4: small-difference decoding -- the attack on Zinc ("At Least Factor-of-Two Optimization for RWLE-Based Homomorphic Encryption").
 
 Zinc outputs are ``(b + Delta m + e1, a + e2)`` for one cached ``(b, a)``: the
 second components of two outputs differ by the small ``e2 - e2'``, and the

@@ -32,7 +32,7 @@ WHAT_LEAKS = {
     "full": "every value gets one of n pool zeros added: equal (value, pool index) pairs give "
             "byte-identical ciphertexts and pool differences recur, which links every pixel of "
             "equal value (all grey levels of a 64x64 image are recovered in seconds)",
-    "zinc": "every output is the one cached Enc(0) plus the encoded value plus fresh small errors (seed 003): "
+    "zinc": "every output is the one cached Enc(0) plus the encoded value plus fresh small errors (the Zinc paper): "
             "the second components of any two outputs differ by a small polynomial, so decoding the "
             "difference of their first components -- public parameters only -- gives the exact difference "
             "of the two pixel values, i.e. the whole image up to one unknown offset",

@@ -1,4 +1,5 @@
-"""Encrypted inference on scikit-learn's bundled digits (seed 004): logistic regression and TinyCNN,
+"""Encrypted inference on scikit-learn's bundled digits (Deonise et al., "Homomorphic encryption for privacy-preserving machine learning
+inference"): logistic regression and TinyCNN,
 in CKKS and in BFV (quantised), many samples per ciphertext.
 
 Layout: SIMD across samples
@@ -17,8 +18,8 @@ falls with the batch size (``N/2`` samples fill it).
 
 Models (trained here with scikit-learn / NumPy, fixed seeds, nothing downloaded)
 -------------------------------------------------------------------------------
-``logreg``   :class:`sklearn.linear_model.LogisticRegression`.  Two classes (the seed's 0 vs 1):
-             the probability by the seed's degree-1 sigmoid polynomial ``0.5 + 0.125 z``, folded
+``logreg``   :class:`sklearn.linear_model.LogisticRegression`.  Two classes (the paper's 0 vs 1):
+             the probability by the paper's degree-1 sigmoid polynomial ``0.5 + 0.125 z``, folded
              into the weights (depth 1); ten classes: the ten scores, argmax after decryption
              (the sigmoid is monotone, it does not change the argmax).
 ``tinycnn``  3x3 valid convolution (``K`` kernels, 8x8 -> 6x6), square activation, 2x2 average
@@ -48,7 +49,7 @@ PIXEL_MAX = 16          # sklearn digits: 0..16
 
 
 def sigmoid_poly(z):
-    """The seed's degree-1 sigmoid: ``0.5 + 0.125 z`` (the Taylor line at 0)."""
+    """The paper's degree-1 sigmoid: ``0.5 + 0.125 z`` (the Taylor line at 0)."""
     return 0.5 + 0.125 * np.asarray(z)
 
 
@@ -66,8 +67,8 @@ class DigitsTask:
 
 
 def digits_task(classes: str = "01", *, seed: int = 0, test_size: float = 0.3) -> DigitsTask:
-    """scikit-learn's bundled digits (8x8, 0..16): ``"01"`` the seed's 0-vs-1 task, ``"all"`` ten classes.
-    A stratified split with a fixed seed (the seed's 0-vs-1 test set has 108 samples)."""
+    """scikit-learn's bundled digits (8x8, 0..16): ``"01"`` the paper's 0-vs-1 task, ``"all"`` ten classes.
+    A stratified split with a fixed seed (the paper's 0-vs-1 test set has 108 samples)."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 

@@ -1,4 +1,4 @@
-"""The packed layout (seed 001's SIMD packing): one ciphertext per tile and channel.
+"""The packed layout (the SIMD packing of the TenSEAL study, Saker et al. 2025): one ciphertext per tile and channel.
 
 A tile of ``tile_h x tile_w <= N/2`` pixels of one channel sits in the CKKS
 slots row-major, one pixel per slot, and is encrypted fresh with the public

@@ -1,4 +1,5 @@
-"""Encrypted frequency-domain filtering: the DFT -- Hadamard -- inverse DFT pipeline (seed 002) in CKKS.
+"""Encrypted frequency-domain filtering: the DFT -- Hadamard -- inverse DFT pipeline in CKKS (Costache,
+Smart and Vivek, "Faster Homomorphic Evaluation of Discrete Fourier Transforms").
 
 A vector of ``N`` pixel values (an image row, or a ``h x w`` tile row-major, ``N = h w``) sits in
 the complex CKKS slots of one ciphertext, repeated to fill all ``N_ring / 2`` slots so that
@@ -10,7 +11,7 @@ with ``mask`` a plaintext (the worked example: a low-pass filter) or an encrypte
 
 How the transforms are evaluated
 --------------------------------
-Seed 002 evaluates the DFT as a full matrix product in its own ring encoding (one element per
+That paper evaluates the DFT as a full matrix product in its own ring encoding (one element per
 ciphertext, no packing); a dense ``N x N`` product on packed slots would cost ``N`` plaintext
 products.  Here the DFT is factorised like an FFT:
 

@@ -138,7 +138,7 @@ def _as_image(img: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Brightness:
-    """Add ``b`` to every pixel value of every channel (iCHEETAH §4.4.2, brightness +50; seed 001 uses +60).
+    """Add ``b`` to every pixel value of every channel (iCHEETAH §4.4.2, brightness +50; the TenSEAL study uses +60).
 
     Encrypted: a constant added to every ciphertext, see :func:`hecore.ops.pixel.apply_pointwise`.
     """
@@ -169,7 +169,7 @@ class Brightness:
 
 @dataclass(frozen=True)
 class Contrast:
-    """Scale every pixel value about mid-grey: ``F (x - 128) + 128`` (seed 001's adjustment family).
+    """Scale every pixel value about mid-grey: ``F (x - 128) + 128`` (the TenSEAL study's adjustment family).
 
     Encrypted: ``post_scale`` is multiplied by ``F`` (free, exact) and
     ``128 (1 - F)`` is added as a constant, see the module doc.

@@ -2,7 +2,7 @@
 
 Like ``cryptography.hazmat``, nothing here is reached by accident: import it
 only through :func:`hecore.encrypt.strategies.make_strategy` with ``allow_leaky=True``.
-These strategies (and seed 003's Zinc) reproduce what the papers measure -- cached ciphertexts plus
+These strategies (and Zinc, from "At Least Factor-of-Two Optimization for RWLE-Based Homomorphic Encryption") reproduce what the papers measure -- cached ciphertexts plus
 a randomness pool of encrypted zeros, or radix sums -- and they are fast, but
 their outputs are not IND-CPA: see ``hecore.encrypt.strategies.WHAT_LEAKS`` for what each
 one gives away.  Every ciphertext they make is labelled ``security="leaks"``.

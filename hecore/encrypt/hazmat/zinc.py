@@ -1,4 +1,5 @@
-"""Zinc (seed 003, "Zinc": Precomputation, Construction, Randomization; Algorithm 1)."""
+"""Zinc ("At Least Factor-of-Two Optimization for RWLE-Based Homomorphic Encryption": Precomputation,
+Construction, Randomization; Algorithm 1)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ DEFAULT_SIGMA = 3.2
 
 
 class ZincCaching(CachedStrategy):
-    """Zinc (seed 003): one cached Enc(0) = (b, a); Enc(m) = (b + Delta m + e1, a + e2).
+    """Zinc: one cached Enc(0) = (b, a); Enc(m) = (b + Delta m + e1, a + e2).
 
     Precomputation caches a single encryption of zero; construction adds the
     encoded plaintext to its first component; randomization adds fresh small
@@ -29,7 +30,7 @@ class ZincCaching(CachedStrategy):
     ``a``, so two outputs' second components differ by the small e2 - e2', and
     decoding the difference of their first components gives m1 - m2 exactly
     (``hecore.encrypt.strategies.WHAT_LEAKS["zinc"]``; ``hepix audit`` runs that attack).
-    The seed's security proof overlooks that the adversary sees many outputs
+    The paper's security proof overlooks that the adversary sees many outputs
     built on the same cached zero.
     """
 
