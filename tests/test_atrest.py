@@ -285,3 +285,103 @@ def test_integer_schemes_are_refused():
     ctx, _ = HEContext.generate(preset("bfv-4096"), rotations=False)
     with pytest.raises(HepixError, match="CKKS"):
         CompactEncryptor(PublicKeyEncryptor(ctx), AtRest(level=0, primes=2, scale_bits=0))
+
+
+# --- the jobs: hepix encrypt --store compact -> process (public keys) -> decrypt ----------------------
+
+SPARK = ["--master", "local[2]", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def compact_run(tmp_path_factory):
+    import json
+
+    from PIL import Image
+
+    from jobs.cli import main
+
+    root = tmp_path_factory.mktemp("atrest")
+    src = root / "in"
+    src.mkdir()
+    Image.fromarray(usc_crop(COLOUR, 100, 60, 70)[:40]).save(src / "rgb.png")
+    Image.fromarray(usc_crop(GREY, 20, 30, 33)[:, :20]).save(src / "grey.png")
+    assert main(["keygen", "--out", str(root / "keys"), "--preset", "paper-4096"]) == 0
+    assert main(["export-public", "--keys", str(root / "keys"), "--out", str(root / "pub")]) == 0
+    assert main(["encrypt", "--keys", str(root / "keys"), "--input", str(src), "--out", str(root / "enc"),
+                 "--encryption", "symmetric", "--layout", "packed-complex", "--store", "compact",
+                 "--for-op", "brightness:20", "--for-op", "meanfilter:3"] + SPARK) == 0
+    return root, src, main, json.loads((root / "enc" / "_manifest.json").read_text())
+
+
+def _process_decrypt(root, src, main, enc, ops):
+    import pyarrow.dataset as ds
+
+    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / enc), "--out", str(root / f"{enc}-proc")]
+    for op in ops:
+        argv += ["--op", op]
+    assert main(argv + SPARK) == 0
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / f"{enc}-proc"),
+                 "--out", str(root / f"{enc}-dec"), "--images", str(src)] + SPARK) == 0
+    return ds.dataset(root / f"{enc}-dec" / "metrics").to_table().to_pylist()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_encrypt_store_compact_writes_compact_rows_at_the_planned_level(compact_run):
+    import pyarrow.dataset as ds
+
+    root, _src, _main, manifest = compact_run
+    store = AtRest.from_json(manifest["options"]["store"])
+    assert (store.level, store.primes, store.chain) == (1, 1, ("brightness:20", "meanfilter:3")) and store.drop0 > 0
+    t = ds.dataset(root / "enc" / "ciphertexts").to_table()
+    cts = t.column("ct").to_pylist()
+    assert all(is_compact(c) for c in cts) and len(set(cts)) == len(cts)
+    assert set(t.column("level").to_pylist()) == {1} and set(t.column("scale_bits").to_pylist()) == {store.scale_bits}
+    assert manifest["counts"]["ciphertext_bytes"] == sum(len(c) for c in cts)
+    assert max(len(c) for c in cts) < 16_000                  # against 65,730 seeded SEAL bytes
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_compact_rows_go_through_process_and_decrypt_exactly(compact_run):
+    root, src, main, _ = compact_run
+    ops = ["brightness:20", "meanfilter:3"]
+    metrics = _process_decrypt(root, src, main, "enc", ops)
+    assert len(metrics) == 2
+    for r in metrics:
+        assert r["exact_fraction"] == 1.0, (r["source"], r["exact_fraction"], r["max_abs_err"])
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_process_refuses_a_chain_the_compact_storage_cannot_run(compact_run, capsys):
+    root, _src, main, _ = compact_run
+    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "nope"),
+            "--op", "meanfilter:5"] + SPARK
+    assert main(argv) == 2
+    assert "stored compact for brightness:20 | meanfilter:3" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_public_key_compact_storage_without_a_chain_is_lossless_and_runs_any_chain(compact_run):
+    import json
+
+    root, src, main, _ = compact_run
+    assert main(["encrypt", "--keys", str(root / "pub"), "--input", str(src), "--out", str(root / "encp"),
+                 "--store", "compact", "--halo", "2"] + SPARK) == 0
+    store = json.loads((root / "encp" / "_manifest.json").read_text())["options"]["store"]
+    assert (store["level"], store["drop0"], store["drop1"]) == (0, 0, 0)
+    metrics = _process_decrypt(root, src, main, "encp", ["watermark:3,4,5", "meanfilter:5"])
+    assert len(metrics) == 2 and all(r["exact_fraction"] == 1.0 for r in metrics), metrics
+
+
+def test_store_options_are_checked_before_spark_starts(tmp_path):
+    from jobs.cli import main
+
+    keys = tmp_path / "keys"
+    assert main(["keygen", "--out", str(keys), "--preset", "paper-4096", "--no-rotations"]) == 0
+    base = ["encrypt", "--keys", str(keys), "--input", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert main(base + ["--for-op", "brightness:5"]) == 2
+    assert main(base + ["--store", "compact", "--layout", "pixel"]) == 2
+    assert main(base + ["--store", "compact", "--for-op", "match:q.png,l2"]) == 2   # paper-4096 cannot match
