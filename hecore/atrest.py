@@ -266,3 +266,27 @@ class CompactEncryptor:
 
 def bytes_per_pixel(nbytes: int, pixels: int) -> float:
     return nbytes / pixels if pixels else math.nan
+
+
+def tile_for(params, halo: int, complex_packing: bool, height: int, width: int) -> tuple[int, int]:
+    """The packed tile (``tile_h x tile_w``) that stores a ``height x width`` image channel in the fewest
+    ciphertexts (then the least padding): at rest, padding is paid in bytes.  The preset's default tile
+    (:func:`hecore.layouts.packed.default_tile`) fills the slots but may divide an image badly, e.g. 60x62
+    tiles cover 256x256 with 25 ciphertexts where 26x128 tiles need 20."""
+    best = None
+    parts = 2 if complex_packing else 1
+    for w in range(1, min(width, params.slots) + 1):
+        rows = params.slots // (w + 2 * halo) - 2 * halo          # block rows (per half) that fit, less the halo
+        if rows < 1:
+            break
+        th = min(rows * parts, height + (height % parts))
+        th -= th % parts
+        if th < parts:
+            continue
+        count = -(-height // th) * -(-width // w)
+        key = (count, th * w)
+        if best is None or key < best[0]:
+            best = (key, (th, w))
+    if best is None:
+        raise HepixError(f"no tile with a halo of {halo} fits {params.name}'s {params.slots} slots")
+    return best[1]

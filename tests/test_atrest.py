@@ -287,6 +287,39 @@ def test_integer_schemes_are_refused():
         CompactEncryptor(PublicKeyEncryptor(ctx), AtRest(level=0, primes=2, scale_bits=0))
 
 
+
+# --- tiles at rest, and the benchmark's rows ------------------------------------------------------
+
+@pytest.mark.parametrize("halo", [0, 1, 2])
+@pytest.mark.parametrize("shape", [(256, 256), (1024, 2048), (1344, 2040), (33, 20)])
+def test_tile_for_fits_the_slots_and_never_needs_more_ciphertexts_than_the_default(halo, shape):
+    from hecore.atrest import tile_for
+    from hecore.layouts.packed import check_tile_fits
+
+    params = preset("paper-4096")
+    th, tw = tile_for(params, halo, True, *shape)
+    check_tile_fits(params, th, tw, halo, True)
+    dh, dw = default_tile(params, halo, True)
+    count = -(-shape[0] // th) * -(-shape[1] // tw)
+    assert count <= -(-shape[0] // dh) * -(-shape[1] // dw)
+
+
+def test_the_atrest_bench_measures_every_path_in_one_run():
+    from jobs.bench.suites.atrest import CHAINS, PIXEL_FULL, measure
+
+    rows = measure({"clock": usc_crop(GREY, 96, 96, 32)}, repeats=1)
+    by = {r["implementation"]: r for r in rows}
+    assert set(by) == {PIXEL_FULL, "symmetric-complex", "symmetric-complex-q0", "compact-lossless",
+                       "public-compact-brightness"} | {f"compact-{name}" for name, _, _ in CHAINS}
+    assert by[PIXEL_FULL]["vs_pixel_full"] == 1.0 and by[PIXEL_FULL]["security"] == "leaks"
+    for name, r in by.items():
+        assert r["vs_pixel_full"] == pytest.approx(r["pixels_per_second"] / by[PIXEL_FULL]["pixels_per_second"])
+        if name != PIXEL_FULL:
+            assert r["security"] == "ind-cpa" and r["exact_fraction"] == 1.0, r
+            assert r["expand_seconds"] is not None and r["decrypt_seconds"] is not None
+    assert by["compact-brightness"]["bytes"] < by["symmetric-complex"]["bytes"] / 4
+    assert (by["compact-brightness"]["level"], by["symmetric-complex-q0"]["primes"]) == (1, 1)
+
 # --- the jobs: hepix encrypt --store compact -> process (public keys) -> decrypt ----------------------
 
 SPARK = ["--master", "local[2]", "--quiet"]

@@ -12,8 +12,9 @@
 // Encryption can happen at any level of the modulus chain: a plaintext encoded at a lower level's
 // parms_id is encrypted there, with fewer primes and so less work.  encrypt_compact_* encrypts
 // straight into the compact format: c1 is sampled from a fresh seed, c0 = INTT(m - c1 s) - e is
-// computed in coefficient form with one inverse NTT per prime (SEAL's path would transform the
-// noise forward and c0 back again), then rounded and bit-packed.  Compactor converts SEAL bytes
+// computed in coefficient form with one inverse NTT per prime and the plaintext encoded straight to
+// coefficient form by a half-size FFT (CoefficientEncoder; SEAL's path would run an N-point FFT,
+// transform the plaintext and the noise forward and c0 back again), then rounded and bit-packed.  Compactor converts SEAL bytes
 // to the compact format and back; it needs no key.
 //
 // The batch loops run without the GIL.
@@ -36,6 +37,7 @@
 #include "seal/util/ntt.h"
 #include "seal/util/polyarithsmallmod.h"
 #include "seal/util/rlwe.h"
+#include "seal/util/uintarithsmallmod.h"
 
 namespace py = pybind11;
 
@@ -163,6 +165,157 @@ namespace
         return true;
     }
 
+    // CKKS encoding straight to coefficient form, for the fused compact encryption.
+    //
+    // SEAL's CKKSEncoder fills N complex values (the slots and their conjugates), runs an N-point FFT and
+    // then a forward NTT per prime; the fused path would invert that NTT again.  A real polynomial m of
+    // X^N + 1 is determined by its values at the N/2 roots zeta^k with k = 1 mod 4 (the others are their
+    // conjugates), and at those roots X^(N/2) = i, so u_j = m_j + i m_(j+N/2) (j < N/2) satisfies
+    // u(zeta^(4s+1)) = sum_j (u_j zeta^j) nu^(sj), nu = zeta^4: an N/2-point DFT.  Slot i is the value at
+    // zeta^(3^i) (SEAL's order); when 3^i = 3 mod 4 its conjugate sits at zeta^(2N - 3^i).  So one
+    // N/2-point inverse FFT, a twist by zeta^-j, and rounding give the same coefficients SEAL encodes
+    // (tests compare both through decryption).
+    class CoefficientEncoder
+    {
+    public:
+        explicit CoefficientEncoder(std::size_t n) : n_(n), half_(n / 2)
+        {
+            const double pi = std::acos(-1.0);
+            const std::size_t m = 2 * n;
+            pos_.resize(half_);
+            conj_.resize(half_);
+            std::uint64_t g = 1;
+            for (std::size_t i = 0; i < half_; i++)
+            {
+                const std::uint64_t k = (g % 4 == 1) ? g : m - g;
+                pos_[i] = static_cast<std::size_t>((k - 1) / 4);
+                conj_[i] = g % 4 != 1;
+                g = (g * 3) % m;
+            }
+            int log_half = 0;
+            while ((std::size_t(1) << log_half) < half_)
+                log_half++;
+            bitrev_.resize(half_);
+            for (std::size_t i = 0; i < half_; i++)
+            {
+                std::size_t r = 0;
+                for (int b = 0; b < log_half; b++)
+                    r |= ((i >> b) & 1) << (log_half - 1 - b);
+                bitrev_[i] = r;
+            }
+            tw_re_.resize(half_ / 2 + 1);
+            tw_im_.resize(half_ / 2 + 1);
+            for (std::size_t t = 0; t < tw_re_.size(); t++)
+            {
+                const double a = -2.0 * pi * static_cast<double>(t) / static_cast<double>(half_);
+                tw_re_[t] = std::cos(a);
+                tw_im_[t] = std::sin(a);
+            }
+            un_re_.resize(half_);
+            un_im_.resize(half_);
+            for (std::size_t j = 0; j < half_; j++)
+            {
+                const double a = -pi * static_cast<double>(j) / static_cast<double>(n);
+                un_re_[j] = 2.0 / static_cast<double>(n) * std::cos(a);
+                un_im_[j] = 2.0 / static_cast<double>(n) * std::sin(a);
+            }
+            re_.resize(half_);
+            im_.resize(half_);
+        }
+
+        // Encodes `count` slot values at `scale` into `out` (primes x N residues, coefficient form).
+        template <typename T>
+        void encode(
+            const T *values, std::size_t count, double scale, const std::vector<seal::Modulus> &primes,
+            int total_bits, std::uint64_t *out)
+        {
+            // split real / imaginary arrays: the butterflies vectorize, and no complex-multiply NaN checks
+            double *re = re_.data(), *im = im_.data();
+            std::fill(re_.begin(), re_.end(), 0.0);
+            std::fill(im_.begin(), im_.end(), 0.0);
+            for (std::size_t i = 0; i < count; i++)
+            {
+                const std::complex<double> z(values[i]);
+                const std::size_t at = bitrev_[pos_[i]];
+                re[at] = z.real();
+                im[at] = conj_[i] ? -z.imag() : z.imag();
+            }
+            // iterative radix-2 inverse DFT (exponent -2 pi i s j / (N/2)), input in bit-reversed order
+            for (std::size_t len = 2; len <= half_; len <<= 1)
+            {
+                const std::size_t step = half_ / len, h = len / 2;
+                for (std::size_t start = 0; start < half_; start += len)
+                {
+                    double *xr = re + start, *xi = im + start, *yr = xr + h, *yi = xi + h;
+                    for (std::size_t k = 0; k < h; k++)
+                    {
+                        const double wr = tw_re_[k * step], wi = tw_im_[k * step];
+                        const double tr = wr * yr[k] - wi * yi[k], ti = wr * yi[k] + wi * yr[k];
+                        yr[k] = xr[k] - tr;
+                        yi[k] = xi[k] - ti;
+                        xr[k] += tr;
+                        xi[k] += ti;
+                    }
+                }
+            }
+            double max_coeff = 0;
+            for (std::size_t j = 0; j < half_; j++)
+            {
+                const double ur = (re[j] * un_re_[j] - im[j] * un_im_[j]) * scale;
+                const double ui = (re[j] * un_im_[j] + im[j] * un_re_[j]) * scale;
+                const double a = std::fabs(ur), b = std::fabs(ui);
+                max_coeff = std::max(max_coeff, std::max(a, b));
+                re[j] = ur;
+                im[j] = ui;
+            }
+            // as SEAL's encoder: the coefficients and a sign bit must fit the level's modulus
+            if (!(max_coeff < 4.0e18) ||
+                static_cast<int>(std::ceil(std::log2(std::max(max_coeff, 1.0)))) + 1 >= total_bits)
+                throw std::invalid_argument("encoded values are too large");
+            for (std::size_t p = 0; p < primes.size(); p++)
+            {
+                std::uint64_t *o = out + p * n_;
+                for (std::size_t j = 0; j < half_; j++)
+                {
+                    o[j] = residue(re[j], primes[p]);
+                    o[j + half_] = residue(im[j], primes[p]);
+                }
+            }
+        }
+
+    private:
+        // x rounded to the nearest integer (halves away from zero), reduced mod q
+        static std::uint64_t residue(double x, const seal::Modulus &q)
+        {
+            const std::int64_t c = static_cast<std::int64_t>(x < 0 ? x - 0.5 : x + 0.5);
+            const std::uint64_t a = seal::util::barrett_reduce_64(static_cast<std::uint64_t>(c < 0 ? -c : c), q);
+            return (c < 0 && a) ? q.value() - a : a;
+        }
+
+        std::size_t n_, half_;
+        std::vector<std::size_t> pos_, bitrev_;
+        std::vector<bool> conj_;
+        std::vector<double> tw_re_, tw_im_, un_re_, un_im_, re_, im_;
+    };
+
+    // SEAL's centered binomial noise (sample_poly_cbd: 21 - 21 fair bits per coefficient, sigma 3.2), with
+    // the 6 N random bytes drawn in one call instead of one locked PRNG call per coefficient.
+    void sample_cbd(
+        seal::UniformRandomGenerator &prng, const std::vector<seal::Modulus> &primes, std::size_t n,
+        std::vector<std::uint8_t> &bytes, std::uint64_t *destination)
+    {
+        prng.generate(bytes.size(), reinterpret_cast<seal::seal_byte *>(bytes.data()));
+        for (std::size_t j = 0; j < n; j++)
+        {
+            const std::uint8_t *x = bytes.data() + 6 * j;
+            const int noise = __builtin_popcount(x[0]) + __builtin_popcount(x[1]) + __builtin_popcount(x[2] & 0x1F) -
+                              __builtin_popcount(x[3]) - __builtin_popcount(x[4]) - __builtin_popcount(x[5] & 0x1F);
+            for (std::size_t p = 0; p < primes.size(); p++)
+                destination[p * n + j] =
+                    noise < 0 ? primes[p].value() - static_cast<std::uint64_t>(-noise) : static_cast<std::uint64_t>(noise);
+        }
+    }
+
     class SymmetricEncryptor
     {
     public:
@@ -288,14 +441,16 @@ namespace
                 py::gil_scoped_release nogil;
                 try
                 {
-                    seal::Plaintext plain;
-                    std::vector<std::uint64_t> c0(n * np), c1(n * np), noise(n * np);
+                    CoefficientEncoder encoder(n);
+                    const int total_bits = cd.total_coeff_modulus_bit_count();
+                    std::vector<std::uint64_t> m(n * np), c0(n * np), c1(n * np), noise(n * np);
+                    std::vector<std::uint8_t> cbd_bytes(6 * n);
                     const auto ntt = cd.small_ntt_tables();
                     const std::uint64_t *sk = secret_key_.data().data(); // NTT form; the level's primes come first
                     const std::size_t sk_stride = n;
                     for (std::size_t r = 0; r < rows.count; r++)
                     {
-                        encoder_->encode(rows.row(r), cd.parms_id(), s, plain);
+                        encoder.encode(rows.data + r * rows.width, rows.width, s, primes, total_bits, m.data());
                         // A fresh seed from the system's randomness; the same bootstrap PRNG draws the noise,
                         // as in SEAL's encrypt_zero_symmetric.
                         auto bootstrap = seal::UniformRandomGeneratorFactory::DefaultFactory()->create();
@@ -303,14 +458,14 @@ namespace
                         bootstrap->generate(seal::prng_seed_byte_count, reinterpret_cast<seal::seal_byte *>(seed.data()));
                         auto expander = seal::UniformRandomGeneratorInfo(seal::prng_type::blake2xb, seed).make_prng();
                         seal::util::sample_poly_uniform(expander, parms, c1.data()); // c1, NTT form
-                        seal::util::sample_poly_cbd(bootstrap, parms, noise.data());  // e, coefficient form
+                        sample_cbd(*bootstrap, primes, n, cbd_bytes, noise.data());    // e, coefficient form
                         for (std::size_t i = 0; i < np; i++)
                         {
                             std::uint64_t *c0i = c0.data() + i * n;
                             seal::util::dyadic_product_coeffmod(c1.data() + i * n, sk + i * sk_stride, n, primes[i], c0i);
-                            seal::util::sub_poly_coeffmod(plain.data() + i * n, c0i, n, primes[i], c0i); // m - c1 s
-                            seal::util::inverse_ntt_negacyclic_harvey(c0i, ntt[i]);
-                            seal::util::sub_poly_coeffmod(c0i, noise.data() + i * n, n, primes[i], c0i); // ... - e
+                            seal::util::inverse_ntt_negacyclic_harvey(c0i, ntt[i]);                        // c1 s
+                            seal::util::sub_poly_coeffmod(m.data() + i * n, c0i, n, primes[i], c0i);          // m - c1 s
+                            seal::util::sub_poly_coeffmod(c0i, noise.data() + i * n, n, primes[i], c0i);      // ... - e
                         }
                         hepix::write_compact(h, primes, n, c0.data(), nullptr, &seed, out[r]);
                     }
