@@ -22,6 +22,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cmath>
 #include <complex>
 #include <cstring>
@@ -304,12 +305,20 @@ namespace
         seal::UniformRandomGenerator &prng, const std::vector<seal::Modulus> &primes, std::size_t n,
         std::vector<std::uint8_t> &bytes, std::uint64_t *destination)
     {
+        // bits set per byte (a table: without -mpopcnt the builtin is a library call per byte)
+        static const auto weight = [] {
+            std::array<std::uint8_t, 256> w{};
+            for (int b = 0; b < 256; b++)
+                w[b] = static_cast<std::uint8_t>((b & 1) + ((b >> 1) & 1) + ((b >> 2) & 1) + ((b >> 3) & 1) +
+                                                 ((b >> 4) & 1) + ((b >> 5) & 1) + ((b >> 6) & 1) + ((b >> 7) & 1));
+            return w;
+        }();
         prng.generate(bytes.size(), reinterpret_cast<seal::seal_byte *>(bytes.data()));
         for (std::size_t j = 0; j < n; j++)
         {
             const std::uint8_t *x = bytes.data() + 6 * j;
-            const int noise = __builtin_popcount(x[0]) + __builtin_popcount(x[1]) + __builtin_popcount(x[2] & 0x1F) -
-                              __builtin_popcount(x[3]) - __builtin_popcount(x[4]) - __builtin_popcount(x[5] & 0x1F);
+            const int noise = weight[x[0]] + weight[x[1]] + weight[x[2] & 0x1F] - weight[x[3]] - weight[x[4]] -
+                              weight[x[5] & 0x1F];
             for (std::size_t p = 0; p < primes.size(); p++)
                 destination[p * n + j] =
                     noise < 0 ? primes[p].value() - static_cast<std::uint64_t>(-noise) : static_cast<std::uint64_t>(noise);
