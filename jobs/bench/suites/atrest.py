@@ -151,13 +151,13 @@ class _AtLevel:
         return CiphertextBatch.from_list(self.sym.encrypt_at(rows, self.level), self.name, self.security)
 
 
-def paths(ctx: HEContext, secret: bytes) -> list[_Path]:
-    """Every measured path, the baseline first."""
+def paths(ctx: HEContext, secret: bytes, *, baseline: bool = True) -> list[_Path]:
+    """Every measured path, the baseline first (``baseline=False``: the packed paths only)."""
     params = ctx.params
     sym = SymmetricEncryptor(ctx.public, secret)
     last = params.data_primes - 1
-    out: list[_Path] = [_PixelFull(ctx),
-                        _Packed("symmetric-complex", sym, ctx, 0),
+    out: list[_Path] = [_PixelFull(ctx)] if baseline else []
+    out += [_Packed("symmetric-complex", sym, ctx, 0),
                         _Packed("symmetric-complex-q0", _AtLevel(sym, last), ctx, 0)]
     lossless = at_rest(params, [], "packed-complex", declared=False)
     out.append(_Packed("compact-lossless", CompactEncryptor(sym, lossless), ctx, 0, lossless))
@@ -221,6 +221,20 @@ def measure(images: dict[str, np.ndarray], *, preset_name: str = DEFAULT_PRESET,
     return rows
 
 
+def stored_bytes(image: np.ndarray, *, preset_name: str = DEFAULT_PRESET) -> list[dict]:
+    """One pass of every packed path over ``image``: what it stores (no timing, no baseline), for images too
+    large for the pixel layout."""
+    ctx, secret = HEContext.generate(preset(preset_name), rotations=False)
+    out = []
+    for p in paths(ctx, secret, baseline=False):
+        if isinstance(p, _Packed):
+            p.fit(image)
+            count, nbytes, _ = p.once(np.ascontiguousarray(image))
+            out.append({"implementation": p.implementation, "tile": p.tile(), "halo": p.halo, "ciphertexts": count,
+                        "bytes": nbytes, "bytes_per_pixel": nbytes / image.size})
+    return out
+
+
 def _round_trip(ctx: HEContext, r: AtRestRow, payload, image) -> None:
     """Expand (compact rows) and decrypt the last pass: cost and exactness."""
     grid, tiles = payload
@@ -258,11 +272,19 @@ def main(argv=None) -> int:
     p.add_argument("--preset", default=DEFAULT_PRESET)
     p.add_argument("--loop", type=float, metavar="SECONDS", help="profile mode: run --only in a loop this long")
     p.add_argument("--only", default="compact-brightness", help="the row --loop runs")
+    p.add_argument("--bytes-only", action="store_true",
+                   help="one pass of every packed path, bytes per pixel only (large images: no pixel-full)")
     args = p.parse_args(argv)
     images = {n: _usc(n) for n in args.images}
+    if args.bytes_only:
+        for name, image in images.items():
+            for r in stored_bytes(image, preset_name=args.preset):
+                print(f"{name:12s} {r['implementation']:28s} tile {r['tile']:>7s} halo {r['halo']} "
+                      f"{r['ciphertexts']:>6d} ct {r['bytes']:>12,d} B {r['bytes_per_pixel']:>7.2f} B/px")
+        return 0
     if args.loop:
-        ctx, secret = HEContext.generate(preset(args.preset))
-        path = next(x for x in paths(ctx, secret) if x.implementation == args.only)
+        ctx, secret = HEContext.generate(preset(args.preset), rotations=False)
+        path = next(x for x in paths(ctx, secret, baseline=args.only == PIXEL_FULL) if x.implementation == args.only)
         image, n, t0 = next(iter(images.values())), 0, time.perf_counter()
         if isinstance(path, _Packed):
             path.fit(image)
