@@ -169,6 +169,17 @@ class Compactor:
         except ValueError as e:
             raise MalformedCiphertext(f"cannot store these ciphertexts compact: {e}") from None
 
+    def compact_like(self, cts, originals) -> list[bytes]:
+        """SEAL bytes of ciphertexts computed from compact ``originals`` (one each: what ``hepix process``
+        writes) -> lossless compact bytes at their own level, c1 kept as the original's seed where the ops
+        left it unchanged (plaintext additions do; rotations do not).  Nothing is rounded again, so
+        processing a table any number of times adds no error of the format's."""
+        items, origs = [bytes(c) for c in cts], [bytes(o) for o in originals]
+        try:
+            return self._native.compact_like(items, origs)
+        except ValueError as e:
+            raise MalformedCiphertext(f"cannot store these processed ciphertexts compact: {e}") from None
+
     def expand(self, blobs) -> list[bytes]:
         """Compact bytes -> uncompressed SEAL bytes, each checked; SEAL bytes pass through unchanged."""
         items = [bytes(b) for b in blobs]

@@ -133,6 +133,24 @@ def test_lossless_compaction_expands_to_the_same_seal_bytes(keys, level):
         assert np.allclose(ctx.decrypt_complex(small, 2048), vals, atol=1e-4)
 
 
+def test_processed_ciphertexts_are_stored_compact_losslessly_keeping_the_seed_when_c1_is_unchanged(keys):
+    ctx, sym = keys
+    ev = Evaluator(ctx)
+    comp = Compactor.for_public(ctx.public)
+    plan = at_rest(ctx.params, parse_ops(["meanfilter:3"]), "packed-complex")
+    stored = sym.encrypt_compact(np.full((1, 2048), 100 + 50j), plan)[0]
+    added = ev.dump_like(ev.add_values(ev.load(stored), 20 + 20j), stored)      # c1 untouched
+    rotated = ev.dump_like(ev.rotate(ev.load(stored), 1), stored)               # c1 changed
+    again = ev.dump_like(ev.add_values(ev.load(added), 1.0), added)
+    for ct, seeded, value in ((added, True, 120 + 70j), (rotated, False, 100 + 50j), (again, True, 121 + 70j)):
+        h = comp.header(ct)
+        assert (h.level, h.drop0, h.drop1, h.seeded) == (1, 0, 0, seeded)
+        assert np.allclose(ctx.decrypt_complex(ct, 4), value, atol=0.1)
+    assert len(added) == 24 + 4096 * 40 // 8 + 64 and len(rotated) == 24 + 2 * 4096 * 40 // 8
+    seal = ctx.encrypt_vector(np.ones(4))
+    assert ev.dump_like(ev.load(seal), seal) == ev.dump(ev.load(seal))        # SEAL in, SEAL out
+
+
 def test_symmetric_encryption_at_the_last_level_decrypts(keys):
     ctx, sym = keys
     vals = np.random.default_rng(3).integers(0, 256, (3, 2048)).astype(np.float64)
@@ -383,6 +401,11 @@ def test_compact_rows_go_through_process_and_decrypt_exactly(compact_run):
     assert len(metrics) == 2
     for r in metrics:
         assert r["exact_fraction"] == 1.0, (r["source"], r["exact_fraction"], r["max_abs_err"])
+    import pyarrow.dataset as ds
+
+    processed = ds.dataset(root / "enc-proc" / "ciphertexts").to_table().column("ct").to_pylist()
+    assert all(is_compact(c) for c in processed)              # compact in, compact out (lossless, no seed:
+    assert max(len(c) for c in processed) == 24 + 2 * 4096 * 40 // 8   # the filter's rotations changed c1)
 
 
 @pytest.mark.spark

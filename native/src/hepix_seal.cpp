@@ -609,6 +609,59 @@ namespace
             return list_of(out);
         }
 
+        // SEAL bytes of ciphertexts computed from compact `originals` (one each) -> lossless compact bytes at
+        // their own level; c1 is kept as the original's seed when it is still its expansion (ops that only
+        // add plaintexts leave c1 alone).  Nothing is rounded again: repeated processing adds no error.
+        py::list compact_like(const py::list &cts, const py::list &originals)
+        {
+            auto views = views_of(cts), origs = views_of(originals);
+            if (views.size() != origs.size())
+                throw std::invalid_argument("compact_like needs one original per ciphertext");
+            std::vector<std::vector<std::uint8_t>> out(views.size());
+            std::string error;
+            {
+                py::gil_scoped_release nogil;
+                std::size_t r = 0;
+                try
+                {
+                    seal::Ciphertext ct;
+                    std::vector<std::uint64_t> c1;
+                    for (; r < views.size(); r++)
+                    {
+                        ct.load(*context_, as_seal_bytes(views[r]), views[r].size());
+                        const auto h = hepix::read_header(
+                            reinterpret_cast<const std::uint8_t *>(origs[r].data()), origs[r].size(), *levels_);
+                        const int level = levels_->level_of(ct.parms_id());
+                        if (level < 0)
+                            throw std::invalid_argument("the ciphertext is not at a data level of this context");
+                        seal::prng_seed_type seed;
+                        bool seeded = false;
+                        if ((h.flags & hepix::FLAG_SEEDED) && level == h.level && ct.size() == 2)
+                        {
+                            std::memcpy(
+                                seed.data(), origs[r].data() + origs[r].size() - seal::prng_seed_byte_count,
+                                seal::prng_seed_byte_count);
+                            const auto &parms = levels_->at(level).parms();
+                            c1.resize(parms.poly_modulus_degree() * parms.coeff_modulus().size());
+                            auto prng = seal::UniformRandomGeneratorInfo(static_cast<seal::prng_type>(h.prng), seed).make_prng();
+                            seal::util::sample_poly_uniform(prng, parms, c1.data());
+                            seeded = std::memcmp(c1.data(), ct.data(1), c1.size() * sizeof(std::uint64_t)) == 0;
+                        }
+                        hepix::compact_ciphertext(
+                            ct, *levels_, static_cast<std::size_t>(level), 0, 0, seeded ? &seed : nullptr,
+                            static_cast<seal::prng_type>(h.prng), out[r]);
+                    }
+                }
+                catch (const std::exception &e)
+                {
+                    error = "ciphertext " + std::to_string(r) + ": " + e.what();
+                }
+            }
+            if (!error.empty())
+                throw std::invalid_argument(error);
+            return list_of(out);
+        }
+
         // Compact bytes -> uncompressed SEAL bytes, every input checked (header, size, values < q).
         py::list expand(const py::list &blobs)
         {
@@ -710,6 +763,9 @@ PYBIND11_MODULE(hepix_seal, m)
             "compact", &Compactor::compact, py::arg("cts"), py::arg("level"), py::arg("drop0") = 0,
             py::arg("drop1") = 0, py::arg("keep_seed") = true,
             "SEAL ciphertext bytes -> compact bytes at `level` (mod-switched down when higher)")
+        .def("compact_like", &Compactor::compact_like, py::arg("cts"), py::arg("originals"),
+             "SEAL bytes of ciphertexts computed from compact originals -> lossless compact bytes, c1 kept as "
+             "the original's seed where it is unchanged")
         .def("expand", &Compactor::expand, py::arg("blobs"),
              "Compact bytes -> uncompressed SEAL ciphertext bytes; ValueError naming the first bad one")
         .def("header", &Compactor::header, py::arg("blob"),
