@@ -33,7 +33,6 @@ The conversions are native (``hepix_seal``, GIL released, batched); without the 
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -225,18 +224,6 @@ def _compactor_for_params(params) -> Compactor:
     return Compactor(seal_bytes, sec)
 
 
-def expand_batch(compactor: Compactor, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(data, offsets)`` of a batch (an Arrow binary column's buffers) with every compact ciphertext expanded
-    to SEAL bytes; unchanged when none is compact."""
-    items = [data[int(a):int(b)] for a, b in zip(offsets[:-1], offsets[1:])]
-    if not any(is_compact(c) for c in items):
-        return data, offsets
-    out = compactor.expand(items)
-    new = np.zeros(len(out) + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in out], out=new[1:])
-    return np.frombuffer(b"".join(out), dtype=np.uint8), new
-
-
 class CompactEncryptor:
     """An encryptor whose ciphertexts are stored compact (:class:`AtRest`): wraps any packed-layout encryptor.
 
@@ -273,10 +260,6 @@ class CompactEncryptor:
             cts = self._compactor.compact([one(row, scale_bits=self.at_rest.scale_bits) for row in rows],
                                           self.at_rest)
         return CiphertextBatch.from_list(cts, self.name, self.security)
-
-
-def bytes_per_pixel(nbytes: int, pixels: int) -> float:
-    return nbytes / pixels if pixels else math.nan
 
 
 def tile_for(params, halo: int, complex_packing: bool, height: int, width: int) -> tuple[int, int]:

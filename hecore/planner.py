@@ -192,9 +192,9 @@ def describe_plan(ops: Sequence[Op], layout: str, *, scheme: str | None = None, 
 
 # --- storage at rest: the level a chain needs, the scale, the bits to drop ----------------------------
 
-#: Probability that the rounding error of one stored value exceeds its bound (per value; union over a
-#: million-image corpus of ~10^13 values still leaves ~2^-0.5... of 10^13 x 2^-40 ~ 9: so the bound is a
-#: design margin, and the tests measure the real error).
+#: Probability that the rounding error of one stored value exceeds its bound.  The bound is a quarter of
+#: what the chain tolerates, and by the same inequality an error four times the bound has probability
+#: below 2 (2^-41)^16, so no corpus comes near a wrong pixel; the tests measure the real error.
 ROUNDING_FAILURE = 2.0 ** -40
 #: The share of the chain's tolerance (half its grid step) the dropped bits may use; the rest is left to
 #: CKKS's own noise (encryption, the rotations' key switching), measured far below it.
