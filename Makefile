@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml tools/setup.sh tools/build_pyfhel.sh tools/patch_pyfhel_sdist.py \
-          tools/build_native.sh native/pyproject.toml native/setup.py native/src/hepix_seal.cpp \
+          tools/build_native.sh native/pyproject.toml native/setup.py $(wildcard native/src/*.cpp native/src/*.hpp) \
           tools/build_tfhe.sh native/tfhe/Cargo.toml native/tfhe/Cargo.lock native/tfhe/pyproject.toml \
           $(wildcard native/tfhe/src/*.rs)
 	tools/setup.sh $(VENV) $(HEPIX_CACHE)

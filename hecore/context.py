@@ -24,6 +24,7 @@ from .params import Params
 log = logging.getLogger(__name__)
 
 COMPRESSION = "zstd"   # for keys and context; ciphertexts are stored uncompressed
+_COMPACT_MAGIC = b"HPXC"   # hecore.atrest's format (SEAL bytes start with 5E A1)
 
 
 @dataclass(frozen=True)
@@ -183,30 +184,33 @@ class HEContext:
         """Public-key encryption of one value in slot 0, serialized uncompressed."""
         return self.encrypt_vector(np.array([value], dtype=np.float64))
 
-    def encrypt_vector(self, values: np.ndarray) -> bytes:
+    def encrypt_vector(self, values: np.ndarray, *, scale_bits: int | None = None) -> bytes:
         """Public-key encryption of up to N/2 values (one per slot), serialized uncompressed.
 
-        BFV/BGV take integers (floats that are whole numbers are accepted).
+        BFV/BGV take integers (floats that are whole numbers are accepted); CKKS encodes at
+        ``2^scale_bits`` (default the preset's scale).
         """
-        return self._encrypt(values).to_bytes(compr_mode="none")
+        return self._encrypt(values, scale_bits).to_bytes(compr_mode="none")
 
-    def _encrypt(self, values: np.ndarray) -> PyCtxt:
+    def _encrypt(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
         if not self.params.is_integer:
-            return self._he.encryptFrac(np.ascontiguousarray(values, dtype=np.float64))
+            kw = {} if scale_bits is None else {"scale": 2.0 ** scale_bits}
+            return self._he.encryptFrac(np.ascontiguousarray(values, dtype=np.float64), **kw)
         ints = integer_slots(values, self.params)
         if self.params.scheme == "bgv":
             return self._he.encryptBGV(ints)
         return self._he.encryptInt(ints)
 
-    def encrypt_complex(self, values: np.ndarray) -> bytes:
+    def encrypt_complex(self, values: np.ndarray, *, scale_bits: int | None = None) -> bytes:
         """CKKS: public-key encryption of up to N/2 complex values (two reals per slot), serialized
-        uncompressed."""
-        return self._encrypt_complex(values).to_bytes(compr_mode="none")
+        uncompressed (at ``2^scale_bits``, default the preset's scale)."""
+        return self._encrypt_complex(values, scale_bits).to_bytes(compr_mode="none")
 
-    def _encrypt_complex(self, values: np.ndarray) -> PyCtxt:
+    def _encrypt_complex(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
         if self.params.is_integer:
             raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
-        return self._he.encryptComplex(np.ascontiguousarray(values, dtype=np.complex128))
+        kw = {} if scale_bits is None else {"scale": 2.0 ** scale_bits}
+        return self._he.encryptComplex(np.ascontiguousarray(values, dtype=np.complex128), **kw)
 
     # --- encoding apart from encryption (Lattigo keeps its Encoder apart from its Encryptor) ---
     def encode_vector(self, values: np.ndarray) -> PyPtxt:
@@ -261,7 +265,18 @@ class HEContext:
             )
 
     def load_ciphertext(self, ct: bytes | memoryview) -> PyCtxt:
-        return PyCtxt(pyfhel=self._he, bytestring=bytes(ct))
+        """A Pyfhel ciphertext from SEAL bytes, or from hepix's compact at-rest format (expanded and checked
+        first, see :mod:`hecore.atrest`)."""
+        raw = bytes(ct)
+        if raw[:4] == _COMPACT_MAGIC:
+            from .atrest import Compactor
+
+            raw = Compactor.for_public(self.public).expand_one(raw)
+        c = PyCtxt(pyfhel=self._he, bytestring=raw)
+        if not self.params.is_integer:
+            # Pyfhel counts levels in Python (0 on load); ciphertexts stored below the first level must say so
+            c.mod_level = self.params.data_primes - _stored_primes(c, raw)
+        return c
 
     def decrypt_slots(self, ct: bytes | memoryview | PyCtxt, count: int = 1) -> np.ndarray:
         """Decrypt one ciphertext (serialized or loaded) and return its first ``count`` slots (float64).
@@ -304,8 +319,16 @@ class HEContext:
         out = np.empty(len(batch), dtype=np.float64)
         he = self._he
         for i, ct in enumerate(batch):
-            out[i] = he.decryptFrac(PyCtxt(pyfhel=he, bytestring=bytes(ct)))[0]
+            out[i] = he.decryptFrac(self.load_ciphertext(ct))[0]
         return out
+
+
+def _stored_primes(c: PyCtxt, raw: bytes) -> int:
+    """Primes a SEAL ciphertext holds (``coeff_modulus_size`` in its prefix; compressed bytes are
+    re-serialized uncompressed to read it)."""
+    if len(raw) < 73 or raw[5] != 0:
+        raw = c.to_bytes(compr_mode="none")
+    return int.from_bytes(raw[65:73], "little")
 
 
 # --- plaintext polynomials (public: no key involved) -------------------------------------------
@@ -374,4 +397,9 @@ def uncompressed_ciphertexts(params: Params, cts) -> list[bytes]:
     """``cts`` (serialized ciphertexts of ``params``, compressed or seeded) re-serialized
     uncompressed with every component expanded -- SEAL does that when it loads them; no key."""
     he = _pyfhel_for(params)
-    return [PyCtxt(pyfhel=he, bytestring=bytes(c)).to_bytes(compr_mode="none") for c in cts]
+    cts = [bytes(c) for c in cts]
+    if any(c[:4] == _COMPACT_MAGIC for c in cts):          # hepix's compact format: expanded natively
+        from .atrest import Compactor
+
+        cts = Compactor.for_params(params).expand(cts)
+    return [PyCtxt(pyfhel=he, bytestring=c).to_bytes(compr_mode="none") for c in cts]

@@ -61,6 +61,16 @@ class Evaluator:
     def dump(self, c: PyCtxt) -> bytes:
         return c.to_bytes(compr_mode="none")
 
+    def dump_like(self, c: PyCtxt, original) -> bytes:
+        """``c`` serialized as ``original`` (the stored ciphertext it was computed from) was: SEAL bytes, or
+        for a compact original lossless compact bytes (:meth:`hecore.atrest.Compactor.compact_like`)."""
+        raw = self.dump(c)
+        if bytes(memoryview(original)[:4]) != b"HPXC":
+            return raw
+        from .atrest import Compactor
+
+        return Compactor.for_public(self.ctx.public).compact_like([raw], [original])[0]
+
     @staticmethod
     def level(c: PyCtxt) -> int:
         """How many primes the ciphertext has dropped (0 when fresh)."""

@@ -21,7 +21,8 @@ from hecore.ops.spec import Brightness, Contrast, MeanFilter, Op, Watermark, raw
 from .errors import InvalidParameters
 from .params import PRESETS, Params
 
-__all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan"]
+__all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "at_rest",
+           "at_rest_problems", "check_at_rest", "rounding_bound"]
 
 
 #: The largest image (pixels x channels) whose exact BFV/BGV distance the bounds are checked for.
@@ -187,3 +188,149 @@ def describe_plan(ops: Sequence[Op], layout: str, *, scheme: str | None = None, 
                      + ("" if not why else f"  -- {'; '.join(why)}"))
     return "\n".join(lines)
 
+
+
+# --- storage at rest: the level a chain needs, the scale, the bits to drop ----------------------------
+
+#: Probability that the rounding error of one stored value exceeds its bound.  The bound is a quarter of
+#: what the chain tolerates, and by the same inequality an error four times the bound has probability
+#: below 2 (2^-41)^16, so no corpus comes near a wrong pixel; the tests measure the real error.
+ROUNDING_FAILURE = 2.0 ** -40
+#: The share of the chain's tolerance (half its grid step) the dropped bits may use; the rest is left to
+#: CKKS's own noise (encryption, the rotations' key switching), measured far below it.
+ROUNDING_SHARE = 0.25
+
+
+def _window(ops: Sequence[Op]) -> int:
+    """How many slot values a stored value's error is summed over by the chain (the mean filters' k^2)."""
+    k2 = 1
+    for op in ops:
+        if isinstance(op, MeanFilter):
+            k2 *= op.k * op.k
+    return k2
+
+
+def rounding_bound(n: int, scale_bits: int, drop: int, window: int = 1, key_norm: float = 1.0) -> float:
+    """Bound, in raw units, on the error that dropping ``drop`` low bits of a stored polynomial adds to one
+    slot value after a sum over ``window`` slots, exceeded with probability at most :data:`ROUNDING_FAILURE`.
+
+    Rounding adds ``delta_j`` uniform in ``(-2^(d-1), 2^(d-1)]`` to each of the N coefficients, independent
+    of everything else (the coefficient it rounds is uniform mod q).  A slot's real (or imaginary) part of
+    the decoded error is ``sum_j delta_j Re(w_j) / scale`` with ``sum_j Re(w_j)^2 = N window / 2`` (the
+    window's roots are distinct powers of a primitive 2N-th root), so Hoeffding's inequality gives
+    ``P(|err| > t) <= 2 exp(-4 t^2 scale^2 / (2^(2d) N window))``.  For c1 the error is multiplied by the
+    secret key's canonical embedding, bounded by ``key_norm``.
+    """
+    if drop <= 0:
+        return 0.0
+    return key_norm * 2.0 ** (drop - scale_bits) * math.sqrt(n * window * math.log(2 / ROUNDING_FAILURE) / 4)
+
+
+def _key_norm(n: int) -> float:
+    """A bound on |s(zeta)| for a uniform ternary secret over every slot root, exceeded with probability
+    <= 2^-40 (Hoeffding over the key's N coefficients, union over the N/2 roots)."""
+    return math.sqrt(2 * n * math.log(2 * n * 2.0 ** 40))
+
+
+def _tolerance(ops: Sequence[Op]) -> float:
+    """Half the grid step of the chain's raw results (what decryption's Finish snaps to), or 0 without a grid."""
+    from hecore.ops.spec import finish_for
+
+    finish = finish_for(list(ops))
+    return float(finish.step) / 2 if finish.snaps else 0.0
+
+
+def _q0_scale_bits(params: Params, raw_bound: float, layout: Layout) -> int:
+    """The largest power-of-two scale at which one prime q0 holds the chain's raw values.
+
+    A slot holds up to ``raw_bound`` (sqrt 2 of it when two pixels share a slot) and the polynomial's
+    coefficients are bounded by the slots: decryption needs them below q0 / 2, and SEAL's encoder
+    refuses fresh pixel values (up to 255 per part) whose coefficients reach 2^(bits(q0) - 2)."""
+    grow = math.sqrt(2) if layout.complex_packing else 1.0
+    q0_bits = params.qi_sizes[0]
+    decode = 2.0 ** (q0_bits - 1) * (1 - 2.0 ** -20) / ((raw_bound * grow + 1.0) * 1.01)   # q0 lies just below 2^bits
+    encode = 2.0 ** (q0_bits - 2) / ((255.0 * grow + 1.0) * 1.01)
+    return int(math.floor(math.log2(min(decode, encode))))
+
+
+def at_rest(params: Params, ops: Sequence[Op], layout: "Layout | str", match: Match | None = None, *,
+            seeded: bool = True, declared: bool = True):
+    """How to store ciphertexts that will run ``ops`` (and ``match``): the lowest level that still affords the
+    chain's depth, the scale that fits its raw values there, and the low bits of c0 (and of c1, unless it is
+    kept as its seed: ``seeded``) that can be dropped while the rounding error stays below
+    :data:`ROUNDING_SHARE` of the chain's tolerance (see :func:`rounding_bound`).
+
+    Without a declared chain (``declared=False``) the ciphertexts stay at the first level, at the preset's
+    scale, losslessly packed: any chain the preset allows can run on them later.  Raises
+    :class:`InvalidParameters` when the preset cannot run the chain at all (as :func:`check`).
+    """
+    from hecore.atrest import AtRest
+
+    layout = Layout.parse(layout)
+    if params.is_integer:
+        raise InvalidParameters(f"the compact at-rest format is for CKKS; {params.name} is {params.scheme.upper()}: "
+                                "store with --store seal")
+    chain = tuple([op.spec for op in ops] + ([match.spec] if match else []))
+    if not declared:
+        return AtRest(level=0, primes=params.data_primes, scale_bits=params.scale_bits, chain=())
+    check(params, ops, layout.value, match)
+    req = requirements(ops, layout, match)
+    level = params.data_primes - 1 - req.depth
+    primes = params.data_primes - level
+    if primes > 1:      # levels left to spend: the preset's scale (its rescaling primes are sized for it), lossless
+        return AtRest(level=level, primes=primes, scale_bits=params.scale_bits, chain=chain)
+    # One prime, q0: the largest scale under which every raw value of the chain still decodes.
+    scale_bits = _q0_scale_bits(params, req.raw_bound, layout)
+    tolerance = _tolerance(ops)
+    window, n = _window(ops), params.n
+    drop0 = drop1 = 0
+    if tolerance > 0:
+        budget = ROUNDING_SHARE * tolerance * (1.0 if seeded else 0.5)
+        unit = rounding_bound(n, scale_bits, 1, window) / 2.0          # the bound for drop = 0 + 1, halved
+        drop0 = max(0, int(math.floor(math.log2(budget / unit))))
+        if not seeded:
+            drop1 = max(0, int(math.floor(math.log2(budget / (unit * _key_norm(n))))))
+        drop0 = min(drop0, params.qi_sizes[0] - 2)
+        drop1 = min(drop1, params.qi_sizes[0] - 2)
+    bound = rounding_bound(n, scale_bits, drop0, window) + rounding_bound(n, scale_bits, drop1, window, _key_norm(n))
+    return AtRest(level=level, primes=1, scale_bits=scale_bits, drop0=drop0, drop1=drop1, error_bound=bound,
+                  tolerance=tolerance, chain=chain)
+
+
+def at_rest_problems(params: Params, stored, ops: Sequence[Op], layout: "Layout | str",
+                     match: Match | None = None) -> list[str]:
+    """Why ciphertexts stored as ``stored`` (:class:`hecore.atrest.AtRest`) cannot run ``ops`` exactly (empty when
+    they can): not enough levels left, raw values beyond what the stored scale decodes, or a rounding error
+    beyond the chain's share of its tolerance."""
+    layout = Layout.parse(layout)
+    req = requirements(ops, layout, match)
+    out = []
+    if req.depth > stored.primes - 1:
+        out.append(f"the chain spends {req.depth} level(s); the ciphertexts were stored with {stored.primes - 1} left")
+    if stored.primes == 1:
+        if stored.scale_bits > _q0_scale_bits(params, req.raw_bound, layout):
+            out.append(f"raw values up to {req.raw_bound:.4g} do not decode at the stored scale 2^{stored.scale_bits} "
+                       f"with one {params.qi_sizes[0]}-bit prime")
+        if stored.drop0 or stored.drop1:
+            window, n = _window(ops), params.n
+            bound = (rounding_bound(n, stored.scale_bits, stored.drop0, window)
+                     + rounding_bound(n, stored.scale_bits, stored.drop1, window, _key_norm(n)))
+            tolerance = _tolerance(ops)
+            if not tolerance or bound > 2 * ROUNDING_SHARE * tolerance:
+                out.append(f"the {stored.drop0} bits dropped at rest add up to {bound:.3g} (raw units) to a value "
+                           + (f"after this chain, more than its exact result tolerates ({tolerance:.3g})" if tolerance
+                              else "and this chain's result has no grid to snap to"))
+    return out
+
+
+def check_at_rest(params: Params, stored, ops: Sequence[Op], layout: "Layout | str", match: Match | None = None) -> None:
+    """Raise :class:`InvalidParameters` unless ciphertexts stored as ``stored`` can run ``ops`` exactly, saying
+    what the storage was planned for and how to store for this chain."""
+    why = at_rest_problems(params, stored, ops, layout, match)
+    if not why:
+        return
+    chain = " | ".join([op.spec for op in ops] + ([match.spec] if match else [])) or "(no ops)"
+    planned = " | ".join(stored.chain) or "(any chain)"
+    raise InvalidParameters(
+        f"{chain} cannot run on ciphertexts stored compact for {planned} ({stored.describe()}): {'; '.join(why)}; "
+        f"encrypt again with --store compact --for-op for this chain (or --store seal)")

@@ -205,7 +205,7 @@ class EncryptRun:
         self.broadcast = self.spark.sparkContext.broadcast(EncryptPayload(
             public=s.material, packed=s.layout.packed, strategy=strategy.name,
             strategy_state=strategy.state() if strategy.name != "fresh" else None,
-            allow_leaky=self.args.allow_leaky, secret_key=s.secret_key, compression=s.compression))
+            allow_leaky=self.args.allow_leaky, secret_key=s.secret_key, compression=s.compression, store=s.store))
         self.token = f"{self.run_id}/{self.broadcast._jbroadcast.id()}"
 
     def _encrypt(self, ok, n_units: int, staged: str) -> None:
@@ -267,9 +267,9 @@ class EncryptRun:
             raise HepixError(f"internal error: {len(paths) + len(empties)} input files in batch {b}, "
                              f"but {encrypted} encrypted + {rejected} rejected; the batch was not committed")
         n_cts = sum(e["rows"] for e in new_cts)
-        if self.setup.secret_key is None or not n_cts:
+        if (self.setup.secret_key is None and self.setup.store is None) or not n_cts:
             ct_bytes = n_cts * self.ctx.ct_format.stride
-        else:       # seeded (and maybe compressed) ciphertexts: their sizes vary
+        else:       # seeded, compressed or compact ciphertexts: their sizes vary
             ct_bytes = int(self.spark.read.parquet(staged_cts).agg(F.sum(F.length("ct"))).collect()[0][0] or 0)
         for table, entries, staged in (("ciphertexts", new_cts, staged_cts), ("rejects", new_rejects, staged_rejects)):
             self._move_in(table, entries, staged, f"{self.run_id}-b{b:05d}-")
@@ -303,7 +303,8 @@ class EncryptRun:
             options={"tile": list(s.tile), "halo": s.halo, "resize": a.resize, "conversions": list(a.convert),
                      **self.strategy.options(), "settings": self.settings,
                      **({"encryption": "symmetric", "compression": s.compression}
-                        if s.secret_key is not None else {})},
+                        if s.secret_key is not None else {}),
+                     **({"store": s.store.to_json()} if s.store is not None else {})},
             counts=self.counts, timings=self.timings, workers=worker_report(self.rebuilds, self.tasks),
             versions=runinfo.versions(), spark=spark_info(self.spark), files=self.files,
             checksums=table_checksums(self.files), runs=self.runs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from hecore.atrest import STORES
 from hecore.encrypt.strategies import strategy_class, strategy_names
 from hecore.encrypt.symmetric import COMPRESSIONS, DEFAULT_COMPRESSION, ENCRYPTIONS
 from hecore.errors import HepixError
@@ -67,6 +68,16 @@ def add_arguments(p) -> None:
     p.add_argument("--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
                    help="--encryption symmetric: serialization of the seeded ciphertexts (default %(default)s; "
                         "zstd stores about a third fewer bytes at N=4096 at 1.2-1.8x the encryption time)")
+    p.add_argument("--store", choices=STORES, default="seal",
+                   help="how the ciphertexts are stored: seal (default; SEAL's serialization, readable by Pyfhel "
+                        "alone) or compact (hepix's at-rest format: the level the --for-op chain needs, low bits "
+                        "below the noise dropped, residues bit-packed, c1 as its seed; CKKS, packed layouts; every "
+                        "hepix job reads it, with the native extension make setup builds)")
+    p.add_argument("--for-op", action="append", default=[], metavar="SPEC",
+                   help="--store compact: an op the stored ciphertexts must serve (as for `hepix process --op`; "
+                        "repeat for a chain, match:QUERY last).  Without it they stay at the first level, "
+                        "nothing dropped, and any chain the keys allow runs on them; with it `hepix process` "
+                        "refuses chains the storage cannot run exactly")
     p.add_argument("--pool-size", type=int, help="randomness pool size for scan/full (default 64)")
     p.add_argument("--top-k", type=int, help="values cached by scan (default: all values found)")
     p.add_argument("--radix", type=int, help="base of radix/radix-rand (default 2)")
@@ -144,6 +155,7 @@ class EncryptSettings:
     strategy_options: dict
     secret_key: bytes | None = field(repr=False)
     compression: str
+    store: object = None        # hecore.atrest.AtRest with --store compact; None: SEAL bytes
 
     @property
     def params(self):
@@ -160,6 +172,7 @@ class EncryptSettings:
         return {"key_fingerprint": fingerprint, "preset": p.name, "params": p.to_json(), "layout": self.layout.value,
                 "strategy": self.strategy, "strategy_options": self.strategy_options, "tile": list(self.tile),
                 "encryption": args.encryption, "compression": args.compression, "halo": self.halo,
+                "store": self.store.to_json() if self.store is not None else "seal",
                 "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels}
 
 
@@ -195,7 +208,31 @@ def settings_from(args, material) -> EncryptSettings:
         tile = tile_spec or parse_tile_spec(DEFAULT_TILE)
     return EncryptSettings(material=material, layout=layout, tile=tuple(tile), halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), secret_key=secret_key,
-                           compression=args.compression)
+                           compression=args.compression, store=storage(args, params, layout, secret_key))
+
+
+def storage(args, params, layout, secret_key):
+    """``--store compact``: the planner's storage for the ``--for-op`` chain (hecore.planner.at_rest); None for SEAL bytes."""
+    if args.store != "compact":
+        if args.for_op:
+            raise HepixError("--for-op plans the compact storage; add --store compact (or drop --for-op)")
+        return None
+    if not layout.packed:
+        raise HepixError("--store compact stores whole tile channels (the packed layouts); the pixel layout's "
+                         "byte-level ops read SEAL bytes: use --store seal")
+    if args.compression != DEFAULT_COMPRESSION:
+        raise HepixError("--store compact packs the ciphertexts itself; drop --compression")
+    from hecore.ops.spec import parse_match, parse_ops
+    from hecore.planner import at_rest
+
+    specs, match = list(args.for_op), None
+    try:
+        if specs and specs[-1].strip().lower().startswith("match:"):
+            match = parse_match(specs.pop())
+        return at_rest(params, parse_ops(specs), layout, match, seeded=secret_key is not None,
+                       declared=bool(args.for_op))
+    except ValueError as e:
+        raise HepixError(f"--for-op: {e}") from None
 
 
 def run(args) -> int:

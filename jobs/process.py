@@ -96,6 +96,11 @@ def planned_ops(run, ops) -> list:
         done = parse_ops(list(parent.ops))
         ops = with_tiles(ops, parent)
         check_params(run.keys.params, done + ops, parent.layout)
+        if isinstance(parent.options.get("store"), dict):      # stored compact: the planned storage must allow it
+            from hecore.atrest import AtRest
+            from hecore.planner import check_at_rest
+
+            check_at_rest(run.keys.params, AtRest.from_json(parent.options["store"]), done + ops, parent.layout)
         if Layout.parse(parent.layout).packed:
             check_packed_chain(done, ops, int(parent.options.get("halo", 0)))
     except ValueError as e:

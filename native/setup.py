@@ -1,4 +1,4 @@
-"""Build the ``hepix_seal`` extension (see tools/build_native.sh, which sets the environment).
+"""Build the ``hepix_seal`` extension (seeded secret-key encryption and the compact at-rest format) (see tools/build_native.sh, which sets the environment).
 
 It is compiled against SEAL 4.1's headers from the Pyfhel 3.5.0 sdist, with the ``config.h``
 a CMake configure of that source tree generates (the options Pyfhel builds SEAL with), and
@@ -30,7 +30,7 @@ build_key = os.environ.get("HEPIX_BUILD_KEY", "unknown")
 
 ext = Pybind11Extension(
     "hepix_seal",
-    ["src/hepix_seal.cpp"],
+    ["src/hepix_seal.cpp", "src/atrest.cpp"],
     include_dirs=include_dirs,
     define_macros=[("HEPIX_BUILD_KEY", f'"{build_key}"')],
     extra_compile_args=["-O3"],

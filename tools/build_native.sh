@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build hepix's native extension (native/: hepix_seal, secret-key seeded CKKS encryption) offline
+# Build hepix's native extension (native/: hepix_seal, secret-key seeded CKKS encryption and the compact
+# at-rest format) offline
 # and cache the wheel outside the tracked tree.
 #
 #   tools/build_native.sh PYTHON CACHE_DIR
@@ -10,7 +11,7 @@
 #   1. takes SEAL 4.1's headers from the Pyfhel 3.5.0 sdist (through pip, kept in CACHE_DIR),
 #   2. runs a CMake *configure* (no compile) of that SEAL tree with the options Pyfhel builds
 #      SEAL with, for the generated seal/util/config.h,
-#   3. compiles native/src/hepix_seal.cpp and links it to the libseal-4.1.a the installed Pyfhel
+#   3. compiles native/src/*.cpp (hepix_seal.cpp, atrest.cpp) and links it to the libseal-4.1.a the installed Pyfhel
 #      wheel ships -- the very library Pyfhel uses, so serialisations match byte for byte.
 set -euo pipefail
 
@@ -24,7 +25,7 @@ seal_lib=$("$py" -c 'import os, Pyfhel; print(os.path.join(os.path.dirname(Pyfhe
 [[ -f "$seal_lib" ]] || { echo "build_native: $seal_lib not found; install Pyfhel ${PYFHEL_VERSION} first (tools/setup.sh)" >&2; exit 1; }
 
 tag=$("$py" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-key=$( { cat "$root"/native/pyproject.toml "$root"/native/setup.py "$root"/native/src/*.cpp "$0"; \
+key=$( { cat "$root"/native/pyproject.toml "$root"/native/setup.py "$root"/native/src/*.cpp "$root"/native/src/*.hpp "$0"; \
          sha256sum < "$seal_lib"; echo "$tag"; } | sha256sum | cut -c1-16)
 dest="$cache/native/$key"
 shopt -s nullglob

@@ -151,6 +151,30 @@ class SymmetricEncryptor(Encryptor):
         cts = self.encrypt_complex(rows) if np.iscomplexobj(rows) else self.encrypt_real(rows)
         return CiphertextBatch.from_list(cts, self.name, self.security)
 
+    def encrypt_at(self, rows, level: int, scale_bits: int | None = None) -> list[bytes]:
+        """Seeded SEAL ciphertexts of ``rows`` encrypted at ``level`` (primes dropped from the first data level:
+        the plaintext is encoded at that level's parameters, so the encryption works on fewer primes)."""
+        rows = np.asarray(rows)
+        scale = None if scale_bits is None else 2.0 ** scale_bits
+        if np.iscomplexobj(rows):
+            return self._native.encrypt_complex(_finite(np.ascontiguousarray(rows, dtype=np.complex128)), level, scale)
+        return self._native.encrypt_real(_finite(np.ascontiguousarray(rows, dtype=np.float64)), level, scale)
+
+    def encrypt_compact(self, rows, at_rest) -> list[bytes]:
+        """Compact ciphertexts (:mod:`hecore.atrest`) of ``rows``, one per row, encrypted straight into the
+        format at ``at_rest``'s level and scale: c1 as its seed, c0 in coefficient form, rounded by
+        ``at_rest.drop0`` bits and bit-packed (one native call, the GIL released)."""
+        rows = np.asarray(rows)
+        scale = 2.0 ** at_rest.scale_bits
+        try:
+            if np.iscomplexobj(rows):
+                return self._native.encrypt_compact_complex(
+                    _finite(np.ascontiguousarray(rows, dtype=np.complex128)), at_rest.level, scale, at_rest.drop0)
+            return self._native.encrypt_compact_real(
+                _finite(np.ascontiguousarray(rows, dtype=np.float64)), at_rest.level, scale, at_rest.drop0)
+        except ValueError as e:
+            raise HepixError(f"cannot encrypt at {at_rest.describe()} with {self.params.describe()}: {e}") from None
+
 
 def _finite(arr: np.ndarray) -> np.ndarray:
     if arr.ndim not in (1, 2):

@@ -35,6 +35,7 @@ class EncryptPayload:
     allow_leaky: bool
     secret_key: bytes | None = field(default=None, repr=False)
     compression: str = "none"
+    store: object = None        # hecore.atrest.AtRest: ciphertexts stored compact (hepix encrypt --store compact)
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -44,9 +45,14 @@ def build_encryptor(payload: EncryptPayload):
 
     warm_up()
     # check_key=False: the driver already proved that a secret key belongs to the public key.
-    return encryptor_for(payload.public, secret_key=payload.secret_key, packed=payload.packed,
-                         strategy=payload.strategy, strategy_state=payload.strategy_state,
-                         allow_leaky=payload.allow_leaky, compression=payload.compression, check_key=False)
+    enc = encryptor_for(payload.public, secret_key=payload.secret_key, packed=payload.packed,
+                        strategy=payload.strategy, strategy_state=payload.strategy_state,
+                        allow_leaky=payload.allow_leaky, compression=payload.compression, check_key=False)
+    if payload.store is not None:
+        from hecore.atrest import CompactEncryptor
+
+        enc = CompactEncryptor(enc, payload.store)
+    return enc
 
 
 def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, meta: RowMeta,
@@ -59,6 +65,8 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     inject_fault("encrypt", before_output=True)
     enc = worker_state(token, broadcast, build_encryptor, rebuilds)
     params, layout = enc.params, Layout.parse(meta.layout)
+    store = getattr(enc, "at_rest", None)
+    primes, scale_bits = (store.primes, store.scale_bits) if store else (params.data_primes, params.scale_bits)
     for rb in batches:
         tiles = rb.to_pylist()
         if not tiles:
@@ -75,7 +83,7 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
             per_ct = (time.perf_counter() - t) / (len(tiles) if layout.packed else n)
             yield ciphertext_rows(
                 meta, tile, tile["channel"], batch, enc.name, enc.security, params.scheme,
-                level=params.data_primes, scale_bits=params.scale_bits, ops=[], post_scale=1.0,
+                level=primes, scale_bits=scale_bits, ops=[], post_scale=1.0,
                 encrypt_seconds=np.full(n, per_ct), process_seconds=np.zeros(n))
             inject_fault("encrypt", before_output=False)
             if not layout.packed:

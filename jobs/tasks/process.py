@@ -94,7 +94,7 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
             geom = packed_geometry(r)
             for op in ops:
                 c, ps = apply_op(ev, c, op, geom, ps)
-            cts.append(ev.dump(c))
+            cts.append(ev.dump_like(c, r["ct"]))         # compact in, compact out (hecore.atrest)
             scales.append(ps)
             secs.append(r["process_seconds"] + time.perf_counter() - t)
         new_ct = pa.array(cts, type=pa.binary())

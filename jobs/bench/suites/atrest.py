@@ -1,0 +1,307 @@
+"""Bytes at rest and the core's secure encryption speed, against the pixel layout's ``full`` caching.
+
+One process, one thread, the same images, the same run (ratios within a run are what hepix claims):
+
+* ``pixel-full``: the iCHEETAH paper's fastest mode (``full`` caching, which leaks), through
+  :func:`hecore.layouts.pixel.encrypt_tiles` with ``reuse_buffer=True`` -- the baseline;
+* ``symmetric-complex``: seeded secret-key encryption, complex packing, SEAL bytes at the first level
+  (two primes at ``paper-4096``): today's ``hepix encrypt --encryption symmetric --layout packed-complex``;
+* ``symmetric-complex-q0``: the same encrypted at the last level (q0 alone), SEAL bytes;
+* ``compact-<chain>``: encrypted straight into the compact at-rest format (:mod:`hecore.atrest`) at the
+  storage the planner gives for the chain (:func:`hecore.planner.at_rest`), with the halo the chain
+  needs; ``compact-lossless``: no chain declared (first level, nothing dropped);
+* ``public-compact-<chain>``: public-key encryption, then compacted (c1 bit-packed, not seeded).
+
+Packed rows use the tile that stores the image in the fewest ciphertexts for their halo
+(:func:`hecore.atrest.tile_for`).  For every row: pixels/s, its ratio to ``pixel-full`` on the same
+image, bytes per image pixel (tile padding included), and for the compact rows the cost of expanding them back to SEAL bytes and of
+decrypting, with the round trip's exactness.  Imports hecore and NumPy only.
+
+``python -m jobs.bench.suites.atrest [IMAGE ...]`` prints the rows; ``--loop SECONDS --only ROW`` runs
+one row in a loop for a profiler (``perf record -g``, ``valgrind --tool=callgrind``).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from hecore.atrest import AtRest, CompactEncryptor, Compactor, tile_for
+from hecore.context import HEContext
+from hecore.encrypt import PublicKeyEncryptor
+from hecore.encrypt.strategies import make_strategy
+from hecore.encrypt.symmetric import SymmetricEncryptor
+from hecore.kernels import warm_up
+from hecore.layouts.packed import decrypt_tiles, default_tile
+from hecore.layouts.packed import encrypt_tiles as packed_encrypt_tiles
+from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
+from hecore.ops.spec import parse_ops
+from hecore.params import preset
+from hecore.planner import at_rest
+from hecore.quality import round_to_uint8
+
+PIXEL_FULL = "pixel-full"
+DEFAULT_PRESET = "paper-4096"
+DEFAULT_REPEATS = 3
+PIXEL_TILE = 32
+#: (row name, the chain the storage is planned for, the halo that chain needs)
+CHAINS = (("brightness", ["brightness:50"], 0),
+          ("meanfilter3", ["meanfilter:3"], 1),
+          ("meanfilter5", ["meanfilter:5"], 2))
+
+
+@dataclass
+class AtRestRow:
+    """One encryption path on one image."""
+
+    image: str
+    implementation: str
+    encryption: str            # cached | symmetric | public
+    security: str              # leaks | ind-cpa
+    chain: str                 # the ops the storage was planned for ('' when none)
+    preset: str
+    level: int                 # primes dropped from the first data level
+    primes: int
+    scale_bits: int
+    drop0: int
+    drop1: int
+    halo: int
+    tile: str
+    pixels: int
+    ciphertexts: int
+    seconds: float             # median over the repeats
+    pixels_per_second: float
+    bytes: int
+    bytes_per_pixel: float
+    vs_pixel_full: float | None = None
+    expand_seconds: float | None = None        # compact -> SEAL bytes, the whole image
+    decrypt_seconds: float | None = None       # SEAL bytes -> pixel values (Pyfhel), the whole image
+    expand_us_per_ciphertext: float | None = None
+    decrypt_us_per_ciphertext: float | None = None
+    exact_fraction: float | None = None
+    max_abs_err: float | None = None
+    error_bound: float | None = None
+
+
+class _Path:
+    implementation = ""
+    encryption = "symmetric"
+    security = "ind-cpa"
+    chain = ""
+    halo = 0
+    store: AtRest | None = None
+
+    def once(self, image):
+        """Encrypt the whole image; returns (ciphertexts, bytes, payload)."""
+        raise NotImplementedError
+
+    def tile(self) -> str:
+        return ""
+
+
+class _PixelFull(_Path):
+    implementation, encryption, security = PIXEL_FULL, "cached", "leaks"
+
+    def __init__(self, ctx):
+        self.strategy = make_strategy("full", ctx, allow_leaky=True).prepare()
+
+    def tile(self):
+        return f"{PIXEL_TILE}x{PIXEL_TILE}"
+
+    def once(self, image):
+        count = nbytes = 0
+        _grid, produce = pixel_encrypt_tiles(image, self.strategy, PIXEL_TILE, PIXEL_TILE, reuse_buffer=True)
+        for pt in produce:               # each tile's buffer is reused by the next: nothing kept
+            count += len(pt.batch)
+            nbytes += pt.batch.nbytes
+        return count, nbytes, None
+
+
+class _Packed(_Path):
+    def __init__(self, name, encryptor, ctx, halo, store=None, chain="", encryption="symmetric"):
+        self.implementation, self.enc, self.ctx, self.halo = name, encryptor, ctx, halo
+        self.store, self.chain, self.encryption = store, chain, encryption
+        self.th, self.tw = default_tile(ctx.params, halo, True)
+
+    def fit(self, image) -> None:
+        """The tile that stores this image in the fewest ciphertexts (hecore.atrest.tile_for)."""
+        self.th, self.tw = tile_for(self.ctx.params, self.halo, True, image.shape[0], image.shape[1])
+
+    def tile(self):
+        return f"{self.th}x{self.tw}"
+
+    def once(self, image):
+        grid, tiles = packed_encrypt_tiles(image, self.enc, self.th, self.tw, self.halo, True)
+        tiles = list(tiles)
+        return len(tiles), sum(len(t.ct) for t in tiles), (grid, tiles)
+
+
+class _AtLevel:
+    """Seeded SEAL bytes at one level (the native encrypt_at), as an encryptor the packed layout takes."""
+
+    def __init__(self, sym: SymmetricEncryptor, level: int):
+        self.sym, self.level = sym, level
+        self.params, self.name, self.security = sym.params, sym.name, sym.security
+
+    def encrypt(self, rows):
+        from hecore.ciphertexts import CiphertextBatch
+
+        return CiphertextBatch.from_list(self.sym.encrypt_at(rows, self.level), self.name, self.security)
+
+
+def paths(ctx: HEContext, secret: bytes, *, baseline: bool = True) -> list[_Path]:
+    """Every measured path, the baseline first (``baseline=False``: the packed paths only)."""
+    params = ctx.params
+    sym = SymmetricEncryptor(ctx.public, secret)
+    last = params.data_primes - 1
+    out: list[_Path] = [_PixelFull(ctx)] if baseline else []
+    out += [_Packed("symmetric-complex", sym, ctx, 0),
+                        _Packed("symmetric-complex-q0", _AtLevel(sym, last), ctx, 0)]
+    lossless = at_rest(params, [], "packed-complex", declared=False)
+    out.append(_Packed("compact-lossless", CompactEncryptor(sym, lossless), ctx, 0, lossless))
+    for name, specs, halo in CHAINS:
+        plan = at_rest(params, parse_ops(specs), "packed-complex")
+        out.append(_Packed(f"compact-{name}", CompactEncryptor(sym, plan), ctx, halo, plan, " | ".join(specs)))
+    name, specs, halo = CHAINS[0]
+    plan = at_rest(params, parse_ops(specs), "packed-complex", seeded=False)
+    out.append(_Packed(f"public-compact-{name}", CompactEncryptor(PublicKeyEncryptor(ctx), plan), ctx, halo, plan,
+                       " | ".join(specs), encryption="public"))
+    return out
+
+
+def measure(images: dict[str, np.ndarray], *, preset_name: str = DEFAULT_PRESET,
+            repeats: int = DEFAULT_REPEATS) -> list[dict]:
+    """Measure every path on every image (name -> uint8 array, e.g. 256x256 USC-SIPI); one dict per row."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    ctx, secret = HEContext.generate(preset(preset_name))      # throwaway keys, never written
+    warm_up()
+    todo = paths(ctx, secret)
+    rows: list[dict] = []
+    for name, image in images.items():
+        image = np.ascontiguousarray(image)
+        for p in todo:                                   # lazy initialisation is not what we time
+            if isinstance(p, _Packed):
+                p.fit(image[:8, :8])
+                p.once(image[:8, :8])
+                p.fit(image)
+            else:
+                p.once(image[:8, :8])
+        times = {id(p): [] for p in todo}
+        last = {}
+        for _ in range(repeats):                         # round-robin: machine noise hits every path alike
+            for p in todo:
+                t = time.perf_counter()
+                count, nbytes, payload = p.once(image)
+                times[id(p)].append(time.perf_counter() - t)
+                last[id(p)] = (count, nbytes, payload)
+        image_rows = []
+        for p in todo:
+            count, nbytes, payload = last[id(p)]
+            secs = statistics.median(times[id(p)])
+            s = p.store
+            r = AtRestRow(
+                image=name, implementation=p.implementation, encryption=p.encryption, security=p.security,
+                chain=p.chain, preset=ctx.params.name,
+                level=s.level if s else (ctx.params.data_primes - 1 if p.implementation.endswith("q0") else 0),
+                primes=s.primes if s else (1 if p.implementation.endswith("q0") else ctx.params.data_primes),
+                scale_bits=s.scale_bits if s else ctx.params.scale_bits, drop0=s.drop0 if s else 0,
+                drop1=s.drop1 if s else 0, halo=p.halo, tile=p.tile(), pixels=int(image.size), ciphertexts=count,
+                seconds=secs, pixels_per_second=image.size / secs, bytes=nbytes, bytes_per_pixel=nbytes / image.size,
+                error_bound=s.error_bound if s else None)
+            if payload is not None:
+                _round_trip(ctx, r, payload, image)
+            image_rows.append(r)
+        full = next(r.pixels_per_second for r in image_rows if r.implementation == PIXEL_FULL)
+        for r in image_rows:
+            r.vs_pixel_full = r.pixels_per_second / full
+        rows += [asdict(r) for r in image_rows]
+    return rows
+
+
+def stored_bytes(image: np.ndarray, *, preset_name: str = DEFAULT_PRESET) -> list[dict]:
+    """One pass of every packed path over ``image``: what it stores (no timing, no baseline), for images too
+    large for the pixel layout."""
+    ctx, secret = HEContext.generate(preset(preset_name), rotations=False)
+    out = []
+    for p in paths(ctx, secret, baseline=False):
+        if isinstance(p, _Packed):
+            p.fit(image)
+            count, nbytes, _ = p.once(np.ascontiguousarray(image))
+            out.append({"implementation": p.implementation, "tile": p.tile(), "halo": p.halo, "ciphertexts": count,
+                        "bytes": nbytes, "bytes_per_pixel": nbytes / image.size})
+    return out
+
+
+def _round_trip(ctx: HEContext, r: AtRestRow, payload, image) -> None:
+    """Expand (compact rows) and decrypt the last pass: cost and exactness."""
+    grid, tiles = payload
+    cts = [bytes(t.ct) for t in tiles]
+    t = time.perf_counter()
+    seal = Compactor.for_public(ctx.public).expand(cts)
+    r.expand_seconds = time.perf_counter() - t
+    r.expand_us_per_ciphertext = r.expand_seconds / len(cts) * 1e6
+    t = time.perf_counter()
+    raw = decrypt_tiles(ctx, grid, [tile.with_ct(c) for tile, c in zip(tiles, seal)])
+    r.decrypt_seconds = time.perf_counter() - t
+    r.decrypt_us_per_ciphertext = r.decrypt_seconds / len(cts) * 1e6
+    r.exact_fraction = float(np.mean(round_to_uint8(raw) == image))
+    r.max_abs_err = float(np.max(np.abs(raw - image)))
+
+
+def _usc(name: str) -> np.ndarray:
+    """A USC-SIPI image read in place: ``$HEPIX_DATASETS/usc-sipi``, else the data sets beside the checkout."""
+    import os
+    from pathlib import Path
+
+    from hecore.images import load_image
+
+    root = Path(os.environ.get("HEPIX_DATASETS") or Path(__file__).resolve().parents[3].parent / "shared" / "datasets")
+    return load_image(Path(name) if Path(name).exists() else root / "usc-sipi" / name).pixels
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("images", nargs="*", default=["5.1.12.tiff", "4.2.07.tiff"],
+                   help="USC-SIPI file names (read in place from the data sets beside the checkout) or paths")
+    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    p.add_argument("--preset", default=DEFAULT_PRESET)
+    p.add_argument("--loop", type=float, metavar="SECONDS", help="profile mode: run --only in a loop this long")
+    p.add_argument("--only", default="compact-brightness", help="the row --loop runs")
+    p.add_argument("--bytes-only", action="store_true",
+                   help="one pass of every packed path, bytes per pixel only (large images: no pixel-full)")
+    args = p.parse_args(argv)
+    images = {n: _usc(n) for n in args.images}
+    if args.bytes_only:
+        for name, image in images.items():
+            for r in stored_bytes(image, preset_name=args.preset):
+                print(f"{name:12s} {r['implementation']:28s} tile {r['tile']:>7s} halo {r['halo']} "
+                      f"{r['ciphertexts']:>6d} ct {r['bytes']:>12,d} B {r['bytes_per_pixel']:>7.2f} B/px")
+        return 0
+    if args.loop:
+        ctx, secret = HEContext.generate(preset(args.preset), rotations=False)
+        path = next(x for x in paths(ctx, secret, baseline=args.only == PIXEL_FULL) if x.implementation == args.only)
+        image, n, t0 = next(iter(images.values())), 0, time.perf_counter()
+        if isinstance(path, _Packed):
+            path.fit(image)
+        while time.perf_counter() - t0 < args.loop:
+            path.once(image)
+            n += 1
+        secs = time.perf_counter() - t0
+        print(f"{args.only}: {n} passes, {n * image.size / secs:,.0f} pixels/s")
+        return 0
+    for r in measure(images, preset_name=args.preset, repeats=args.repeats):
+        extra = (f"  expand {r['expand_us_per_ciphertext']:.0f} us/ct, decrypt {r['decrypt_us_per_ciphertext']:.0f} "
+                 f"us/ct, exact {r['exact_fraction']:.4f}" if r["expand_seconds"] is not None else "")
+        print(f"{r['image']:12s} {r['implementation']:28s} L{r['level']} s{r['scale_bits']} d{r['drop0']:<2d} "
+              f"{r['pixels_per_second']:>12,.0f} px/s {r['vs_pixel_full']:>7.1f}x  {r['bytes_per_pixel']:>9.2f} B/px"
+              + extra)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
