@@ -6,7 +6,6 @@ or, without it, its stand-ins (tests/conftest.py).
 from __future__ import annotations
 
 import struct
-import time
 import zlib
 
 import numpy as np
@@ -171,10 +170,8 @@ def test_bomb_is_refused_before_decoding(bomb, monkeypatch):
     def no_decoding(self):
         raise AssertionError("pixel data was decoded")
     monkeypatch.setattr(ImageFile.ImageFile, "load", no_decoding)
-    start = time.perf_counter()
     with pytest.raises(DecompressionBomb):
         load_image(bomb, policy=ImagePolicy(max_pixels=1_000_000))
-    assert time.perf_counter() - start < 1.0
 
 
 def test_bomb_limit_is_inclusive(bomb):

@@ -29,11 +29,23 @@ def corpus(tmp_path_factory):
     return root
 
 
+#: Spark starts scheduling once enough executors registered (by default: at once, as no core count is
+#: expected); on a loaded machine the second executor JVM can come up after every task ran on the first.
+#: Expecting both cores makes the job wait for both executors, so that two Python workers are certain.
+BOTH_EXECUTORS = """\
+spark.cores.max 2
+spark.scheduler.minRegisteredResourcesRatio 1.0
+spark.scheduler.maxRegisteredResourcesWaitingTime 600s
+"""
+
+
 def test_cache_is_rebuilt_once_per_python_worker_not_per_task(corpus):
     out = corpus / "enc"
+    conf = corpus / "both-executors.conf"
+    conf.write_text(BOTH_EXECUTORS)
     code = main(["encrypt", "--layout", "pixel", "--keys", str(corpus / "keys"), "--input", str(corpus / "images"), "--out", str(out),
                  "--tile", "4x4", "--strategy", "full", "--allow-leaky", "--pool-size", "8",
-                 "--partitions", "12", "--master", "local-cluster[2,1,1024]", "--quiet"])
+                 "--partitions", "12", "--master", "local-cluster[2,1,1024]", "--conf", str(conf), "--quiet"])
     assert code == 0
     workers = json.loads((out / "_manifest.json").read_text())["workers"]
     assert workers["tasks"] == 12
