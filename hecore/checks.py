@@ -85,15 +85,6 @@ class CiphertextChecker:
             return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): {str(e).splitlines()[0][:160]}")
         return None
 
-    def problems(self, cts) -> list[Problem | None]:
-        """:meth:`problem` of every value of a sequence (an Arrow binary column or a list of bytes)."""
-        if self.fixed is not None and hasattr(cts, "buffers"):
-            return self._fixed_problems(cts)
-        out = []
-        for v in cts:
-            out.append(self.problem(v.as_buffer() if hasattr(v, "as_buffer") else v))
-        return out
-
     # --- the fixed, uncompressed format of fresh ciphertexts (pixel layout) ---------------------------
     def _fixed_problem(self, ct) -> Problem | None:
         fmt = self.fixed
@@ -112,17 +103,6 @@ class CiphertextChecker:
             return Problem("seal-refused", f"coefficient {i} of component {c} is not below prime {p} "
                                            f"({int(words[c, p, i])} >= {int(q[0, p, 0])}): SEAL would refuse it")
         return None
-
-    def _fixed_problems(self, arr) -> list[Problem | None]:
-        import pyarrow as pa
-
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        out = []
-        for i in range(len(arr)):
-            v = arr[i]
-            out.append(self.problem(v.as_buffer() if v.is_valid else None))
-        return out
 
     # --- compressed serializations ------------------------------------------------------------------
     def _inflates_too_far(self, ct) -> Problem | None:

@@ -246,7 +246,7 @@ def run(args) -> int:
     owner = owner_dir(args)
     symmetric = args.encryption == "symmetric"
     with remote_keys(args.keys, secret=symmetric) as keys:
-        material = read_public(keys, eval_keys=False)   # never opens secret.key (unless symmetric); no eval keys
+        material = read_public(keys, eval_keys=False)   # never opens secret.key; no eval keys needed
         setup = settings_from(args, material, keys)
     run_id, started = runinfo.new_run_id(), runinfo.now()
     session = (secret_session("encrypt", args.master, args.conf, trusted=trusted_cluster(args)) if symmetric

@@ -212,7 +212,7 @@ def op_list(v, path):
         try:
             if spec.startswith("match:") and i == len(specs) - 1:
                 from hecore.ops.spec import parse_match
-                parse_match(spec.partition(":")[2])
+                parse_match(spec)
             elif spec.startswith("infer:") and i == len(specs) - 1:
                 from hecore.infer.models import parse_infer
                 parse_infer(spec.partition(":")[2])
