@@ -33,6 +33,21 @@ class KeyMismatch(HepixError):
     """Ciphertexts were made under a different key than the one supplied."""
 
 
+class UntrustedSession(HepixError):
+    """A job that holds the secret key was asked to run where the key could leave the owner's machine."""
+
+
+# --- what comes back from the cluster ----------------------------------------------------------
+
+class ManifestError(HepixError):
+    """A run manifest (read from a directory the cluster held) fails its schema or names a file outside
+    its directory."""
+
+
+class OwnerMapError(HepixError):
+    """The owner map (the owner's record of which image id is which file) is missing or does not fit."""
+
+
 # --- strategies ---------------------------------------------------------------------
 
 class LeakyStrategyRefused(HepixError):

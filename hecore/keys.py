@@ -190,22 +190,53 @@ def load_secret(keys: str | os.PathLike) -> HEContext:
 
 def read_secret_key(keys: str | os.PathLike) -> bytes:
     """The secret key bytes of a key directory, for the key owner's own jobs (decryption, symmetric
-    encryption).  Refuses a missing key and one that others can read, like :func:`load_secret`."""
+    encryption).  Refuses a missing key, a symbolic link, something other than a regular file, a key
+    that group or others can read, and one owned by another user, like :func:`load_secret`.
+
+    The checks and the read use one file descriptor (opened with ``O_NOFOLLOW``, then ``fstat``): the
+    file that was checked is the file that is read, whatever happens to the path in between.
+    """
     keys = Path(keys)
     read_info(keys)
     path = keys / SECRET
-    if not path.is_file():
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
         raise SecretKeyMissing(
             f"{keys} holds no {SECRET} (a public-only key directory); this needs the data owner's key "
             "directory with its secret key"
-        )
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyDirectoryError(
-            f"{path} has mode {mode:04o}: the secret key is readable by other users; "
-            f"run `chmod 600 {path}` (and check who may have read it)"
-        )
-    return path.read_bytes()
+        ) from None
+    except OSError as e:
+        if path.is_symlink():
+            raise KeyDirectoryError(
+                f"{path} is a symbolic link: the secret key must be a regular file in the key directory "
+                f"(replace the link with the file itself, mode 0600)"
+            ) from None
+        raise KeyDirectoryError(f"{path} cannot be opened: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyDirectoryError(f"{path} is not a regular file; the secret key must be one (mode 0600)")
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o077:
+            raise KeyDirectoryError(
+                f"{path} has mode {mode:04o}: the secret key is readable by other users; "
+                f"run `chmod 600 {path}` (and check who may have read it)"
+            )
+        if st.st_uid != os.geteuid():
+            raise KeyDirectoryError(
+                f"{path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}): another user "
+                f"controls the secret key; use a key directory of your own (`chown` it if it is yours)"
+            )
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:

@@ -2,10 +2,15 @@
 
 A batch is decoded into tile channels on the executors, encrypted (the encryptor's state -- a pixel
 strategy's cache, the public key, or the owner's secret key -- broadcast once per run), staged under
-``_staging/<run_id>/``, moved into the tables, and committed by rewriting ``_manifest.json`` (status
-``partial``) to list its files.  :meth:`EncryptRun.finish` removes what no manifest lists and marks the
-run ``complete``.  A rerun into the same ``--out`` with the same settings resumes: the images that the
-listed files already hold (encrypted or rejected) are skipped.
+``_staging/<run_id>/``, and committed in three steps: its ciphertext files are moved into the table,
+the owner map (jobs/owner.py) records the batch -- its images' ids, sources, content hashes and sizes,
+its rejects, the files it added -- and ``_manifest.json`` is rewritten (status ``partial``) to list
+them.  :meth:`EncryptRun.finish` removes what no batch lists and marks the run ``complete``.
+
+The owner map is the owner's copy of the run: a rerun into the same ``--out`` with the same settings
+resumes from it (the batches whose files are all in place are done; their images, encrypted or
+rejected, are skipped).  The output handed to the cluster holds only the ciphertext table and a
+manifest naming no owner path; the rejects (which name the owner's files) stay in the owner map.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import functools
 import json
 import logging
 import os
+import secrets
 import time
 from dataclasses import asdict
 
@@ -24,19 +30,23 @@ from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_fil
 from jobs.tasks.rows import RowMeta
 from schemas.manifest import Counts, RunManifest
 from schemas.stages import TILES, WRITTEN
-from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, REJECTS, spark_schema
+from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
 
 from . import runinfo
+from .owner import OwnerMap
+from .rowcheck import expected_rows
 from .runs import ListAccumulator, worker_report
 from .session import spark_info
-from .sources import read_image_list, read_images
+from .sources import read_image_list
 from .storage import MANIFEST, join, read_manifest
-from .tables import describe_table, table_checksums, write_rejects
+from .tables import describe_table, table_checksums
 
 log = logging.getLogger(__name__)
 
 #: Test switch: the driver dies after committing this many batches.
 CRASH_ENV = "HEPIX_TEST_CRASH_AFTER_BATCHES"
+#: What Spark's binaryFile source gives (an empty batch is decoded from an empty frame of it).
+BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length long, content binary"
 
 
 def settings_differ(old: dict, new: dict) -> str | None:
@@ -46,16 +56,6 @@ def settings_differ(old: dict, new: dict) -> str | None:
             shown = (lambda x: (x[:16] if isinstance(x, str) and k == "key_fingerprint" else x))
             return f"{k} {shown(old.get(k))!r} there, {shown(v)!r} now"
     return None
-
-
-def finished_sources(spark, out: str, files: dict) -> set[str]:
-    """Sources of the images the listed files of ``out`` already hold (encrypted or rejected)."""
-    done: set[str] = set()
-    for table in ("ciphertexts", "rejects"):
-        paths = [join(out, table, e["name"]) for e in files.get(table, []) if e["rows"]]
-        if paths:
-            done |= {r["source"] for r in spark.read.parquet(*paths).select("source").distinct().collect()}
-    return done
 
 
 def worker_local_path(master: str, path: str) -> str | None:
@@ -85,13 +85,14 @@ def write_from_workers(units, directory: str, **task_args) -> None:
 class EncryptRun:
     """One ``hepix encrypt`` run into ``out``: resume, batches, finish (see the module doc)."""
 
-    def __init__(self, args, setup, spark, out, run_id: str, started):
+    def __init__(self, args, setup, spark, out, run_id: str, started, owner_dir: str):
         from hecore.context import HEContext
         from hecore.encrypt.strategies import strategy_class
 
         self.args, self.setup, self.spark, self.out = args, setup, spark, out
         self.storage = out.storage
         self.run_id, self.started = run_id, started
+        self.owner_dir = owner_dir
         self.fingerprint = setup.material.fingerprint()
         self.settings = setup.resumable(args, self.fingerprint)
         self.ctx = HEContext.from_public(setup.material)
@@ -102,61 +103,83 @@ class EncryptRun:
         self.tasks = sc.accumulator([], ListAccumulator())
         self.meta = RowMeta(run_id=run_id, layout=setup.layout.value, preset=setup.params.name,
                             key_fingerprint=self.fingerprint)
+        self.id_key = secrets.token_bytes(32)        # this run's image ids; never written anywhere
         self.timings: dict[str, float] = {}
-        self.base: RunManifest | None = None
-        self.before: RunManifest | None = None
-        self.files = {"ciphertexts": [], "rejects": []}
+        self.owner: OwnerMap | None = None
+        self.created = started.isoformat()
+        self.files = {"ciphertexts": []}
         self.counts = Counts()
         self.runs = [run_id]
-        self.empties: list[str] = []
+        self.unread: list[tuple[str, int, str, str]] = []     # (source, bytes, reason, detail): no decoding
         self.skipped = 0
+        self.complete_before = False
         self.broadcast = self.token = None
         value = os.environ.get(CRASH_ENV)
         self.crash_after = int(value) if value else None
 
     # --- what is already there: resume, or start over (--overwrite) -------------------------------
-    def resume(self) -> list[list[str]]:
-        """The batches of images still to encrypt (paths), after what an earlier run committed."""
+    def _check_output(self, owner: OwnerMap) -> None:
+        """The output directory holds nothing, or the run this owner map belongs to."""
         args, dst = self.args, self.out.out
         try:
-            self.before = read_manifest(self.storage, dst)
-        except (ValueError, TypeError) as e:
-            raise HepixError(f"{dst}/{MANIFEST} is not a manifest hepix can read ({e}); choose another --out") from None
-        before = self.before
-        if before is not None and not args.overwrite:
-            if before.job != "encrypt":
-                raise HepixError(f"{dst} holds the output of `hepix {before.job}`; encrypt into another --out")
-            if not before.files or "settings" not in before.options:
-                raise HepixError(f"{dst} holds an encrypt run written before hepix could resume runs; rerun with "
-                                 "--overwrite to redo it, or choose another --out")
-            diff = settings_differ(before.options["settings"], self.settings)
+            before = read_manifest(self.storage, dst)
+        except HepixError:
+            if args.overwrite:
+                return
+            raise
+        if before is None or args.overwrite:
+            return
+        if before.job != "encrypt":
+            raise HepixError(f"{dst} holds the output of `hepix {before.job}`; encrypt into another --out")
+        if not owner.doc["runs"] or before.runs[:1] != owner.doc["runs"][:1]:
+            raise HepixError(f"{dst} holds an encrypt run whose owner map is not in {self.owner_dir}: give the "
+                             "--owner directory that run wrote, or --overwrite to redo everything")
+
+    def resume(self) -> list[list[str]]:
+        """The batches of images still to encrypt (paths), after what earlier runs committed."""
+        args, dst = self.args, self.out.out
+        listing = self.storage.input_files(args.input, args.recursive)   # a missing input fails before any output
+        owner = OwnerMap.for_encrypt(self.owner_dir, out=args.out, input_=args.input, fingerprint=self.fingerprint,
+                                     settings=self.settings, overwrite=args.overwrite)
+        self.owner = owner
+        self._check_output(owner)
+        if owner.doc["batches"]:
+            diff = settings_differ(owner.settings, self.settings)
             if diff:
                 raise HepixError(f"{dst} holds encrypted images made with other settings ({diff}); a rerun adds "
                                  "to an output only with the same key, parameters, strategy and options: add "
                                  "--overwrite to redo everything, or choose another --out")
-            self.base = before
-        base = self.base
-        self.listing = read_images(self.spark, args.input, args.recursive)
-        listing = sorted(r["path"] for r in self.listing.select("path").collect())
-        empties = self.storage.empty_files(args.input, args.recursive)   # binaryFile skips them silently
-        done = finished_sources(self.spark, dst, base.files) if base else set()
-        todo = [p for p in listing if p not in done]
-        self.empties = [p for p in empties if p not in done]
-        self.skipped = len(listing) + len(empties) - len(todo) - len(self.empties)
+        present = self.storage.list_files(join(dst, "ciphertexts"))
+        kept = owner.keep_batches(lambda b: all(present.get(e["name"]) == e["bytes"]
+                                                for e in b["files"].get("ciphertexts", [])))
+        self.complete_before = bool(kept) and owner.doc.get("status") == "complete"
+        done = owner.sources()
+        todo = [f.path for f in listing if not f.hidden and f.size > 0 and f.path not in done]
+        self.unread = [(f.path, f.size, "hidden-name",
+                        f"{f.path}: Spark's file sources skip names starting with '_' or '.' (or under such a "
+                        "directory); rename it to encrypt it") for f in listing if f.hidden and f.path not in done]
+        self.unread += [(f.path, 0, "empty-file", f"{f.path}: the file is empty (0 bytes)")
+                        for f in listing if not f.hidden and f.size == 0 and f.path not in done]
+        self.skipped = len(listing) - len(todo) - len(self.unread)
+        if kept:
+            self.files = {"ciphertexts": [e for b in kept for e in b["files"].get("ciphertexts", [])]}
+            total = Counts()
+            for b in kept:
+                total = Counts(**{k: getattr(total, k) + int(b["counts"].get(k, 0)) for k in asdict(total)})
+            self.counts = total
+            self.runs = list(owner.doc["runs"]) + [self.run_id]
+            self.timings = {k: float(v) for k, v in owner.doc.get("timings", {}).items()}
+            self.created = owner.doc.get("created", self.created)
         if self.skipped:
-            print(f"resuming: {self.skipped} images already done in {dst} (run {base.run_id}, {base.status}); "
-                  f"{len(todo) + len(self.empties)} to go (--overwrite redoes them all)")
-        if base:
-            self.files = {t: list(base.files.get(t, [])) for t in ("ciphertexts", "rejects")}
-            self.counts = Counts(**asdict(base.counts))
-            self.runs = list(base.runs) + [self.run_id]
-            self.timings = {k: float(v) for k, v in base.timings.items()}
+            print(f"resuming: {self.skipped} images already done in {dst} ({len(kept)} batches of "
+                  f"{len(owner.doc['runs'])} earlier runs); {len(todo) + len(self.unread)} to go "
+                  "(--overwrite redoes them all)")
         # A scanning strategy builds its cache from the values of all the images it encrypts: one batch.
         size = len(todo) if self.strategy.needs_scan else args.batch_images
-        return [todo[i:i + size] for i in range(0, len(todo), max(1, size))] or ([[]] if self.empties else [])
+        return [todo[i:i + size] for i in range(0, len(todo), max(1, size))] or ([[]] if self.unread else [])
 
     def already_complete(self) -> bool:
-        return self.before is not None and self.base is not None and self.base.status == "complete"
+        return self.complete_before
 
     # --- one batch ---------------------------------------------------------------------------------
     def _time(self, key: str, t0: float) -> None:
@@ -167,8 +190,8 @@ class EncryptRun:
         from pyspark.sql import functions as F
 
         a, s = self.args, self.setup
-        opts = DecodeOptions(*s.tile, a.resize, tuple(a.convert), a.max_pixels, s.halo)
-        source = read_image_list(self.spark, paths) if paths else self.listing.limit(0)
+        opts = DecodeOptions(*s.tile, a.resize, tuple(a.convert), a.max_pixels, s.halo, id_key=self.id_key)
+        source = read_image_list(self.spark, paths) if paths else self.spark.createDataFrame([], BINARY_FILE_SCHEMA)
         decoded = source.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
         decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
         is_ok = F.col("reject_reason").isNull()
@@ -182,7 +205,7 @@ class EncryptRun:
             F.sum(F.when(is_ok, F.col("h") * F.col("w")).otherwise(0)).alias("pixels"),
             F.sum(F.when(is_ok, 0).otherwise(1)).alias("rejected"),
         ).collect()[0]
-        return decoded, decoded.where(is_ok), decoded.where(~is_ok), stats
+        return decoded, decoded.where(is_ok), decoded.where(~is_ok), decoded.where(first_unit), stats
 
     def _broadcast_encryptor(self, ok, progress) -> None:
         """Prepare the strategy (a scan looks at every value first) and broadcast the encryptor's state once."""
@@ -226,14 +249,16 @@ class EncryptRun:
             cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(staged)
 
     def encrypt_batch(self, b: int, paths: list[str], total: int, progress) -> None:
-        """Decode, encrypt and commit batch ``b`` of ``total`` (its files into the tables, then the manifest)."""
+        """Decode, encrypt and commit batch ``b`` of ``total``: its files into the table, the owner map, the manifest."""
+        import pyarrow as pa
         from pyspark.sql import functions as F
 
         stage_dir = join(self.out.staging, f"batch-{b:05d}")
+        tag = f"{self.run_id}-b{b:05d}"
         label = f"batch {b + 1}/{total}: " if total > 1 else ""
         t0 = time.perf_counter()
         progress.stage(f"{label}decoding {len(paths)} images")
-        decoded, ok, bad, stats = self._decode(paths)
+        decoded, ok, bad, firsts, stats = self._decode(paths)
         self._time("decode_seconds", t0)
 
         t0 = time.perf_counter()
@@ -247,59 +272,66 @@ class EncryptRun:
         self._encrypt(ok, n_units, staged_cts)
         self._time("encrypt_seconds", t0)
 
-        progress.stage(f"{label}writing rejects")
+        progress.stage(f"{label}recording the batch")
         rejects = [{**r.asDict(), "run_id": self.run_id} for r in bad.select(
             "source", F.col("reject_stage").alias("stage"), F.col("reject_reason").alias("reason"),
             F.col("reject_detail").alias("detail"), "bytes").collect()]
-        empties = self.empties if b == 0 else []
-        rejects += [{"run_id": self.run_id, "source": src, "stage": "read", "reason": "empty-file",
-                     "detail": f"{src}: the file is empty (0 bytes)", "bytes": 0} for src in empties]
-        staged_rejects = join(stage_dir, "rejects")
-        if rejects:
-            write_rejects(self.spark, rejects, staged_rejects)
+        unread = self.unread if b == 0 else []
+        rejects += [{"run_id": self.run_id, "source": src, "stage": "read", "reason": reason, "detail": detail,
+                     "bytes": size} for src, size, reason, detail in unread]
+        images = [r.asDict() for r in firsts.select("image_id", "source", "content_sha256", "image_height",
+                                                      "image_width", "image_channels", "bytes").collect()]
         decoded.unpersist()
+        layout, (th, tw) = self.setup.layout.value, self.setup.tile
+        for r in images:
+            r.update(ciphertexts=expected_rows(layout, r["image_height"], r["image_width"], r["image_channels"],
+                                               th, tw), run_id=self.run_id, batch=tag)
 
         new_cts = describe_table(self.spark, self.storage, staged_cts, checksums=True)
-        new_rejects = describe_table(self.spark, self.storage, staged_rejects, checksums=False)
-        rejected = int(stats["rejected"] or 0) + len(empties)
+        rejected = int(stats["rejected"] or 0) + len(unread)
         encrypted = int(stats["images_ok"] or 0)
-        if encrypted + rejected != len(paths) + len(empties):
-            raise HepixError(f"internal error: {len(paths) + len(empties)} input files in batch {b}, "
+        if encrypted + rejected != len(paths) + len(unread) or len(images) != encrypted:
+            raise HepixError(f"internal error: {len(paths) + len(unread)} input files in batch {b}, "
                              f"but {encrypted} encrypted + {rejected} rejected; the batch was not committed")
         n_cts = sum(e["rows"] for e in new_cts)
         if (self.setup.secret_key is None and self.setup.store is None) or not n_cts:
             ct_bytes = n_cts * self.ctx.ct_format.stride
         else:       # seeded, compressed or compact ciphertexts: their sizes vary
             ct_bytes = int(self.spark.read.parquet(staged_cts).agg(F.sum(F.length("ct"))).collect()[0][0] or 0)
-        for table, entries, staged in (("ciphertexts", new_cts, staged_cts), ("rejects", new_rejects, staged_rejects)):
-            self._move_in(table, entries, staged, f"{self.run_id}-b{b:05d}-")
-        c = self.counts
-        self.counts = Counts(images_in=c.images_in + encrypted + rejected,
-                             images_encrypted=c.images_encrypted + encrypted,
-                             images_rejected=c.images_rejected + rejected, tiles=c.tiles + n_tiles,
-                             ciphertexts=c.ciphertexts + n_cts, ciphertext_bytes=c.ciphertext_bytes + ct_bytes,
-                             rejects=c.rejects + rejected)
+        moved = self._move_in("ciphertexts", new_cts, staged_cts, f"{tag}-")
+        added = Counts(images_in=encrypted + rejected, images_encrypted=encrypted, images_rejected=rejected,
+                       tiles=n_tiles, ciphertexts=n_cts, ciphertext_bytes=ct_bytes, rejects=rejected)
+        self.counts = Counts(**{k: getattr(self.counts, k) + getattr(added, k) for k in asdict(added)})
+        from schemas.tables import OWNER_IMAGES
+        self.owner.doc["timings"] = self.timings
+        self.owner.doc.setdefault("created", self.created)
+        self.owner.commit_batch(tag, self.run_id, pa.Table.from_pylist(images, schema=OWNER_IMAGES), rejects,
+                                {"ciphertexts": moved}, asdict(added))
         self.storage.write_text(join(self.out.out, MANIFEST), self.manifest("partial").to_json())
-        log.info("committed batch %d of %s (%d images)", b, self.run_id, len(paths) + len(empties))
+        log.info("committed batch %d of %s (%d images)", b, self.run_id, len(paths) + len(unread))
         if self.crash_after is not None and b + 1 >= self.crash_after:
             raise RuntimeError(f"{CRASH_ENV}={self.crash_after}: the driver stops here")
 
-    def _move_in(self, table: str, entries: list[dict], staged: str, prefix: str) -> None:
+    def _move_in(self, table: str, entries: list[dict], staged: str, prefix: str) -> list[dict]:
         dst = self.out.out
         self.storage.mkdirs(join(dst, table))
+        moved = []
         for e in entries:
             final = prefix + e["name"]
             self.storage.rename(join(staged, e["name"]), join(dst, table, final))
-            self.files[table].append({**e, "name": final})
+            moved.append({**e, "name": final})
+        self.files[table].extend(moved)
+        return moved
 
     # --- the manifest, and the end of the run ------------------------------------------------------
     def manifest(self, status: str) -> RunManifest:
-        s, a, base = self.setup, self.args, self.base
+        """The output's manifest: what the cluster is handed, so no owner path (``input``, ``output`` empty)."""
+        s, a = self.setup, self.args
         return RunManifest(
-            job="encrypt", run_id=self.run_id, status=status,
-            created=(base.created if base else self.started.isoformat()), finished=runinfo.now().isoformat(),
-            input=a.input, output=a.out, layout=s.layout.value, strategy=s.label, security=self.strategy.security,
-            preset=s.params.name, params=s.params.to_json(), key_fingerprint=self.fingerprint,
+            job="encrypt", run_id=self.run_id, status=status, created=self.created,
+            finished=runinfo.now().isoformat(), input="", output="", layout=s.layout.value, strategy=s.label,
+            security=self.strategy.security, preset=s.params.name, params=s.params.to_json(),
+            key_fingerprint=self.fingerprint,
             options={"tile": list(s.tile), "halo": s.halo, "resize": a.resize, "conversions": list(a.convert),
                      **self.strategy.options(), "settings": self.settings,
                      **({"encryption": "symmetric", "compression": s.compression}
@@ -310,19 +342,22 @@ class EncryptRun:
             checksums=table_checksums(self.files), runs=self.runs)
 
     def finish(self) -> RunManifest:
-        """Every table has a file, nothing unlisted remains, and the manifest says ``complete``."""
+        """The table has a file, nothing unlisted remains, the owner map and the manifest say ``complete``."""
         dst = self.out.out
-        for table, schema in (("ciphertexts", CIPHERTEXTS), ("rejects", REJECTS)):
-            if not self.files[table]:
-                staged = join(self.out.staging, "empty", table)
-                self.spark.createDataFrame([], spark_schema(schema)).coalesce(1).write.parquet(staged)
-                entries = describe_table(self.spark, self.storage, staged, checksums=table == "ciphertexts")
-                self._move_in(table, entries, staged, f"{self.run_id}-empty-")
-            listed = {e["name"] for e in self.files[table]}
-            for name in self.storage.list_files(join(dst, table)):
-                if name not in listed:      # a crashed run's batch, or the output --overwrite replaced
-                    self.storage.delete(join(dst, table, name))
+        if not self.files["ciphertexts"]:
+            staged = join(self.out.staging, "empty", "ciphertexts")
+            self.spark.createDataFrame([], spark_schema(CIPHERTEXTS)).coalesce(1).write.parquet(staged)
+            entries = describe_table(self.spark, self.storage, staged, checksums=True)
+            self._move_in("ciphertexts", entries, staged, f"{self.run_id}-empty-")
+        listed = {e["name"] for e in self.files["ciphertexts"]}
+        for name in self.storage.list_files(join(dst, "ciphertexts")):
+            if name not in listed:      # a crashed run's batch, or the output --overwrite replaced
+                self.storage.delete(join(dst, "ciphertexts", name))
+        if self.storage.exists(join(dst, "rejects")):
+            self.storage.delete(join(dst, "rejects"))        # an older layout's rejects named the owner's files
         manifest = self.manifest("complete")
+        self.owner.doc["timings"] = self.timings
+        self.owner.save(status="complete")
         self.storage.write_text(join(dst, MANIFEST), manifest.to_json())
         self.out.abort()                    # the staging area, now empty of anything committed
         return manifest

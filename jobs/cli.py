@@ -40,16 +40,19 @@ JOBS = {
     "plan": Command("jobs.plan:add_arguments", "jobs.plan:run",
                     "which parameter presets can run an op chain in a layout, smallest first"),
     "encrypt": Command("jobs.encrypt:add_arguments", "jobs.encrypt:run",
-                       "encrypt images (a directory, glob or URI) into a ciphertext table"),
+                       "encrypt images (a directory, glob or URI) into a ciphertext table for the cluster, and an "
+                       "owner map that stays with you"),
     "encrypt-digits": Command("jobs.infer:add_encrypt_arguments", "jobs.infer:run_encrypt",
                               "encrypt scikit-learn's digits (test split) for `process --op infer:MODEL`"),
     "process": Command("jobs.process:add_arguments", "jobs.routes:process",
                        "apply ops (brightness, contrast, watermark, mean filter, DFT filter), match images or run "
                        "a model, on ciphertexts, with public keys only"),
     "decrypt": Command("jobs.decrypt:add_arguments", "jobs.routes:decrypt",
-                       "decrypt ciphertexts into images and a metrics table (needs the secret key)"),
+                       "decrypt ciphertexts into images and a metrics table (reads the secret key: a local Spark "
+                       "master only, unless --trusted-cluster)"),
     "audit": Command("jobs.audit:add_arguments", "jobs.audit:run",
-                     "run distinguishers over a ciphertext table without any key; writes an audit table"),
+                     "run distinguishers over a ciphertext table, and a metadata test of its other columns, "
+                     "without any key; writes an audit table"),
     "verify": Command("jobs.verify:add_arguments", "jobs.verify:run",
                       "check a table against its manifest: files, row checksums, duplicates, whole images"),
     "bench": Command("jobs.bench.command:add_arguments", "jobs.bench.command:run",

@@ -4,41 +4,69 @@ Decrypts every ciphertext, reassembles the images (applying the public
 post-scale of the ops), and scores them against the original images given
 with ``--images`` -- or, when ops were applied, against the originals with
 the same ops applied in plaintext and the same single clipping at the end.
+
+What it reads came back from the cluster, so nothing of it is believed: it reads exactly the files the
+manifest lists, checks every row (jobs/rowcheck.py) against this key, the owner's settings (from the
+owner map, ``--owner``: layout, tile, halo, pixel limit, and each image's id and size) and the run's
+ops, and rejects what fails -- a row SEAL refuses, of another key or size, an id the owner never made,
+values no image could decrypt to -- leaving its image out whole.  ``images_in = decrypted + rejected``.
+It runs in a secret-holding session (jobs.session.secret_session).
+
+The originals of ``--images`` are found through the owner map (by the SHA-256 of each file's bytes, which
+the owner recorded); without one, by what decrypts: each decrypted image, rounded, is matched to the
+original whose plaintext processing by the run's ops rounds to exactly the same pixels (so only where the
+encrypted pipeline is exact, and never by a name the cluster could have given).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
 
-from hecore.errors import HepixError
+from hecore.errors import HepixError, KeyMismatch
 from hecore.images import DEFAULT_MAX_PIXELS
 from jobs.tasks.decode import DecodeOptions, originals_partition
 from jobs.tasks.decrypt import SecretPayload, assemble_group, decrypt_partition
-from jobs.tasks.metrics import metrics_partition
+from jobs.tasks.metrics import SCORED, metrics_partition
 from schemas.manifest import Counts
-from schemas.stages import DECRYPTED, IMAGES, ORIGINALS
+from schemas.stages import DECRYPTED, IMAGES, ORIGINALS, OWNER_NAMES
 from schemas.tables import METRICS, spark_schema
 
 from .console import table
+from .owner import OwnerMap
 from .progress import Progress
-from .runs import add_spark_arguments, table_function
+from .rowcheck import reject_row
+from .runs import add_reject_arguments, add_spark_arguments, exit_status, table_function
+from .session import add_trust_argument
 from .sources import read_images
 from .tables import write_rejects
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--keys", required=True, help="key directory WITH the secret key")
+    p.add_argument("--keys", required=True, help="key directory WITH the secret key (decrypt reads secret.key and "
+                        "ships it to its own executors: a local master only, unless --trusted-cluster)")
     p.add_argument("--input", required=True, help="output directory of `hepix encrypt` or `hepix process`")
-    p.add_argument("--out", required=True, help="output directory: metrics/, _manifest.json (and images/)")
-    p.add_argument("--images", help="the original images (as given to encrypt) to score against")
+    p.add_argument("--out", required=True, help="output directory: metrics/, rejects/, _manifest.json (and images/)")
+    p.add_argument("--owner", metavar="DIR",
+                   help="the owner map encrypt wrote (its --owner; by default <its --out>.owner): names the "
+                        "results by their files, finds the originals, and rejects ids and sizes the owner never "
+                        "made")
+    p.add_argument("--images", help="the original images (as given to encrypt) to score against: found through "
+                        "--owner, or without it by their exact processed pixels (exact op chains only)")
     p.add_argument("--png", action="store_true", help="also write the decrypted images as PNG (local --out only)")
     p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --images")
+    p.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
+                   help="without --owner: the largest image (pixels) the rows may claim (default %(default)s); with "
+                        "--owner, the limit encrypt was given")
     p.add_argument("--flood-std", type=float, default=0.0, metavar="S",
                    help="noise flooding before anything leaves the key owner (Li-Micciancio 2021): add Gaussian "
-                        "noise of standard deviation S (pixel levels; distance units for match runs) to every "
-                        "decrypted value; 0 = off (default). See docs/security.md, 'Noise flooding'")
+                        "noise of standard deviation S (pixel levels; distance units for match runs; score units "
+                        "for inference runs) to every decrypted value; 0 = off (default). See docs/security.md, "
+                        "'Noise flooding'")
     add_spark_arguments(p)
+    add_trust_argument(p)
+    add_reject_arguments(p)
 
 
 def check_arguments(args) -> None:
@@ -47,56 +75,144 @@ def check_arguments(args) -> None:
         raise HepixError(f"--flood-std {args.flood_std}: give a finite standard deviation >= 0")
     if args.png and "://" in args.out and not args.out.startswith("file://"):
         raise HepixError("--png writes image files with plain file I/O; give a local --out")
+    if args.max_pixels < 1:
+        raise HepixError(f"--max-pixels {args.max_pixels}: must be 1 or more")
 
 
-def originals(run):
-    """The reference images of ``--images``, decoded and preprocessed as encrypt did (keyed by content)."""
-    opts = run.parent.options
-    dopts = DecodeOptions(1, 1, opts.get("resize"), tuple(opts.get("conversions", [])),
-                          opts.get("max_pixels", DEFAULT_MAX_PIXELS))
+def load_owner(args, fingerprint: str) -> OwnerMap | None:
+    """The owner map of ``--owner``, made under this key, or None without ``--owner``."""
+    if not args.owner:
+        return None
+    owner = OwnerMap.load(args.owner)
+    if owner.fingerprint != fingerprint:
+        raise KeyMismatch(f"the owner map {args.owner} was written for key {owner.fingerprint[:16]}, the key "
+                          f"directory holds {fingerprint[:16]}; use the owner map of this key's encrypt run")
+    return owner
+
+
+def expectation(run, owner: OwnerMap | None):
+    """What the input rows must say: this key's parameters, the owner's layout, tile, halo and pixel limit
+    (the input manifest's only without an owner map), the input run's ops."""
+    if owner is None:
+        return run.expectation(preset=run.keys.params.name, max_pixels=run.args.max_pixels)
+    s = owner.settings
+    return run.expectation(preset=run.keys.params.name, layout=s["layout"], tile=tuple(s["tile"]),
+                           halo=int(s["halo"]), max_pixels=int(s["max_pixels"]))
+
+
+def originals(run, owner: OwnerMap | None):
+    """The reference images of ``--images``, decoded and preprocessed as encrypt did -- with the owner's
+    settings; without an owner map, the manifest's resize and conversions (checked against ``--max-pixels``)
+    -- keyed by content and by their processed result."""
+    if owner is not None:
+        s = owner.settings
+        resize, conversions, limit = s.get("resize"), tuple(s.get("conversions", [])), int(s["max_pixels"])
+    else:
+        o = run.parent.options
+        resize, conversions, limit = o.get("resize"), tuple(o.get("conversions", [])), run.args.max_pixels
+        if resize is not None and resize * resize > limit:
+            raise HepixError(f"the input's manifest says the images were resized to {resize}x{resize}, more than "
+                             f"--max-pixels {limit}: give --owner (the owner map records the real settings) or a "
+                             "larger --max-pixels")
+    dopts = DecodeOptions(1, 1, resize, conversions, limit)
     return read_images(run.spark, run.args.images, run.args.recursive).mapInArrow(
-        functools.partial(originals_partition, opts=dopts), spark_schema(ORIGINALS))
+        functools.partial(originals_partition, opts=dopts, ops=tuple(run.parent.ops)), spark_schema(ORIGINALS))
 
 
-def metrics_plan(run, df, png_dir: str | None):
-    """Decrypt ``df``'s rows, reassemble each image, join its reference and score it: the metrics rows."""
+def owner_names(run, owner: OwnerMap | None, ids: list[str]):
+    """(image_id, source, content_sha256) of the decrypted images: the owner map's, or the id alone."""
+    import pyarrow as pa
+
+    if owner is None:
+        rows = [{"image_id": i, "source": i, "content_sha256": ""} for i in ids]
+    else:
+        known = owner.images()
+        rows = [{"image_id": i, "source": known[i].source if i in known else i,
+                 "content_sha256": known[i].content_sha256 if i in known else ""} for i in ids]
+    t = pa.Table.from_pylist(rows, schema=OWNER_NAMES)
+    return run.spark.createDataFrame(t.to_pandas(), spark_schema(OWNER_NAMES))
+
+
+def metrics_plan(run, df, png_dir: str | None, owner: OwnerMap | None, ids: list[str]):
+    """Decrypt ``df``'s rows, reassemble each image, join its names and reference and score it: SCORED rows."""
     from pyspark.sql import functions as F
 
-    bc, token = run.broadcast(SecretPayload(public=run.keys.public, secret_key=run.keys.secret_key_bytes()))
+    public = dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+    bc, token = run.broadcast(SecretPayload(public=public, secret_key=run.keys.secret_key_bytes()))
     values = df.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds,
                                              tasks=run.tasks, flood_std=run.args.flood_std), spark_schema(DECRYPTED))
-    images = values.groupBy("image_id").applyInArrow(table_function(assemble_group), spark_schema(IMAGES))
-    if run.args.images:
-        images = images.join(originals(run).dropDuplicates(["content_sha256"]), "content_sha256", "left")
+    limit = 3 * int(expectation(run, owner).max_pixels)
+    images = values.groupBy("image_id").applyInArrow(table_function(assemble_group, max_values=limit),
+                                                     spark_schema(IMAGES))
+    images = images.join(F.broadcast(owner_names(run, owner, ids)), "image_id", "left")
+    if run.args.images and owner is not None:
+        found = originals(run, owner).dropDuplicates(["content_sha256"]).drop("result_sha256", "orig_source")
+        images = images.join(found, "content_sha256", "left")
+    elif run.args.images:
+        found = originals(run, None).dropDuplicates(["result_sha256"]).withColumnRenamed(
+            "content_sha256", "orig_sha256")
+        images = (images.join(found, "result_sha256", "left")
+                  .withColumn("source", F.coalesce("orig_source", "source"))
+                  .withColumn("content_sha256", F.coalesce("orig_sha256", "content_sha256"))
+                  .drop("orig_source", "orig_sha256"))
     else:
-        for name, type_ in zip(ORIGINALS.names[1:], ("binary", "int", "int", "int")):
+        for name, type_ in (("original", "binary"), ("orig_height", "int"), ("orig_width", "int"),
+                            ("orig_channels", "int")):
             images = images.withColumn(name, F.lit(None).cast(type_))
     return images.mapInArrow(functools.partial(metrics_partition, run_id=run.run_id, png_dir=png_dir),
-                             spark_schema(METRICS))
+                             spark_schema(SCORED))
 
 
 def run(run) -> int:
     """``hepix decrypt`` of images (the key owner's job): ``metrics`` (and PNGs) from an encrypt or process run."""
-    args, parent = run.args, run.parent
+    from pyspark.sql import functions as F
+
+    args, parent, owner = run.args, run.parent, run.owner
     png_dir = None
     if args.png:
         png_dir = os.path.join(args.out.removeprefix("file://"), "_staging", run.run_id, "images")
         os.makedirs(png_dir, exist_ok=True)
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
+        progress.stage("checking the input rows")
+        public = dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+        checked = run.checked_input("decrypt", expectation(run, owner), public=public, owner=owner)
         progress.stage("decrypting")
-        checked = run.checked_input("decrypt")
-        run.write(metrics_plan(run, checked.df, png_dir), "metrics")
+        scored_dir = run.out.table("_scored")
+        run.write(metrics_plan(run, checked.df, png_dir, owner, checked.good_ids), "_scored", "metrics")
+        scored = run.spark.read.parquet(scored_dir)
+        run.write(scored.where(F.col("reject_reason").isNull()).select(*METRICS.names), "metrics")
+        late = [r.asDict() for r in scored.where(F.col("reject_reason").isNotNull())
+                .select("image_id", "reject_reason", "reject_detail", "ciphertext_bytes").collect()]
         run.timings["decrypt_seconds"] = time.perf_counter() - t0
-        write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
+        rejects = list(checked.rejects)
+        rejects += [reject_row(run.run_id, "decrypt", "", r["reject_reason"], r["reject_detail"],
+                               {"image_id": r["image_id"]}) for r in late]
+        seen = checked.bad_images | set(checked.good_ids)
+        missing = sorted(set(owner.images()) - seen) if owner is not None else []
+        rejects += [reject_row(run.run_id, "decrypt", "", "missing-image",
+                               "the owner encrypted this image, the input has none of its ciphertexts",
+                               {"image_id": i}) for i in missing]
+        known = owner.images() if owner is not None else {}
+        for r in rejects:                              # the owner's names for what it recognises, else the id
+            if r.get("image_id") in known:
+                r["source"] = known[r["image_id"]].source
+            elif not r["source"]:
+                r["source"] = r.get("image_id") or ""
+        write_rejects(run.spark, rejects, run.out.table("rejects"))
         files, checksums = run.describe({"metrics": False, "rejects": False})
         rows = [r.asDict() for r in run.spark.read.parquet(run.out.table("metrics")).orderBy("source").collect()]
     n_cts = sum(r["ciphertexts"] for r in rows)
-    counts = Counts(images_in=parent.counts.images_encrypted, images_decrypted=len(rows), ciphertexts=n_cts,
+    rejected = checked.bad_images | {r["image_id"] for r in late} | set(missing)
+    images_in = checked.images + len(missing)
+    counts = Counts(images_in=images_in, images_decrypted=len(rows), ciphertexts=n_cts,
                     ciphertext_bytes=sum(r["ciphertext_bytes"] for r in rows),
-                    images_rejected=len(checked.bad_images), rejects=len(checked.rejects))
-    manifest = run.manifest(options={**parent.options, "images": args.images, "flood_std": args.flood_std},
-                            counts=counts, files=files, checksums=checksums)
+                    images_rejected=len(rejected), rejects=len(rejects))
+    if counts.images_decrypted + counts.images_rejected != counts.images_in:
+        raise HepixError(f"internal error: {images_in} images in, {len(rows)} decrypted and {len(rejected)} "
+                         "rejected; nothing was committed")
+    options = {**parent.options, "images": args.images, "flood_std": args.flood_std, "owner": owner is not None}
+    manifest = run.manifest(options=options, counts=counts, files=files, checksums=checksums)
     run.commit(manifest, ["metrics", "rejects"] + (["images"] if png_dir else []))
     print(table(rows, [("source", "image", ""), ("ops", "ops", ""), ("reference", "reference", ""),
                        ("mse", "MSE", ".3f"), ("psnr", "PSNR dB", ".2f"), ("ssim", "SSIM", ".4f"),
@@ -104,7 +220,7 @@ def run(run) -> int:
                        ("ciphertexts", "cts", "d"), ("decrypt_seconds", "decrypt s", ".2f")]))
     print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {run.timings['decrypt_seconds']:.1f} s; "
           f"metrics in {args.out}/metrics/")
-    if checked.rejects:
-        print(f"{len(checked.rejects)} ciphertext rows failed their checks; their {len(checked.bad_images)} images "
-              f"were not decrypted and the rows are listed in {args.out}/rejects/")
-    return 0
+    if rejects:
+        print(f"{len(rejected)} images were not decrypted ({len(rejects)} rejects rows: rows or images that failed "
+              f"their checks); the reasons are listed in {args.out}/rejects/")
+    return exit_status(args, len(rejects))

@@ -67,11 +67,11 @@ def run(args) -> int:
         ["keygen", "--out", str(keys), "--preset", args.preset],
         ["export-public", "--keys", str(keys), "--out", str(pub)],
         ["encrypt", "--layout", "pixel", "--keys", str(pub), "--input", str(images), "--out", str(out / "encrypted"),
-         "--resize", str(args.size), "--master", args.master],
+         "--owner", str(out / "owner"), "--resize", str(args.size), "--master", args.master],
         ["process", "--keys", str(pub), "--input", str(out / "encrypted"), "--out", str(out / "processed"),
          *[a for op in ops for a in ("--op", op)], "--master", args.master],
         ["decrypt", "--keys", str(keys), "--input", str(out / "processed"), "--out", str(out / "decrypted"),
-         "--images", str(images), "--png", "--master", args.master],
+         "--owner", str(out / "owner"), "--images", str(images), "--png", "--master", args.master],
     ]
     for step in steps:
         print(f"$ hepix {' '.join(step)}")
@@ -98,6 +98,6 @@ def run(args) -> int:
             ("speedup_vs_fresh", "speedup", ".1f"), ("mse", "MSE", ".3f"), ("psnr", "PSNR dB", ".2f"),
             ("ssim", "SSIM", ".4f"), ("max_abs_err", "max err", ".1e")]))
         exact = exact and all(r.mse == 0 for r in rows)
-    print(f"\nquery the tables: {out}/encrypted/ciphertexts, {out}/encrypted/rejects, {out}/decrypted/metrics "
-          "(Parquet; Spark SQL or pyarrow)")
+    print(f"\nquery the tables: {out}/encrypted/ciphertexts (what the cluster gets), {out}/owner/images and "
+          f"{out}/owner/rejects (the owner map), {out}/decrypted/metrics (Parquet; Spark SQL or pyarrow)")
     return 0 if exact else 1

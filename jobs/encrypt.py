@@ -4,7 +4,13 @@ Thin: check the settings against the keys -> session -> resume what an earlier r
 -> per batch of images: decode tiles on the executors, (scan), broadcast the encryptor's state once,
 encrypt with hecore, write, commit (jobs/batches.py) -> mark the run complete.
 Encryption needs only the public key; the secret key file is never opened -- except with
-``--encryption symmetric``, the key owner's fast path (hecore.encrypt.symmetric), which needs it.
+``--encryption symmetric``, the key owner's fast path (hecore.encrypt.symmetric), which reads it and
+ships it to its own executors: that run is a secret-holding job (jobs.session.secret_session: a local
+master unless the cluster is trusted, Spark authentication and encryption on, a private local dir).
+
+``--out`` is what the cluster gets: the ciphertext table (random image ids, no file names, no hashes of
+plaintext) and a manifest naming no owner path.  Which id is which file, the rejects and the settings go
+to the owner map (``--owner``, jobs/owner.py), which a resumed run, decrypt and audit read.
 
 Runs are resumable.  Images go in batches (``--batch-images``); each batch is
 written under ``_staging/<run_id>/``, its files are moved into the tables, and
@@ -31,10 +37,11 @@ from hecore.layouts.tiling import parse_tile_spec
 
 from . import runinfo
 from .batches import EncryptRun
+from .owner import default_dir
 from .progress import Progress
 from .remote import remote_keys
 from .runs import add_spark_arguments
-from .session import build_session
+from .session import add_trust_argument, plain_session, secret_session, trusted_cluster
 from .storage import Output, Storage
 
 log = logging.getLogger(__name__)
@@ -45,10 +52,15 @@ DEFAULT_BATCH_IMAGES = 256  # a crashed run loses at most one batch of work
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--keys", required=True, help="key directory: its public part is read; --encryption symmetric "
-                        "also reads secret.key")
+    p.add_argument("--keys", required=True, help="key directory: only its public part is read (never secret.key), "
+                        "except with --encryption symmetric, which reads secret.key too")
     p.add_argument("--input", required=True, help="directory, glob or URI (file://, hdfs://) of images")
-    p.add_argument("--out", required=True, help="output directory: ciphertexts/, rejects/, _manifest.json")
+    p.add_argument("--out", required=True, help="output directory, the one to hand to the cluster: ciphertexts/ "
+                        "(random image ids; no file names, no hashes of images) and _manifest.json")
+    p.add_argument("--owner", metavar="DIR",
+                   help="the owner map: which image id is which file, the rejects, the settings (a local "
+                        "directory kept by the owner, never handed to the cluster; default: <--out>.owner beside "
+                        "a local --out). decrypt --owner and audit --owner read it")
     p.add_argument("--layout", choices=Layout.names(), default=Layout.PACKED.value,
                    help="packed: one fresh ciphertext per tile channel, a pixel per slot (default); "
                         "packed-complex: the same with two pixels per slot (CKKS only, twice the pixels per "
@@ -64,7 +76,8 @@ def add_arguments(p) -> None:
     p.add_argument("--encryption", choices=ENCRYPTIONS, default="public",
                    help="packed layouts: public (default; needs only the public key) or symmetric: the key owner's "
                         "seeded secret-key encryption, about 2x faster and half the bytes (reads secret.key, which "
-                        "must be mode 0600; needs the native extension make setup builds)")
+                        "must be mode 0600, and ships it to its executors: a local master only unless "
+                        "--trusted-cluster; needs the native extension make setup builds)")
     p.add_argument("--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
                    help="--encryption symmetric: serialization of the seeded ciphertexts (default %(default)s; "
                         "zstd stores about a third fewer bytes at N=4096 at 1.2-1.8x the encryption time)")
@@ -102,6 +115,7 @@ def add_arguments(p) -> None:
                    help="images per committed batch: a crashed run loses at most one batch (default %(default)s)")
     p.add_argument("--partitions", type=int, help="encryption tasks (default: 4 per core, at most one per tile channel)")
     add_spark_arguments(p)
+    add_trust_argument(p)
 
 
 def strategy_options(args) -> dict:
@@ -124,9 +138,9 @@ def parse_tile(spec: str | None) -> tuple[int, int] | None:
         raise HepixError(f"--tile {spec}: {e}") from None
 
 
-def symmetric_secret(args, material) -> bytes | None:
-    """``--encryption symmetric``: the secret key bytes, once proven to belong to ``material``
-    (and the native extension present); None for public-key encryption."""
+def symmetric_secret(args, material, keys) -> bytes | None:
+    """``--encryption symmetric``: the secret key bytes of the (local) key directory ``keys``, once proven to
+    belong to ``material`` (and the native extension present); None for public-key encryption."""
     if args.encryption != "symmetric":
         if args.compression != DEFAULT_COMPRESSION:
             raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
@@ -138,7 +152,7 @@ def symmetric_secret(args, material) -> bytes | None:
     from hecore.encrypt.symmetric import SymmetricEncryptor
     from hecore.keys import read_secret_key
 
-    secret = read_secret_key(args.keys)
+    secret = read_secret_key(keys)
     SymmetricEncryptor(material, secret, compression=args.compression)   # refuses a key of another key set
     return secret
 
@@ -176,13 +190,33 @@ class EncryptSettings:
                 "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels}
 
 
-def settings_from(args, material) -> EncryptSettings:
-    """The run's settings from ``args`` and the key's parameters, or a clear error naming what to change."""
+#: The largest --resize side (a 65536 x 65536 image is 2^32 pixels, far above any --max-pixels).
+MAX_RESIZE = 65536
+
+
+def check_numbers(args) -> None:
+    """The numeric options, each in its range, or a one-line error naming the option and the range."""
     if args.batch_images < 1:
         raise HepixError(f"--batch-images {args.batch_images}: must be 1 or more")
+    if args.resize is not None and not 1 <= args.resize <= MAX_RESIZE:
+        raise HepixError(f"--resize {args.resize}: give the side of the square to resize to, 1 to {MAX_RESIZE} pixels")
+    if args.max_pixels < 1:
+        raise HepixError(f"--max-pixels {args.max_pixels}: must be 1 or more")
+    if args.partitions is not None and args.partitions < 1:
+        raise HepixError(f"--partitions {args.partitions}: must be 1 or more")
+    for name in ("pool_size", "top_k", "radix"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise HepixError(f"--{name.replace('_', '-')} {v}: must be 1 or more")
+
+
+def settings_from(args, material, keys=None) -> EncryptSettings:
+    """The run's settings from ``args`` and the key's parameters, or a clear error naming what to change.
+    ``keys``: the local key directory (``--encryption symmetric`` reads its secret key)."""
+    check_numbers(args)
     params = material.params
     layout = Layout.parse(args.layout)
-    secret_key = symmetric_secret(args, material)
+    secret_key = symmetric_secret(args, material, keys if keys is not None else args.keys)
     tile_spec = parse_tile(args.tile)
     if layout.packed:
         if args.strategy != "fresh":
@@ -235,32 +269,43 @@ def storage(args, params, layout, secret_key):
         raise HepixError(f"--for-op: {e}") from None
 
 
+def owner_dir(args) -> str:
+    d = args.owner or default_dir(args.out)
+    if d is None:
+        raise HepixError(f"--out {args.out} is not a local path: name the owner map's local directory with --owner DIR "
+                         "(it records which image id is which of your files, and stays with you)")
+    return d
+
+
 def run(args) -> int:
     strategy_class(args.strategy, allow_leaky=args.allow_leaky)    # a leaking strategy: refused, saying what leaks
-    with remote_keys(args.keys) as keys:
+    check_numbers(args)
+    owner = owner_dir(args)
+    symmetric = args.encryption == "symmetric"
+    with remote_keys(args.keys, secret=symmetric) as keys:
         material = read_public(keys, eval_keys=False)   # never opens secret.key; no eval keys needed
-    setup = settings_from(args, material)
+        setup = settings_from(args, material, keys)
     run_id, started = runinfo.new_run_id(), runinfo.now()
-    spark = build_session("encrypt", args.master, args.conf)
-    out = Output(Storage(spark), args.out, run_id)
-    job = EncryptRun(args, setup, spark, out, run_id, started)
-    print(f"hepix encrypt {run_id}: {args.input} -> {args.out}; {setup.layout} layout, "
-          f"{'encryption' if setup.secret_key is not None else 'strategy'} {setup.label} ({job.strategy.security}), "
-          f"{setup.params.name}, key {job.fingerprint[:16]}")
-    try:
-        batches = job.resume()
-        if not batches and job.already_complete():
-            print(f"nothing to encrypt: all {job.skipped} images of {args.input} are in {out.out} already")
-            return 0
-        with Progress(spark, "encrypt", enabled=not args.quiet) as progress:
-            for b, paths in enumerate(batches):
-                job.encrypt_batch(b, paths, len(batches), progress)
-        manifest = job.finish()
-    except BaseException:
-        out.abort()
-        raise
-    finally:
-        spark.stop()
+    session = (secret_session("encrypt", args.master, args.conf, trusted=trusted_cluster(args)) if symmetric
+               else plain_session("encrypt", args.master, args.conf))
+    with session as spark:
+        out = Output(Storage(spark), args.out, run_id)
+        job = EncryptRun(args, setup, spark, out, run_id, started, owner)
+        print(f"hepix encrypt {run_id}: {args.input} -> {args.out} (owner map {owner}); {setup.layout} layout, "
+              f"{'encryption' if setup.secret_key is not None else 'strategy'} {setup.label} "
+              f"({job.strategy.security}), {setup.params.name}, key {job.fingerprint[:16]}")
+        try:
+            batches = job.resume()
+            if not batches and job.already_complete():
+                print(f"nothing to encrypt: all {job.skipped} images of {args.input} are in {out.out} already")
+                return 0
+            with Progress(spark, "encrypt", enabled=not args.quiet) as progress:
+                for b, paths in enumerate(batches):
+                    job.encrypt_batch(b, paths, len(batches), progress)
+            manifest = job.finish()
+        except BaseException:
+            out.abort()
+            raise
     counts = manifest.counts
     secs = max(manifest.timings.get("encrypt_seconds", 0.0), 1e-9)
     mb = counts.ciphertext_bytes / 1e6
@@ -270,5 +315,5 @@ def run(args) -> int:
           f"cache rebuilds {manifest.workers['cache_rebuilds']} for {manifest.workers['tasks']} tasks"
           + (f"; {len(manifest.runs)} runs" if len(manifest.runs) > 1 else ""))
     if counts.images_rejected:
-        print(f"rejected images are listed in {args.out}/rejects/ with the reason")
+        print(f"rejected files are listed in the owner map, {owner}/rejects/, with the reason")
     return 0

@@ -16,7 +16,6 @@
 """
 from __future__ import annotations
 
-import hashlib
 import time
 
 import numpy as np
@@ -28,9 +27,11 @@ from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PRED
 
 from . import runinfo
 from .console import table
-from .runs import add_spark_arguments, open_run, table_function
+from .rowcheck import reject_row
+from .runs import add_spark_arguments, exit_status, open_run, table_function
 from .session import build_session, spark_info
-from .storage import Output, Storage, join
+from .storage import Output, Storage
+from .tables import describe_table, table_checksums, write_rejects
 
 LAYOUT = "digits"
 
@@ -68,11 +69,9 @@ def run_encrypt(args) -> int:
         t0 = time.perf_counter()
         cts = encrypted.encrypt_batch(ctx, x, block=block)
         secs = (time.perf_counter() - t0) / len(cts)
-        sha = hashlib.sha256(np.ascontiguousarray(x, dtype=np.uint8).tobytes()).hexdigest()
         for i, ct in enumerate(cts):
             rows.append({
-                "run_id": run_id, "image_id": f"digits-{args.task}-{b}", "source": f"sklearn-digits:{args.task}:test",
-                "content_sha256": sha, "layout": LAYOUT, "scheme": params.scheme, "preset": params.name,
+                "run_id": run_id, "image_id": f"digits-{args.task}-{b}", "layout": LAYOUT, "scheme": params.scheme, "preset": params.name,
                 "strategy": "fresh", "security": "ind-cpa", "key_fingerprint": ctx.fingerprint,
                 "image_height": 8, "image_width": 8, "image_channels": 1, "tile_h": block, "tile_w": len(cts),
                 "halo": 0, "tile_y": b, "tile_x": 0, "y": start, "x": 0, "h": len(x), "w": infer.PIXELS,
@@ -85,13 +84,15 @@ def run_encrypt(args) -> int:
         spark.createDataFrame(rows, spark_schema(CIPHERTEXTS)).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
             "overwrite").parquet(out.table("ciphertexts"))
         nbytes = sum(len(r["ct"]) for r in rows)
+        files = {"ciphertexts": describe_table(spark, out.storage, out.table("ciphertexts"), checksums=True)}
         manifest = RunManifest(
             job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
             finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
             layout=LAYOUT, strategy="fresh", security="ind-cpa", preset=params.name, params=params.to_json(),
             key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n},
             counts=Counts(images_in=n, images_encrypted=n, ciphertexts=len(rows), ciphertext_bytes=nbytes),
-            timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark))
+            timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark),
+            files=files, checksums=table_checksums(files))
         out.commit(manifest, ["ciphertexts"])
     except BaseException:
         out.abort()
@@ -195,52 +196,108 @@ def run_process(args, chain) -> int:
         bc, token = run.broadcast(run.keys)
         model_bc, _ = run.broadcast(model)
         t0 = time.perf_counter()
-        df = run.spark.read.parquet(join(args.input, "ciphertexts"))
+        from .process import check_public
+
+        checked = run.checked_input("process", public=check_public(run))
+        df = checked.df
         res = df.groupBy("image_id").applyInArrow(
             table_function(infer_group, token=token, broadcast=bc, model_bc=model_bc, spec=op.spec,
                            run_id=run.run_id, rebuilds=run.rebuilds), spark_schema(CIPHERTEXTS))
         run.write(res, "ciphertexts")
+        write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
         secs = time.perf_counter() - t0
         stats = run.spark.read.parquet(run.out.table("ciphertexts")).agg(
             F.count("*").alias("n"), F.sum(F.length("ct")).alias("bytes")).collect()[0]
+        files, checksums = run.describe({"ciphertexts": True, "rejects": False})
         run.timings.update(train_seconds=train_secs, process_seconds=secs)
         manifest = run.manifest(
             layout=LAYOUT, ops=[op.spec],
             options={**parent.options, "model": op.model, "binary": bool(model.binary),
                      "input_ciphertexts": parent.counts.ciphertexts, "input_bytes": parent.counts.ciphertext_bytes,
                      "encrypt_seconds": parent.timings.get("encrypt_seconds")},
-            counts=Counts(images_in=parent.counts.images_in, images_encrypted=parent.counts.images_encrypted,
+            counts=Counts(images_in=checked.images, images_encrypted=checked.images - len(checked.bad_images),
+                          images_rejected=len(checked.bad_images), rejects=len(checked.rejects),
                           ciphertexts=int(stats["n"]), ciphertext_bytes=int(stats["bytes"] or 0)),
-            workers={"cache_rebuilds": len(run.rebuilds.value)})
-        run.commit(manifest, ["ciphertexts"])
-    print(f"{op.spec}: {parent.options.get('samples')} digits in {secs:.1f} s, {stats['n']} output ciphertexts")
-    return 0
+            workers={"cache_rebuilds": len(run.rebuilds.value)}, files=files, checksums=checksums)
+        run.commit(manifest, ["ciphertexts", "rejects"])
+    print(f"{op.spec}: {parent.options.get('samples')} digits in {secs:.1f} s, {stats['n']} output ciphertexts"
+          + (f"; {len(checked.bad_images)} batches rejected, listed in {args.out}/rejects/" if checked.rejects else ""))
+    return exit_status(args, len(checked.rejects))
 
 
 # --- decrypt ---------------------------------------------------------------------------------
 
+def _batch_problem(rs: list[dict], task, slots: int, outputs: int | None) -> str | None:
+    """Why the rows of one batch of head outputs cannot be a batch this run made, or None."""
+    first = rs[0]
+    n, start = first["h"], first["y"]
+    if any((r["h"], r["y"]) != (n, start) for r in rs):
+        return "its rows disagree on the batch's samples"
+    if not (1 <= n <= slots and 0 <= start and start + n <= len(task.y_test)):
+        return f"samples {start}..{start + n - 1} are not in the task's {len(task.y_test)} test digits"
+    if sorted(r["index"] for r in rs) != list(range(len(rs))) or (outputs is not None and len(rs) != outputs):
+        return f"{len(rs)} head outputs with indices {sorted(r['index'] for r in rs)[:5]}"
+    return None
+
+
 def decrypt(run) -> int:
     """``hepix decrypt`` of an inference run (the key holder's side): head outputs -> predictions (with
-    labels) and accuracy."""
+    labels) and accuracy.  Every row is checked first (its key, SEAL's validation, the batch's samples
+    within the task); a bad batch is a rejects row.  ``--flood-std`` floods the scores."""
     args, parent, ctx, spark, run_id = run.args, run.parent, run.keys, run.spark, run.run_id
     if not (parent.ops and parent.ops[-1].startswith("infer:")):
         raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
                          "run `hepix process --op infer:MODEL` first")
+    from hecore.checks import CiphertextChecker
     from hecore.infer import models as infer
+
+    from .owner import valid_id
 
     op = infer.parse_infer(parent.ops[-1].partition(":")[2])
     task = infer.digits_task(op.task)
     binary = bool(parent.options.get("binary"))
+    outputs = 1 if binary else len(set(task.y_test.tolist()))
     t0 = time.perf_counter()
-    rows = spark.read.parquet(join(args.input, "ciphertexts")).collect()
+    df, rejects = run.input_table()
+    rows = df.collect()
+    checker = CiphertextChecker.for_context(ctx)
     batches: dict[str, list] = {}
+    bad: set[str] = set()
     for r in rows:
-        batches.setdefault(r["image_id"], []).append(r.asDict())
+        r = r.asDict()
+        problem = None
+        if not valid_id(r["image_id"]):
+            problem = ("bad-image-id", f"batch id {str(r['image_id'])[:80]!r} is not of the form hepix writes")
+        elif r["key_fingerprint"] != run.fingerprint:
+            problem = ("key-mismatch", f"made with key {str(r['key_fingerprint'])[:16]}, this key is "
+                                       f"{run.fingerprint[:16]}")
+        elif r["post_scale"] is None or not np.isfinite(r["post_scale"]) or r["h"] is None or r["y"] is None:
+            problem = ("malformed-row", "post_scale, h or y is missing or not finite")
+        else:
+            p = checker.problem(r["ct"])
+            problem = (p.reason, p.detail) if p else None
+        if problem is not None:
+            rejects.append(reject_row(run_id, "decrypt", r["image_id"] or "", *problem,
+                                      {k: r.get(k) for k in ("image_id", "channel", "tile_y", "tile_x", "index")}))
+            bad.add(r["image_id"])
+            continue
+        batches.setdefault(r["image_id"], []).append(r)
     preds, metrics = [], []
     for batch_id in sorted(batches):
+        if batch_id in bad:
+            continue
         rs = sorted(batches[batch_id], key=lambda r: r["index"])
+        why = _batch_problem(rs, task, ctx.params.slots, outputs)
+        if why is not None:
+            rejects.append(reject_row(run_id, "decrypt", batch_id, "bad-batch", why, {"image_id": batch_id}))
+            bad.add(batch_id)
+            continue
         n, start = rs[0]["h"], rs[0]["y"]
         s = np.stack([ctx.decrypt_slots(r["ct"], n) * r["post_scale"] for r in rs], axis=1)
+        if args.flood_std:                         # before anything leaves the key owner: the scores too
+            from hecore.flooding import flood
+
+            s = flood(s, args.flood_std)
         if binary and ctx.params.is_integer:
             s = infer.sigmoid_poly(s)              # BFV returns the score; the sigmoid line after decryption
         p = infer.predictions(s, binary)
@@ -266,11 +323,17 @@ def decrypt(run) -> int:
                    "process_seconds": parent.timings.get("process_seconds"), "decrypt_seconds": secs})
     run.write(spark.createDataFrame(preds, spark_schema(PREDICTIONS)), "predictions")
     run.write(spark.createDataFrame(rows_m, spark_schema(INFERENCE_METRICS)), "inference_metrics")
+    write_rejects(spark, rejects, run.out.table("rejects"))
     run.timings["decrypt_seconds"] = secs
-    manifest = run.manifest(counts=Counts(images_in=total, images_decrypted=total, ciphertexts=len(rows)),
-                            workers={})
-    run.commit(manifest, ["predictions", "inference_metrics"])
+    files, checksums = run.describe({"predictions": False, "inference_metrics": False, "rejects": False})
+    manifest = run.manifest(counts=Counts(images_in=total, images_decrypted=total, ciphertexts=len(rows),
+                                          images_rejected=len(bad), rejects=len(rejects)),
+                            options={**parent.options, "flood_std": args.flood_std}, workers={}, files=files,
+                            checksums=checksums)
+    run.commit(manifest, ["predictions", "inference_metrics", "rejects"])
     print(table(rows_m, [("batch_id", "batch", ""), ("model", "model", ""), ("task", "task", ""),
                          ("preset", "preset", ""), ("samples", "samples", "d"), ("accuracy", "accuracy", ".4f"),
                          ("bytes_per_sample", "bytes/sample", ",.0f")]))
-    return 0
+    if rejects:
+        print(f"{len(bad)} batches were not decrypted; the reasons are listed in {args.out}/rejects/")
+    return exit_status(args, len(rejects))

@@ -6,6 +6,10 @@ tile, channel and index; one task per image turns the pairs into one
 encrypted distance per metric (hecore.ops.matching).  Images whose size differs
 from the query's cannot be compared pixel by pixel: they go to the rejects
 table with the reason, and the job goes on.
+
+The cluster knows images by their ids only: ``match:QUERY`` names the query by its image id (the
+owner finds it in its owner map, ``OWNER/images``), and the encrypted distances carry ids, not
+names.  The owner's decrypt names them from the owner map (``--owner``).
 """
 from __future__ import annotations
 
@@ -20,38 +24,36 @@ from schemas.tables import DISTANCES, ENCRYPTED_DISTANCES, spark_schema
 
 from .console import table
 from .progress import Progress
-from .runs import open_run, table_function
-from .storage import join
+from .rowcheck import reject_row
+from .runs import exit_status, open_run, table_function
 from .tables import write_rejects
 
 KEYS = ["tile_y", "tile_x", "channel", "index"]
 
 
 def find_query(sizes, query: str):
-    """The one image ``query`` names: its image id, its source, or its source's file name."""
-    hits = [r for r in sizes if query in (r["image_id"], r["source"]) or r["source"].rsplit("/", 1)[-1] == query]
+    """The one image ``query`` names: its image id (the table knows no names; the owner map has the ids)."""
+    hits = [r for r in sizes if r["image_id"] == query]
     if len(hits) == 1:
         return hits[0]
-    shown = ", ".join(r["source"].rsplit("/", 1)[-1] for r in sizes[:5])
-    if not hits:
-        raise HepixError(f"match:{query}: no image of the input has that id, source or file name "
-                         f"(images include: {shown}{' ...' if len(sizes) > 5 else ''})")
-    raise HepixError(f"match:{query}: {len(hits)} images have that file name; give the full source or the "
-                     f"image id ({', '.join(r['image_id'] for r in hits[:5])})")
+    shown = ", ".join(r["image_id"] for r in sizes[:3])
+    raise HepixError(f"match:{query}: no image of the input has that id (the table names images by id only; "
+                     f"the owner map's images/ table says which id is which file; ids here include: "
+                     f"{shown}{' ...' if len(sizes) > 3 else ''})")
 
 
 def query_and_rejects(run, df, query: str):
     """The query image's row of sizes, the ids of the images of its size, and a rejects row for every other."""
-    sizes = [r.asDict() for r in df.select("image_id", "source", "image_height", "image_width",
-                                            "image_channels").distinct().orderBy("source").collect()]
+    sizes = [r.asDict() for r in df.select("image_id", "image_height", "image_width",
+                                            "image_channels").distinct().orderBy("image_id").collect()]
     q = find_query(sizes, query)
     shape = (q["image_height"], q["image_width"], q["image_channels"])
     others = [r for r in sizes if r["image_id"] != q["image_id"]]
     ok = [r["image_id"] for r in others if (r["image_height"], r["image_width"], r["image_channels"]) == shape]
-    rejects = [{"run_id": run.run_id, "source": r["source"], "stage": "process", "reason": "size-mismatch",
-                "detail": f"{r['source']} is {r['image_width']}x{r['image_height']}x{r['image_channels']}, the "
-                          f"query {q['source']} is {shape[1]}x{shape[0]}x{shape[2]}: distances need equal sizes "
-                          "(encrypt both with the same --resize)"}
+    rejects = [reject_row(run.run_id, "process", r["image_id"], "size-mismatch",
+                          f"{r['image_width']}x{r['image_height']}x{r['image_channels']}, the query {q['image_id']} is "
+                          f"{shape[1]}x{shape[0]}x{shape[2]}: distances need equal sizes (encrypt both with the same "
+                          "--resize)", {"image_id": r["image_id"]})
                for r in others if r["image_id"] not in ok]
     return sizes, q, ok, rejects
 
@@ -76,16 +78,20 @@ def run(args, chain) -> int:
               f"({', '.join(match.metrics)}); key {run.fingerprint[:16]} (public only)")
         bc, token = run.broadcast(run.keys)
         with Progress(run.spark, "process", enabled=not args.quiet) as progress:
-            df = run.spark.read.parquet(join(args.input, "ciphertexts"))
+            progress.stage("checking the input rows")
+            from .process import check_public
+
+            checked = run.checked_input("process", public=check_public(run))
+            df = checked.df
             sizes, q, ok, rejects = query_and_rejects(run, df, match.query)
+            rejects = checked.rejects + rejects
             query_cts = df.where(F.col("image_id") == q["image_id"]).select(*KEYS, F.col("ct").alias("query_ct"))
             pairs = df.where(F.col("image_id").isin(ok)).join(query_cts, KEYS)
             t0 = time.perf_counter()
-            progress.stage(f"matching {len(ok)} images against {q['source']}")
+            progress.stage(f"matching {len(ok)} images against {q['image_id']}")
             result = pairs.groupBy("image_id").applyInArrow(
                 table_function(match_group, token=token, broadcast=bc, metrics=list(match.metrics),
-                               query_id=q["image_id"], query_source=q["source"], bound=bound, run_id=run.run_id,
-                               rebuilds=run.rebuilds),
+                               query_id=q["image_id"], bound=bound, run_id=run.run_id, rebuilds=run.rebuilds),
                 spark_schema(ENCRYPTED_DISTANCES))
             run.write(result, "distances", "ciphertexts")
             write_rejects(run.spark, rejects, run.out.table("rejects"))
@@ -94,59 +100,95 @@ def run(args, chain) -> int:
         if n != len(ok) * len(match.metrics):
             raise HepixError(f"internal error: {n} distances for {len(ok)} images x {len(match.metrics)} metrics; "
                              "nothing was committed")
-        counts = Counts(images_in=len(sizes), images_encrypted=len(ok), images_rejected=len(rejects),
-                        ciphertexts=n, rejects=len(rejects))
+        counts = Counts(images_in=checked.images, images_encrypted=len(ok),
+                        images_rejected=checked.images - len(ok) - 1, ciphertexts=n, rejects=len(rejects))
+        files, checksums = run.describe({"distances": False, "rejects": False})
         manifest = run.manifest(
-            ops=list(parent.ops) + [match.spec], counts=counts,
-            options={**parent.options, "match": {"query": q["source"], "query_image_id": q["image_id"],
+            ops=list(parent.ops) + [match.spec], counts=counts, files=files, checksums=checksums,
+            options={**parent.options, "match": {"query": q["image_id"], "query_image_id": q["image_id"],
                                                  "metrics": list(match.metrics), "bound": bound}})
         run.commit(manifest, ["distances", "rejects"])
-    print(f"{n} encrypted distances ({len(ok)} images x {', '.join(match.metrics)}) from {q['source']} in "
+    print(f"{n} encrypted distances ({len(ok)} images x {', '.join(match.metrics)}) from image {q['image_id']} in "
           f"{run.timings['process_seconds']:.1f} s; {len(rejects)} rejected; decrypt them with `hepix decrypt`")
-    return 0
+    return exit_status(args, len(rejects))
 
 
 def decrypt(run) -> int:
     """``hepix decrypt`` of a match run (the key owner's side): its distances in the clear, in the
-    ``distances`` table, one row per image and metric (``--flood-std`` adds noise flooding)."""
+    ``distances`` table, one row per image and metric (``--flood-std`` adds noise flooding); each
+    encrypted distance is checked first (its key, its image id, SEAL's validation), a bad one is a
+    rejects row."""
     import numpy as np
 
     args, parent = run.args, run.parent
     t0 = time.perf_counter()
-    rows = decrypt_distances(run.spark, run.keys, args.input, run.run_id)
+    rows, rejects = decrypt_distances(run)
     if args.flood_std:
         from hecore.flooding import flood
 
         for r, noisy in zip(rows, flood(np.array([r["distance"] for r in rows]), args.flood_std)):
             r["distance"] = float(noisy)
     run.write(run.spark.createDataFrame(rows, spark_schema(DISTANCES)), "distances")
+    write_rejects(run.spark, rejects, run.out.table("rejects"))
     secs = time.perf_counter() - t0
     run.timings["decrypt_seconds"] = secs
+    images = {r["image_id"] for r in rows} | {r["image_id"] for r in rejects if r.get("image_id")}
+    bad = {r["image_id"] for r in rejects if r.get("image_id")}
+    files, checksums = run.describe({"distances": False, "rejects": False})
     manifest = run.manifest(
-        options={**parent.options, "flood_std": args.flood_std},
-        counts=Counts(images_in=parent.counts.images_in, images_decrypted=len({r["source"] for r in rows}),
-                      ciphertexts=len(rows)), workers={})
-    run.commit(manifest, ["distances"])
+        options={**parent.options, "flood_std": args.flood_std, "owner": run.owner is not None},
+        counts=Counts(images_in=len(images), images_decrypted=len(images - bad), images_rejected=len(bad),
+                      ciphertexts=len(rows), rejects=len(rejects)), workers={}, files=files, checksums=checksums)
+    run.commit(manifest, ["distances", "rejects"])
     print(table(rows, [("query_source", "query", ""), ("source", "image", ""), ("metric", "metric", ""),
                        ("distance", "distance", ",.2f"), ("l1_poly_max_error", "L1 approx. bound", ",.0f"),
                        ("decrypt_seconds", "decrypt s", ".3f")]))
-    print(f"decrypted {len(rows)} distances in {secs:.1f} s; table in {args.out}/distances/")
-    return 0
+    print(f"decrypted {len(rows)} distances in {secs:.1f} s; table in {args.out}/distances/"
+          + (f"; {len(rejects)} rejected, listed in {args.out}/rejects/" if rejects else ""))
+    return exit_status(args, len(rejects))
 
 
-def decrypt_distances(spark, ctx, source_dir: str, run_id: str) -> list[dict]:
-    """The data owner's side: the encrypted distances of a match run, decrypted (on the driver:
-    one ciphertext per image and metric)."""
+def decrypt_distances(run) -> tuple[list[dict], list[dict]]:
+    """The data owner's side: the encrypted distances of a match run, checked and decrypted (on the driver:
+    one ciphertext per image and metric); names from the owner map when there is one."""
+    import math
+
+    from hecore.checks import CiphertextChecker
     from hecore.ops.matching import l1_poly_error
 
+    from .owner import valid_id
+
+    ctx, run_id = run.keys, run.run_id
+    df, rejects = run.input_table("distances", ENCRYPTED_DISTANCES)
+    known = run.owner.images() if run.owner is not None else {}
+    name = (lambda i: known[i].source if i in known else i)
+    checker = CiphertextChecker.for_context(ctx)
     rows = []
-    for r in spark.read.parquet(join(source_dir, "distances")).orderBy("source", "metric").collect():
+    for r in df.orderBy("image_id", "metric").collect():
+        key = {"image_id": r["image_id"]}
+        problem = None
+        if not valid_id(r["image_id"]) or not valid_id(r["query_image_id"]):
+            problem = ("bad-image-id", f"image id {str(r['image_id'])[:80]!r} is not of the form hepix writes")
+        elif r["key_fingerprint"] != run.fingerprint:
+            problem = ("key-mismatch", f"made with key {str(r['key_fingerprint'])[:16]}, this key is "
+                                       f"{run.fingerprint[:16]}")
+        elif r["metric"] not in ("l1", "l2") or not (r["parts"] or 0) > 0 or r["distance_scale"] is None \
+                or not math.isfinite(r["distance_scale"]):
+            problem = ("malformed-row", "metric, parts or distance_scale is not one hepix writes")
+        else:
+            bad = checker.problem(r["ct"])
+            if bad is not None:
+                problem = (bad.reason, bad.detail)
+        if problem is not None:
+            rejects.append(reject_row(run_id, "decrypt", name(r["image_id"] or ""), *problem, key))
+            continue
         t = time.perf_counter()
         raw = float(ctx.decrypt_slots(r["ct"], 1)[0])
         secs = time.perf_counter() - t
         # per pixel: the polynomial's error (in units of D) x D x post_scale = x distance_scale / parts
         l1_err = l1_poly_error() * abs(r["distance_scale"]) / r["parts"] if r["metric"] == "l1" else None
-        rows.append({"run_id": run_id, "query_source": r["query_source"], "source": r["source"],
-                     "metric": r["metric"], "distance": raw * r["distance_scale"], "l1_poly_max_error": l1_err,
-                     "parts": r["parts"], "process_seconds": r["process_seconds"], "decrypt_seconds": secs})
-    return rows
+        rows.append({"run_id": run_id, "query_image_id": r["query_image_id"], "query_source": name(r["query_image_id"]),
+                     "image_id": r["image_id"], "source": name(r["image_id"]), "metric": r["metric"],
+                     "distance": raw * r["distance_scale"], "l1_poly_max_error": l1_err, "parts": r["parts"],
+                     "process_seconds": r["process_seconds"], "decrypt_seconds": secs})
+    return rows, rejects

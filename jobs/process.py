@@ -3,7 +3,10 @@
 Runs where the data owner's secret must never be: it refuses a key directory
 that holds a secret key, and checks the input's key fingerprint before any
 work, and checks that the key's parameters can run the ops (the planner
-names a preset that can when they cannot).
+names a preset that can when they cannot).  It reads exactly the files the
+input's manifest lists and checks every row first (jobs/rowcheck.py): a row
+SEAL refuses, or of the wrong size, parameters or key, is a rejects row and
+its image is left out; the rest is processed.
 
 Pixel layout: pointwise ops (brightness, contrast, watermark) are one pass
 over the rows; the mean filter sends each ciphertext to its tile and to the
@@ -25,7 +28,7 @@ from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS, spark_schema
 
 from .progress import Progress
-from .runs import add_spark_arguments, open_run, table_function
+from .runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
 from .tables import write_rejects
 
 
@@ -41,6 +44,7 @@ def add_arguments(p) -> None:
                         "(its id or file name) to every other image; or, alone, on `hepix encrypt-digits` "
                         "output: infer:MODEL[,task=01|all] with MODEL logreg or tinycnn")
     add_spark_arguments(p)
+    add_reject_arguments(p)
 
 
 def check_ops_fit(df, ops) -> None:
@@ -50,11 +54,11 @@ def check_ops_fit(df, ops) -> None:
     marks = [op for op in ops if isinstance(op, Watermark)]
     if not marks:
         return
-    sizes = df.select("source", "image_width", "image_height").distinct().collect()   # no ct column read
+    sizes = df.select("image_id", "image_width", "image_height").distinct().collect()   # no ct column read
     for op in marks:
         outside = [r for r in sizes if not (0 <= op.x < r["image_width"] and 0 <= op.y < r["image_height"])]
         if outside:
-            shown = ", ".join(f"{r['source']} ({r['image_width']}x{r['image_height']})" for r in outside[:3])
+            shown = ", ".join(f"image {r['image_id']} ({r['image_width']}x{r['image_height']})" for r in outside[:3])
             more = f" and {len(outside) - 3} more" if len(outside) > 3 else ""
             raise HepixError(f"{op.spec}: pixel (x={op.x}, y={op.y}) lies outside {len(outside)} image(s): "
                              f"{shown}{more}; choose a pixel inside every image")
@@ -137,9 +141,18 @@ def processed(run, df, ops):
     return df
 
 
+def check_public(run):
+    """The public material the row checks load ciphertexts with (no evaluation keys: they are not needed)."""
+    import dataclasses
+
+    return dataclasses.replace(run.keys, relin_key=None, rotate_key=None)
+
+
 def run(args, chain) -> int:
     """``hepix process`` with image ops (``chain``: :func:`hecore.ops.spec.parse_chain` of ``--op``)."""
     from pyspark.sql import functions as F
+
+    from hecore.layouts import Layout
 
     with open_run(args, "process") as run:
         parent = run.parent
@@ -147,8 +160,9 @@ def run(args, chain) -> int:
         print(f"hepix process {run.run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
               f"key {run.fingerprint[:16]} (public only)")
         with Progress(run.spark, "process", enabled=not args.quiet) as progress:
-            progress.stage("checking ciphertext checksums")
-            checked = run.checked_input("process")
+            progress.stage("checking the input rows")
+            pixel = not Layout.parse(parent.layout).packed
+            checked = run.checked_input("process", run.expectation(fixed_format=pixel), public=check_public(run))
             check_ops_fit(checked.df, ops)                      # before any work
             t0 = time.perf_counter()
             progress.stage("processing")
@@ -156,14 +170,14 @@ def run(args, chain) -> int:
             run.timings["process_seconds"] = time.perf_counter() - t0
             write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
             stats = run.spark.read.parquet(run.out.table("ciphertexts")).agg(
-                F.count("*").alias("n"), F.countDistinct("image_id").alias("images")).collect()[0]
+                F.count("*").alias("n"), F.countDistinct("image_id").alias("images"),
+                F.sum(F.length("ct")).alias("bytes")).collect()[0]
             files, checksums = run.describe({"ciphertexts": True, "rejects": False})
-        per_ct = parent.counts.ciphertext_bytes // max(1, parent.counts.ciphertexts)
-        counts = Counts(images_in=parent.counts.images_encrypted, images_encrypted=int(stats["images"]),
+        counts = Counts(images_in=checked.images, images_encrypted=int(stats["images"]),
                         images_rejected=len(checked.bad_images), ciphertexts=int(stats["n"]),
-                        ciphertext_bytes=int(stats["n"]) * per_ct, rejects=len(checked.rejects))
-        if counts.ciphertexts != parent.counts.ciphertexts - checked.bad_image_rows:
-            raise HepixError(f"internal error: {parent.counts.ciphertexts} ciphertexts in "
+                        ciphertext_bytes=int(stats["bytes"] or 0), rejects=len(checked.rejects))
+        if counts.ciphertexts != checked.rows - checked.bad_image_rows:
+            raise HepixError(f"internal error: {checked.rows} ciphertexts in "
                              f"({checked.bad_image_rows} of them left out with their images), {counts.ciphertexts} "
                              "out; nothing was committed")
         manifest = run.manifest(ops=list(parent.ops) + [o.spec for o in ops], counts=counts, files=files,
@@ -173,6 +187,6 @@ def run(args, chain) -> int:
     print(f"processed {counts.ciphertexts} ciphertexts of {counts.images_encrypted} images in {secs:.1f} s "
           f"({counts.ciphertexts / secs:,.0f} ciphertexts/s); ops now: {' | '.join(manifest.ops)}")
     if checked.rejects:
-        print(f"{len(checked.rejects)} ciphertext rows failed their checks; their {len(checked.bad_images)} images "
-              f"were left out and the rows are listed in {args.out}/rejects/")
-    return 0
+        print(f"{len(checked.rejects)} ciphertext rows or images failed their checks; {len(checked.bad_images)} "
+              f"images were left out and the reasons are listed in {args.out}/rejects/")
+    return exit_status(args, len(checked.rejects))

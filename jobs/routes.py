@@ -32,7 +32,8 @@ def process(args) -> int:
 
 
 def input_kind(parent) -> str:
-    """What a decrypt input holds: ``distances`` (a match run), ``scores`` (encrypted digits) or ``images``."""
+    """What a decrypt input holds: ``distances`` (a match run), ``scores`` (encrypted digits) or ``images``.
+    The manifest says so; the table it must then list is checked when it is read (jobs.storage.listed_paths)."""
     if parent.ops and parent.ops[-1].startswith("match:"):
         return DISTANCES
     if parent.layout == infer.LAYOUT:
@@ -44,6 +45,7 @@ def decrypt(args) -> int:
     """``hepix decrypt``: the key owner's job, for whichever kind of run the input is."""
     decrypt_job.check_arguments(args)
     with open_run(args, "decrypt", secret=True) as run:
+        run.owner = decrypt_job.load_owner(args, run.fingerprint)
         parent = run.parent
         print(f"hepix decrypt {run.run_id}: {args.input} -> {args.out}; key {run.fingerprint[:16]}; "
               f"ops {' | '.join(parent.ops) or 'none'}")

@@ -4,6 +4,12 @@
 id, session, staged output, the input's complete manifest, the same key -- and end the same way: a
 manifest that records what was done, written after the tables are in place.  :func:`open_run` does the
 first, :meth:`Run.manifest` and :meth:`Run.commit` the second; a job's ``run()`` keeps only what it does.
+
+The input came from the cluster, so the preamble trusts none of it: the manifest is validated
+(schemas.manifest), the job reads exactly the files it lists (:meth:`Run.input_table`, each inside the
+table's directory), and every row is checked before use (:meth:`Run.checked_input`, jobs/rowcheck.py):
+a bad row is a rejects row and its image is left out.  The owner's jobs (``secret=True``) run in a
+:func:`jobs.session.secret_session`.
 """
 from __future__ import annotations
 
@@ -19,13 +25,24 @@ from schemas.manifest import RunManifest
 
 from . import runinfo
 from .session import spark_info
-from .storage import Output, Storage, join, read_manifest
+from .storage import Output, Storage, join, listed_paths, read_manifest
 
 
 def add_spark_arguments(p) -> None:
     p.add_argument("--master", help="Spark master URL (default local[*]; ignored under spark-submit)")
     p.add_argument("--conf", metavar="FILE", help="Spark settings in spark-defaults.conf format")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def add_reject_arguments(p) -> None:
+    p.add_argument("--fail-on-rejects", action="store_true",
+                   help="exit 1 when any input row or image was rejected (the job still finishes and writes "
+                        "what was good, and the rejects table)")
+
+
+def exit_status(args, rejected: int) -> int:
+    """0, or 1 when rows or images were rejected and ``--fail-on-rejects`` asks for it."""
+    return 1 if rejected and getattr(args, "fail_on_rejects", False) else 0
 
 
 class ListAccumulator(AccumulatorParam):
@@ -115,6 +132,7 @@ class Run:
     timings: dict = field(default_factory=dict)
     rebuilds: object = None     # accumulators of worker events: cache rebuilds and tasks
     tasks: object = None
+    owner: object = None        # the owner map (jobs.owner.OwnerMap) of an owner's job, when given
 
     @property
     def sc(self):
@@ -148,18 +166,67 @@ class Run:
     def commit(self, manifest: RunManifest, tables: list[str]) -> None:
         self.out.commit(manifest, tables)
 
-    def checked_input(self, stage: str) -> "CheckedInput":
-        """The input's ciphertext rows, every row's checksum checked first: the images with a bad row are
-        left out whole, and each bad row becomes a rejects row of ``stage``."""
-        from pyspark.sql import functions as F
+    def input_table(self, table: str = "ciphertexts", schema=None):
+        """The rows of exactly the files the input's manifest lists for ``table`` (each inside its directory),
+        read with the table's schema, and rejects rows for the listed files that are missing."""
+        from schemas.tables import TABLES, spark_schema
 
-        from .checksums import bad_rows
+        from .rowcheck import reject_row
 
-        df = self.spark.read.parquet(join(self.args.input, "ciphertexts"))
-        rejects, bad_ids, bad_n = bad_rows(self.spark, df, self.run_id, stage)
-        if bad_ids:
-            df = df.where(~F.col("image_id").isin(sorted(bad_ids)))
-        return CheckedInput(df, rejects, bad_ids, bad_n)
+        paths = listed_paths(self.parent, self.args.input, table)
+        present = self.storage.list_files(join(self.args.input, table))
+        schema = spark_schema(schema if schema is not None else TABLES[table])
+        found, rejects = [], []
+        for p in dict.fromkeys(paths):              # a file listed twice is read twice: its rows then repeat
+            name = p.rsplit("/", 1)[-1]
+            if name not in present:
+                rejects.append(reject_row(self.run_id, self.job, name, "missing-file",
+                                          f"{p} is listed in the input's manifest but not there; its rows are missing"))
+                continue
+            problem = self._file_problem(p, schema)
+            if problem is not None:
+                rejects.append(reject_row(self.run_id, self.job, name, *problem))
+                continue
+            found.extend([p] * paths.count(p))
+        reader = self.spark.read.schema(schema).option("ignoreCorruptFiles", "true")
+        df = reader.parquet(*found) if found else self.spark.createDataFrame([], schema)
+        return df.select(*schema.names), rejects
+
+    def _file_problem(self, path: str, schema) -> tuple[str, str] | None:
+        """Why a listed file cannot be read as the table (its footer unreadable, a column of another type)."""
+        try:
+            got = {f.name: f.dataType.simpleString() for f in self.spark.read.parquet(path).schema.fields}
+        except Exception as e:  # noqa: BLE001 -- Spark's refusals of a broken file come in several types
+            return "unreadable-file", f"{path} is not a Parquet file Spark can read: {str(e).splitlines()[0][:160]}"
+        wrong = [f.name for f in schema.fields
+                 if (f.name in got and got[f.name] != f.dataType.simpleString()) or (f.name not in got and not f.nullable)]
+        if wrong:
+            return "bad-file-schema", f"{path}: columns {', '.join(wrong[:4])} are missing or of another type"
+        return None
+
+    def expectation(self, **overrides):
+        """What every input row must say: this job's key, the input run's layout, parameters, ops, tile."""
+        from .rowcheck import RowExpect
+
+        p = self.parent
+        tile = p.options.get("tile")
+        fields = dict(fingerprint=self.fingerprint, layout=p.layout or "", preset=self.keys.params.name,
+                      ops=tuple(p.ops),
+                      tile=tuple(tile) if tile else None, halo=p.options.get("halo"),
+                      max_pixels=int(p.options.get("settings", {}).get("max_pixels", 2**26)))
+        fields.update(overrides)
+        return RowExpect(**fields)
+
+    def checked_input(self, stage: str, expect=None, public=None, owner=None):
+        """The input's ciphertext rows after every check (jobs/rowcheck.py): the images with a bad row are left
+        out whole, and each bad row or image becomes a rejects row of ``stage``."""
+        from .rowcheck import inspect_rows
+
+        df, missing = self.input_table()
+        checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
+                               public=public, owner=owner, token=f"{self.run_id}/check")
+        checked.rejects[:0] = missing
+        return checked
 
     def write(self, df, table: str, schema_name: str | None = None) -> None:
         """Write ``df`` as the staged table ``table`` with that table's Parquet settings."""
@@ -176,16 +243,6 @@ class Run:
         return files, table_checksums(files)
 
 
-@dataclass
-class CheckedInput:
-    """A job's input rows after the row checks: ``df`` without the images that have a bad row."""
-
-    df: object
-    rejects: list[dict]         # one rejects row per bad ciphertext row
-    bad_images: set[str]        # ids of the images left out
-    bad_image_rows: int         # how many rows those images have
-
-
 @contextlib.contextmanager
 def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = ("encrypt", "process"),
              eval_keys: bool = True, app: str | None = None):
@@ -193,14 +250,16 @@ def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = 
 
     Public side (``secret=False``): a key directory holding ``secret.key`` is refused without opening it,
     and only the public material is read.  Owner side (``secret=True``): the secret key is loaded (0600,
-    refused otherwise).  Then the Spark session, the staged output, and the input: a complete run of one
-    of ``inputs``, made with the same key (checked before any work).  The staged output is removed when
-    the body raises; the session is stopped in every case.
+    refused otherwise) and the session is a :func:`jobs.session.secret_session` (a local master unless the
+    cluster is trusted; authentication and encryption on; a private local directory, removed at the end).
+    Then the staged output, and the input: a complete run of one of ``inputs`` (its manifest validated),
+    made with the same key (checked before any work).  The staged output is removed when the body raises;
+    the session is stopped in every case.
     """
     from hecore.keys import load_secret, read_public
 
     from .remote import remote_keys
-    from .session import build_session
+    from .session import plain_session, secret_session, trusted_cluster
 
     if secret:
         with remote_keys(args.keys, secret=True) as keys:
@@ -212,18 +271,18 @@ def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = 
             held = read_public(keys, eval_keys=eval_keys)
         fingerprint = held.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
-    spark = build_session(app or job, args.master, args.conf)
-    storage = Storage(spark)
-    out = Output(storage, args.out, run_id)
-    try:
-        parent = complete_run(storage, args.input, inputs)
-        same_key(parent, fingerprint, args.input)          # before any work
-        sc = spark.sparkContext
-        yield Run(job=job, args=args, run_id=run_id, started=started, spark=spark, storage=storage, out=out,
-                  keys=held, fingerprint=fingerprint, parent=parent,
-                  rebuilds=sc.accumulator([], ListAccumulator()), tasks=sc.accumulator([], ListAccumulator()))
-    except BaseException:
-        out.abort()
-        raise
-    finally:
-        spark.stop()
+    session = (secret_session(app or job, args.master, args.conf, trusted=trusted_cluster(args)) if secret
+               else plain_session(app or job, args.master, args.conf))
+    with session as spark:
+        storage = Storage(spark)
+        out = Output(storage, args.out, run_id)
+        try:
+            parent = complete_run(storage, args.input, inputs)
+            same_key(parent, fingerprint, args.input)          # before any work
+            sc = spark.sparkContext
+            yield Run(job=job, args=args, run_id=run_id, started=started, spark=spark, storage=storage, out=out,
+                      keys=held, fingerprint=fingerprint, parent=parent,
+                      rebuilds=sc.accumulator([], ListAccumulator()), tasks=sc.accumulator([], ListAccumulator()))
+        except BaseException:
+            out.abort()
+            raise

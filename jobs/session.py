@@ -5,13 +5,25 @@ Launched by ``hepix …`` (plain Python), the job starts its own session:
 ``--conf FILE`` (spark-defaults format).  Launched by ``spark-submit``, the
 session already has the submit's settings; hepix then only fills in
 defaults the submit left unset.
+
+The jobs that hold the secret key (``decrypt``, ``encrypt --encryption symmetric``) start theirs with
+:func:`secret_session`: on a local master only, unless the operator says the cluster is trusted with
+the key (``--trusted-cluster`` or ``HEPIX_TRUSTED_CLUSTER=1``), and always with Spark's authentication,
+RPC encryption and I/O encryption on (shuffle and spill files, broadcasts and cached blocks are
+encrypted on disk) and ``spark.local.dir`` a private 0700 directory that is removed when the job ends.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import secrets
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+
+from hecore.errors import UntrustedSession
 
 from schemas.tables import BLOB_READER_BATCH_ROWS
 
@@ -62,6 +74,93 @@ def read_conf_file(path: str | os.PathLike) -> dict[str, str]:
 
 def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+# --- the owner's jobs: the secret key stays home ------------------------------------------------------
+
+#: The operator's word that the cluster may hold the secret key (also ``--trusted-cluster``).
+TRUST_ENV = "HEPIX_TRUSTED_CLUSTER"
+
+
+def add_trust_argument(p) -> None:
+    p.add_argument("--trusted-cluster", action="store_true",
+                   help=f"run on a non-local master although this job holds the secret key: say so only for a "
+                        f"cluster trusted with it (same as {TRUST_ENV}=1); by default such jobs run on a local "
+                        "master only")
+
+
+def trusted_cluster(args) -> bool:
+    return bool(getattr(args, "trusted_cluster", False)) or os.environ.get(TRUST_ENV, "") == "1"
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[N,F]``, ``local[*]`` and ``local-cluster[...]``: this machine only."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+def planned_master(master: str | None, conf_file: str | None) -> str:
+    """The master the job's session will have, found before the session is built."""
+    if under_spark_submit():
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()          # attaches to spark-submit's JVM; starts no application
+        return SparkConf().get("spark.master", "") or ""
+    user = read_conf_file(conf_file) if conf_file else {}
+    return master or user.get("spark.master") or "local[*]"
+
+
+def secret_settings(local_dir: str, master: str) -> dict[str, str]:
+    """Spark settings of a job holding the secret key: authentication, RPC and I/O encryption, private dir."""
+    settings = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true",
+                "spark.io.encryption.enabled": "true", "spark.local.dir": local_dir}
+    if not master.startswith(("yarn", "k8s://")):
+        # YARN and Kubernetes generate and distribute a secret per application themselves.
+        settings["spark.authenticate.secret"] = secrets.token_hex(32)
+    return settings
+
+
+@contextlib.contextmanager
+def plain_session(app: str, master: str | None, conf_file: str | None):
+    """A Spark session for a job that holds no secret key, stopped when the block ends."""
+    spark = build_session(app, master, conf_file)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+@contextlib.contextmanager
+def secret_session(app: str, master: str | None, conf_file: str | None, *, trusted: bool):
+    """A Spark session for a job that holds the secret key (see the module doc); stopped, and its private
+    local directory removed, when the block ends."""
+    planned = planned_master(master, conf_file)
+    if not is_local_master(planned) and not trusted:
+        raise UntrustedSession(
+            f"`hepix {app}` holds the secret key and would ship it to the executors of {planned}; it runs on a "
+            f"local master only (--master local[N], spark-submit/local.sh), unless this cluster is trusted with "
+            f"the secret key: then say so with --trusted-cluster or {TRUST_ENV}=1")
+    if is_local_master(planned) and os.environ.get("SPARK_LOCAL_DIRS"):
+        raise UntrustedSession(f"SPARK_LOCAL_DIRS={os.environ['SPARK_LOCAL_DIRS']} would override the private "
+                               f"local directory `hepix {app}` keeps its temporary files in; unset it")
+    local_dir = tempfile.mkdtemp(prefix=f"hepix-{app}-")          # 0700, this user's
+    spark = None
+    try:
+        spark = build_session(app, master, conf_file, extra=secret_settings(local_dir, planned))
+        actual = spark.sparkContext.master
+        conf = spark.sparkContext.getConf()
+        if not is_local_master(actual) and not trusted:
+            raise UntrustedSession(f"`hepix {app}` got the master {actual}, not a local one; refusing to go on "
+                                   f"with the secret key (--trusted-cluster or {TRUST_ENV}=1 if it is trusted)")
+        for key in ("spark.authenticate", "spark.network.crypto.enabled", "spark.io.encryption.enabled"):
+            if conf.get(key, "false") != "true":
+                raise UntrustedSession(f"Spark did not take {key}=true (an existing session?); `hepix {app}` "
+                                       "runs only with authentication and encryption on")
+        log.info("secret-holding session: master %s, private local dir %s", actual, local_dir)
+        yield spark
+    finally:
+        if spark is not None:
+            spark.stop()
+        shutil.rmtree(local_dir, ignore_errors=True)
 
 
 def build_session(app: str, master: str | None = None, conf_file: str | None = None,

@@ -4,12 +4,20 @@ A job writes its tables under ``OUT/_staging/<run_id>/``, then :meth:`Output.com
 removes the old manifest, swaps each table into place and writes
 ``OUT/_manifest.json`` last.  A directory with a complete manifest therefore
 holds one whole run; one without is not taken for complete by any job.
+
+Reading a run: :func:`read_manifest` validates the manifest (schemas.manifest) and turns a bad one
+into a one-line :class:`~hecore.errors.ManifestError` naming the file and the field;
+:func:`listed_paths` gives the files a table's manifest lists, each checked to lie inside the table's
+directory: a job reads exactly those, never whatever else sits there.
 """
 from __future__ import annotations
 
 import logging
+import posixpath
+from dataclasses import dataclass
 
-from schemas.manifest import RunManifest
+from hecore.errors import ManifestError
+from schemas.manifest import FILE_NAME, ManifestInvalid, RunManifest
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +40,9 @@ class Storage:
     def qualify(self, p: str) -> str:
         path = self._path(p)
         return str(self._fs(p).makeQualified(path).toString())
+
+    def size(self, p: str) -> int:
+        return int(self._fs(p).getFileStatus(self._path(p)).getLen())
 
     def exists(self, p: str) -> bool:
         return bool(self._fs(p).exists(self._path(p)))
@@ -57,6 +68,33 @@ class Storage:
             if status.isFile() and not (name.startswith("_") or name.startswith(".")):
                 found[name] = int(status.getLen())
         return found
+
+    def input_files(self, pattern: str, recursive: bool) -> list["InputFile"]:
+        """Every regular file of ``pattern`` (a file, a directory, a glob), the way encrypt takes them:
+        a directory's files, its subdirectories' too with ``recursive``.  Names Spark's file sources skip
+        (``_x``, ``.x``, and anything under such a directory) are listed with ``hidden`` set, so that they
+        can be reported instead of vanishing.  A pattern that matches nothing is a clear error."""
+        from hecore.errors import HepixError
+
+        fs = self._fs(pattern)
+        statuses = fs.globStatus(self._path(pattern))
+        if not statuses:
+            raise HepixError(f"cannot read images from {pattern}: Path does not exist (no file or directory matches)")
+        found: list[InputFile] = []
+
+        def walk(status, top: bool, hidden: bool) -> None:
+            name = status.getPath().getName()
+            hidden = hidden or (not top and (name.startswith("_") or name.startswith(".")))
+            if status.isDirectory():
+                if top or recursive:
+                    for child in fs.listStatus(status.getPath()):
+                        walk(child, False, hidden)
+            elif status.isFile():
+                found.append(InputFile(str(status.getPath().toString()), int(status.getLen()), hidden))
+
+        for status in statuses:
+            walk(status, True, False)
+        return sorted(found, key=lambda f: f.path)
 
     def empty_files(self, pattern: str, recursive: bool) -> list[str]:
         """Zero-length files the way Spark's file sources see ``pattern`` (hidden _x and .x left out).
@@ -118,6 +156,39 @@ def join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *parts])
 
 
+@dataclass(frozen=True)
+class InputFile:
+    path: str           # as Spark's binaryFile source spells it (file:/..., hdfs://...)
+    size: int
+    hidden: bool        # a name Spark's file sources skip
+
+
+def inside(directory: str, name: str) -> str:
+    """``directory/name`` for a plain file ``name`` of a manifest, checked to stay inside ``directory``
+    (a strict name pattern, then the normalised path); a :class:`ManifestError` otherwise."""
+    if not isinstance(name, str) or not FILE_NAME.match(name):
+        raise ManifestError(f"{directory}: the manifest names the file {str(name)[:80]!r}, which is not a plain file "
+                            "name; hepix reads only the files of a table's own directory")
+    path = join(directory, name)
+    base = directory.rstrip("/")
+    scheme, sep, rest = path.partition("://")
+    normal = (scheme + sep + posixpath.normpath(rest)) if sep else posixpath.normpath(path)
+    bscheme, bsep, brest = base.partition("://")
+    bnormal = (bscheme + bsep + posixpath.normpath(brest)) if bsep else posixpath.normpath(base)
+    if posixpath.dirname(normal) != bnormal:
+        raise ManifestError(f"{directory}: the manifest names {name!r}, which resolves outside the directory")
+    return path
+
+
+def listed_paths(manifest: RunManifest, directory: str, table: str) -> list[str]:
+    """The files of ``table`` the manifest of the run in ``directory`` lists, each inside ``table``'s directory."""
+    entries = manifest.files.get(table)
+    if entries is None:
+        raise ManifestError(f"{join(directory, MANIFEST)}: field 'files.{table}' is missing: the run lists no "
+                            f"{table} table (written by another job, or before hepix listed its files)")
+    return [inside(join(directory, table), e["name"]) for e in entries]
+
+
 class Output:
     """The staged output of one run in directory ``out``."""
 
@@ -163,7 +234,22 @@ class Output:
 
 
 def read_manifest(storage: Storage, directory: str) -> RunManifest | None:
+    """The validated manifest of ``directory``, None when it has none, or a one-line :class:`ManifestError`."""
     path = join(directory.rstrip("/"), MANIFEST)
     if not storage.exists(path):
         return None
-    return RunManifest.from_json(storage.read_text(path))
+    if storage.size(path) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{path}: {storage.size(path)} bytes is more than a hepix manifest holds")
+    return parse_manifest(storage.read_text(path), path)
+
+
+MAX_MANIFEST_BYTES = 256 * 2**20
+
+
+def parse_manifest(text: str, path: str) -> RunManifest:
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{path}: {len(text)} characters is more than a hepix manifest holds")
+    try:
+        return RunManifest.from_json(text)
+    except ManifestInvalid as e:
+        raise ManifestError(f"{path}: {e}") from None

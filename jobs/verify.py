@@ -7,10 +7,13 @@ What is checked, from the manifest's file list (``files``) and checksums:
 * every ciphertext row's ``ct`` bytes still hash to its ``ct_xxh3`` (corrupted or truncated
   bytes are reported by row: image, channel, tile, index);
 * per file, the row count and the XOR of the row checksums match the manifest;
+* every row is one the run could have written (jobs/rowcheck.py): its key fingerprint, layout,
+  parameters, ops and geometry are the run's, its image id has hepix's form, and SEAL accepts its
+  ciphertext (checked against the parameters alone: verify needs no key);
 * no (image, channel, tile, index) key appears twice, and every image has all its ciphertexts.
 
-The same row check (:func:`check_rows`) runs before ``process`` and ``decrypt`` do any work:
-they leave out the images with bad rows and list those rows in their own rejects table.
+The same row checks run before ``process``, ``decrypt`` and ``audit`` do any work: they leave out the
+images with bad rows and list those rows in their own rejects table.
 Problems are printed (the first few) and, with ``--rejects DIR``, written as a rejects table;
 the exit status is 1 when anything is wrong, 0 when the table is whole.
 """
@@ -19,36 +22,18 @@ from __future__ import annotations
 import logging
 
 from hecore.errors import HepixError
-from hecore.layouts import Layout
 from schemas.tables import TABLES, spark_schema
 
+from schemas.stages import CHECKED
+
 from . import runinfo
-from .checksums import KEY, check_rows, reject_rows
+from .rowcheck import KEY, ImageSummary, RowExpect, check_partition, image_problems
 from .runs import add_spark_arguments
 from .session import build_session
-from .storage import Storage, join, read_manifest
+from .storage import Storage, inside, join, read_manifest
 from .tables import write_rejects
 
 log = logging.getLogger(__name__)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def expected_rows(layout: str, height: int, width: int, channels: int, tile_h: int, tile_w: int) -> int:
-    """How many ciphertext rows a whole image has in ``layout``."""
-    if Layout.parse(layout).packed:
-        return channels * -(-height // tile_h) * -(-width // tile_w)
-    return height * width * channels
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -65,8 +50,16 @@ def problem(run_id: str, source: str, reason: str, detail: str, **key) -> dict:
             "bytes": key.pop("bytes", None), **{k: key.get(k) for k in KEY}}
 
 
+def row_expectation(manifest) -> RowExpect:
+    """What the run's own manifest says every row holds (verify checks the table against it)."""
+    tile = manifest.options.get("tile")
+    return RowExpect(fingerprint=manifest.key_fingerprint, layout=manifest.layout or "", preset=manifest.preset or "",
+                     ops=tuple(manifest.ops), tile=tuple(tile) if tile else None, halo=manifest.options.get("halo"),
+                     max_pixels=int(manifest.options.get("settings", {}).get("max_pixels", 2**26)))
+
+
 def verify_table(spark, storage: Storage, directory: str, table: str, entries: list[dict],
-                 run_id: str) -> tuple[list[dict], dict]:
+                 run_id: str, expect: RowExpect | None = None) -> tuple[list[dict], dict]:
     """Problems in one table of a run, and what was checked."""
     from pyspark.sql import functions as F
 
@@ -97,8 +90,8 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     reader = spark.read.option("ignoreCorruptFiles", "true")
     if table in TABLES:                 # no schema inference from a footer that may be the broken one
         reader = reader.schema(spark_schema(TABLES[table]))
-    df = reader.parquet(*[join(path, n) for n in good])
-    if "ct" not in df.columns:        # a table without ciphertexts: row counts per file only
+    df = reader.parquet(*[inside(path, n) for n in good])
+    if table != "ciphertexts":        # a table without ciphertext rows to check: row counts per file only
         counts = {r["f"].rsplit("/", 1)[-1]: r["n"] for r in
                   df.groupBy(F.input_file_name().alias("f")).agg(F.count("*").alias("n")).collect()}
         for name in good:
@@ -108,10 +101,15 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                                         f"{listed[name]['rows']}"))
         summary["rows"] = sum(counts.values())
         return problems, summary
-    checked = check_rows(df).persist()
+    bc = spark.sparkContext.broadcast(None)
+    token = f"verify/{bc._jbroadcast.id()}"
+    checked = (df.withColumn("file", F.input_file_name())
+               .mapInArrow(lambda it: check_partition(it, expect=expect, token=token, broadcast=bc),
+                           spark_schema(CHECKED))).persist()
     try:
         for r in checked.where(F.col("reason").isNotNull()).collect():
-            problems.extend({**x, "stage": "verify"} for x in reject_rows([r], run_id, "verify"))
+            problems.append(problem(run_id, (r["file"] or "").rsplit("/", 1)[-1], r["reason"], r["detail"],
+                                    bytes=r["ct_bytes"], **{k: r[k] for k in KEY}))
         per_file = {r["f"].rsplit("/", 1)[-1]: r for r in checked.groupBy(F.col("file").alias("f")).agg(
             F.count("*").alias("n"), F.bit_xor(F.coalesce("stored", F.lit(0).cast("long"))).alias("x")).collect()}
         for name in good:
@@ -126,23 +124,31 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                                         f"{name}: the XOR of its row checksums is {x}, the manifest says "
                                         f"{listed[name]['xxh3_xor']} (rows replaced)"))
         summary["rows"] = sum(r["n"] for r in per_file.values())
-        for r in checked.groupBy(*KEY).agg(F.count("*").alias("n"), F.first("source").alias("source")) \
+        for r in checked.groupBy(*KEY).agg(F.count("*").alias("n"), F.first("file").alias("file")) \
                 .where(F.col("n") > 1).collect():
-            problems.append(problem(run_id, r["source"], "duplicate-row",
-                                    f"{r['source']}: channel {r['channel']}, tile ({r['tile_y']}, {r['tile_x']}), "
-                                    f"index {r['index']} appears {r['n']} times",
+            problems.append(problem(run_id, (r["file"] or "").rsplit("/", 1)[-1], "duplicate-row",
+                                    f"image {r['image_id']}: channel {r['channel']}, tile ({r['tile_y']}, "
+                                    f"{r['tile_x']}), index {r['index']} appears {r['n']} times",
                                     **{k: r[k] for k in KEY}))
+        bad_ids = {p["image_id"] for p in problems if p.get("image_id")}
         images = checked.groupBy("image_id").agg(
-            F.first("source").alias("source"), F.first("layout").alias("layout"), F.count("*").alias("n"),
-            *[F.first(c).alias(c) for c in ("image_height", "image_width", "image_channels", "tile_h", "tile_w")])
-        images = images.collect()
+            F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
+            F.first("layout").alias("layout"), F.first("file").alias("file"),
+            *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
+                                                      "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
+        ).collect()
         for r in images:
-            want = expected_rows(r["layout"], r["image_height"], r["image_width"], r["image_channels"],
-                                 r["tile_h"], r["tile_w"])
-            if r["n"] < want:
-                problems.append(problem(run_id, r["source"], "incomplete-image",
-                                        f"{r['source']}: {r['n']} of its {want} ciphertexts",
-                                        image_id=r["image_id"]))
+            if r["image_id"] is None or r["image_id"] in bad_ids or r["keys"] != r["n"]:
+                continue                 # already reported row by row
+            s = ImageSummary(image_id=r["image_id"], rows=r["n"], keys=r["keys"], layout=r["layout"],
+                             heights=(r["lo_image_height"], r["hi_image_height"]),
+                             widths=(r["lo_image_width"], r["hi_image_width"]),
+                             channels=(r["lo_image_channels"], r["hi_image_channels"]),
+                             tiles=(r["lo_tile_h"], r["hi_tile_h"], r["lo_tile_w"], r["hi_tile_w"]))
+            found = image_problems(s)
+            if found is not None:
+                problems.append(problem(run_id, (r["file"] or "").rsplit("/", 1)[-1], found[0],
+                                        f"image {r['image_id']}: {found[1]}", image_id=r["image_id"]))
         summary["images"] = len(images)
     finally:
         checked.unpersist()
@@ -162,8 +168,9 @@ def run(args) -> int:
             raise HepixError(f"the manifest of {args.dst} ({manifest.job}, {manifest.run_id}) lists no files: it "
                              "was written before hepix recorded checksums; rerun the job to get one")
         problems, summaries = [], []
+        expect = row_expectation(manifest)
         for table, entries in sorted(manifest.files.items()):
-            found, summary = verify_table(spark, storage, args.dst, table, entries, run_id)
+            found, summary = verify_table(spark, storage, args.dst, table, entries, run_id, expect)
             problems += found
             summaries.append(summary)
             want = manifest.checksums.get(table, {}).get("rows")
@@ -188,9 +195,5 @@ def run(args) -> int:
     verdict = "OK" if not problems else f"{len(problems)} problem(s)"
     print(f"hepix verify {args.dst}: {manifest.job} run {manifest.run_id}, {manifest.status}: {verdict}")
     return 0 if not problems else 1
-
-
-# --- what the manifest records -----------------------------------------------------------------
-
 
 

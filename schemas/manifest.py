@@ -1,17 +1,46 @@
-"""The run manifest: ``_manifest.json`` beside the tables a job writes.
+"""The run manifest: ``_manifest.json`` beside the tables a job writes, and its schema.
 
 It is written last, after the tables are in place, so a directory whose
 manifest says ``"status": "complete"`` holds a whole run (see jobs/storage.py).
 ``encrypt`` rewrites it after each committed batch with ``"status": "partial"``
 and the files so far; ``files`` and ``checksums`` are what ``hepix verify``
 checks the tables against (jobs/verify.py).
+
+A manifest is read from a directory the cluster held, so it is untrusted: :meth:`RunManifest.from_json`
+checks every field against :data:`FIELDS` (types, ranges, known fields only, file names of a strict
+pattern, ops that parse, parameters that are a preset's) and raises :class:`ManifestInvalid` naming the
+first bad field; nothing in it names a file outside its directory or sizes an allocation unchecked.
+The manifest handed to the cluster names no owner path: encrypt writes ``input`` and ``output`` empty
+(the owner's paths stay in its owner map, jobs/owner.py).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import math
+import re
+from dataclasses import asdict, dataclass, field, fields
 
-FORMAT = 1
+#: 2: the ciphertext table without ``source`` and ``content_sha256`` (they stay with the owner).
+FORMAT = 2
+
+#: File names a manifest may list: a plain name in its table's directory, never a path.
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,254}$")
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
+FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+JOBS = ("encrypt", "process", "decrypt", "audit")
+TABLES = ("ciphertexts", "rejects", "metrics", "distances", "predictions", "inference_metrics", "audit", "images")
+MAX_COUNT = 2**53            # counts and sizes: integers a float64 still holds exactly
+MAX_FILES = 1_000_000
+MAX_OPS = 64
+MAX_TEXT = 4096
+
+
+class ManifestInvalid(ValueError):
+    """A manifest field that fails its schema: ``field`` is its dotted path."""
+
+    def __init__(self, field_path: str, message: str):
+        self.field = field_path
+        super().__init__(f"field '{field_path}' {message}")
 
 
 @dataclass
@@ -28,12 +57,12 @@ class Counts:
 
 @dataclass
 class RunManifest:
-    job: str                                  # encrypt | process | decrypt
+    job: str                                  # encrypt | process | decrypt | audit
     run_id: str
     status: str                               # complete | partial (encrypt: some batches committed)
     created: str                              # ISO 8601, UTC
     finished: str
-    input: str
+    input: str                                # "" for encrypt: the owner's input stays with the owner
     output: str
     layout: str | None = None
     strategy: str | None = None
@@ -61,8 +90,213 @@ class RunManifest:
 
     @classmethod
     def from_json(cls, text: str) -> "RunManifest":
-        d = json.loads(text)
-        if d.get("format") != FORMAT:
-            raise ValueError(f"manifest format {d.get('format')!r} is not {FORMAT}")
-        d["counts"] = Counts(**d.get("counts", {}))
-        return cls(**d)
+        """The manifest in ``text``, every field checked (:class:`ManifestInvalid` names the first bad one)."""
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise ManifestInvalid("(document)", f"is not JSON: {e}") from None
+        return validated(d)
+
+
+# --- the schema --------------------------------------------------------------------------------------
+
+def _fail(path: str, message: str):
+    raise ManifestInvalid(path, message)
+
+
+def text(max_len: int = MAX_TEXT, pattern: re.Pattern | None = None, choices=None, optional: bool = False):
+    def check(v, path):
+        if v is None and optional:
+            return None
+        if not isinstance(v, str) or len(v) > max_len:
+            _fail(path, f"must be a string of at most {max_len} characters, got {_show(v)}")
+        if pattern is not None and not pattern.match(v):
+            _fail(path, f"must match {pattern.pattern}, got {_show(v)}")
+        if choices is not None and v not in choices():
+            _fail(path, f"must be one of {', '.join(sorted(choices()))}, got {_show(v)}")
+        return v
+    return check
+
+
+def integer(lo: int = 0, hi: int = MAX_COUNT, optional: bool = False):
+    def check(v, path):
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            _fail(path, f"must be an integer in {lo}..{hi}, got {_show(v)}")
+        return v
+    return check
+
+
+def number(lo: float = 0.0, hi: float = 1e15, optional: bool = False):
+    def check(v, path):
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+            _fail(path, f"must be a finite number in {lo:g}..{hi:g}, got {_show(v)}")
+        return v
+    return check
+
+
+def boolean(v, path):
+    if not isinstance(v, bool):
+        _fail(path, f"must be true or false, got {_show(v)}")
+    return v
+
+
+def listing(item, max_len: int):
+    def check(v, path):
+        if not isinstance(v, list) or len(v) > max_len:
+            _fail(path, f"must be a list of at most {max_len} items, got {_show(v)}")
+        return [item(x, f"{path}[{i}]") for i, x in enumerate(v)]
+    return check
+
+
+def record(spec: dict, optional: bool = False, open_keys=None):
+    """A JSON object whose keys are those of ``spec`` (each optional); ``open_keys`` checks any other key."""
+    def check(v, path):
+        if v is None and optional:
+            return None
+        if not isinstance(v, dict):
+            _fail(path, f"must be an object, got {_show(v)}")
+        out = {}
+        for k, x in v.items():
+            sub = f"{path}.{k}"
+            if k in spec:
+                out[k] = spec[k](x, sub)
+            elif open_keys is not None:
+                text(128, re.compile(r"^[A-Za-z0-9_.-]+$"))(k, sub)
+                out[k] = open_keys(x, sub)
+            else:
+                _fail(sub, f"is not a field hepix writes here (known: {', '.join(sorted(spec))})")
+        return out
+    return check
+
+
+def anything_small(v, path):
+    """A JSON value of bounded size (version strings, Spark's own details)."""
+    if len(json.dumps(v)) > MAX_TEXT:
+        _fail(path, "is too large")
+    return v
+
+
+def _show(v) -> str:
+    s = json.dumps(v) if not isinstance(v, str) else repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _layouts():
+    from hecore.layouts import Layout
+    return set(Layout.names()) | {"digits"}
+
+
+def _strategies():
+    from hecore.encrypt.strategies import strategy_names
+    return set(strategy_names()) | {"symmetric"}
+
+
+def _presets():
+    from hecore.params import PRESETS
+    return set(PRESETS)
+
+
+def _conversions():
+    from hecore.images import CONVERSIONS
+    return set(CONVERSIONS)
+
+
+def op_list(v, path):
+    """Image ops that parse (hecore.ops.spec), the last possibly a ``match:`` or ``infer:`` run."""
+    specs = listing(text(200), MAX_OPS)(v, path)
+    for i, spec in enumerate(specs):
+        try:
+            if spec.startswith("match:") and i == len(specs) - 1:
+                from hecore.ops.spec import parse_match
+                parse_match(spec)
+            elif spec.startswith("infer:") and i == len(specs) - 1:
+                from hecore.infer.models import parse_infer
+                parse_infer(spec.partition(":")[2])
+            else:
+                from hecore.ops.spec import parse_op
+                parse_op(spec)
+        except (ValueError, TypeError) as e:
+            _fail(f"{path}[{i}]", f"is not an operation hepix applies: {e}")
+    return specs
+
+
+FILE_ENTRY = record({"name": text(255, FILE_NAME), "rows": integer(), "bytes": integer(),
+                     "xxh3_xor": integer(-2**63, 2**63 - 1)})
+TILE = listing(integer(1, 4096), 2)
+SETTINGS = record({
+    "key_fingerprint": text(64, FINGERPRINT), "preset": text(64, choices=_presets), "params": record({
+        "scheme": text(8), "n": integer(1, 2**17), "qi_sizes": listing(integer(1, 64), 64),
+        "scale_bits": integer(0, 128), "security_bits": integer(0, 1024), "name": text(64),
+        "plain_modulus_bits": integer(0, 64)}),
+    "layout": text(32, choices=_layouts), "strategy": text(32, choices=_strategies),
+    "strategy_options": record({}, open_keys=anything_small), "tile": TILE, "encryption": text(16),
+    "compression": text(16), "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
+    "conversions": listing(text(16, choices=_conversions), 8), "max_pixels": integer(1, 2**40)})
+OPTIONS = record({
+    "tile": TILE, "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
+    "conversions": listing(text(16, choices=_conversions), 8), "settings": SETTINGS,
+    "pool_size": integer(1, 2**20, optional=True), "top_k": integer(1, 256, optional=True),
+    "radix": integer(2, 256, optional=True), "sigma": number(0, 1e6, optional=True),
+    "encryption": text(16), "compression": text(16), "max_pixels": integer(1, 2**40),
+    "images": text(optional=True), "owner": boolean, "flood_std": number(0, 1e12), "seed": integer(0, 2**63, optional=True),
+    "match": record({"query": text(), "query_image_id": text(), "metrics": listing(text(8), 4),
+                     "bound": number(0, 1e300)}),
+    "task": text(8), "pack": boolean, "samples": integer(), "model": text(32), "binary": boolean,
+    "input_ciphertexts": integer(optional=True), "input_bytes": integer(optional=True),
+    "encrypt_seconds": number(optional=True), "max_ciphertexts": integer(2, 2**40, optional=True),
+})
+FIELDS = {
+    "job": text(16, choices=lambda: set(JOBS)),
+    "run_id": text(32, RUN_ID),
+    "status": text(16, choices=lambda: {"complete", "partial"}),
+    "created": text(64), "finished": text(64), "input": text(), "output": text(),
+    "layout": text(32, choices=_layouts, optional=True),
+    "strategy": text(32, choices=_strategies, optional=True),
+    "security": text(16, choices=lambda: {"ind-cpa", "leaks"}, optional=True),
+    "preset": text(64, choices=_presets, optional=True),
+    "params": record({}, optional=True, open_keys=anything_small),
+    "key_fingerprint": text(64, FINGERPRINT, optional=True),
+    "ops": op_list,
+    "options": OPTIONS,
+    "counts": record({f.name: integer() for f in fields(Counts)}),
+    "timings": record({}, open_keys=number(0, 1e9)),
+    "workers": record({"cache_rebuilds": integer(), "rebuild_pids": listing(integer(0, 2**31), 4096),
+                       "python_workers": integer(), "tasks": integer()}),
+    "versions": record({}, open_keys=text(64, optional=True)),
+    "spark": record({}, open_keys=anything_small),
+    "parent": record({"job": text(16, choices=lambda: set(JOBS)), "run_id": text(32, RUN_ID), "output": text()},
+                     optional=True),
+    "files": record({t: listing(FILE_ENTRY, MAX_FILES) for t in TABLES}),
+    "checksums": record({t: record({"algorithm": text(16), "rows": integer(), "xxh3_xor": integer(-2**63, 2**63 - 1)})
+                         for t in TABLES}),
+    "runs": listing(text(32, RUN_ID), 100_000),
+    "format": integer(0, 2**31),
+}
+
+
+def validated(d) -> RunManifest:
+    """``d`` (parsed JSON) as a :class:`RunManifest`, every field checked against :data:`FIELDS`."""
+    if not isinstance(d, dict):
+        _fail("(document)", f"must be a JSON object, got {_show(d)}")
+    if d.get("format") != FORMAT:
+        _fail("format", f"is {_show(d.get('format'))}, not {FORMAT}: written by another version of hepix "
+                        "(before the ciphertext table lost its source and content columns); encrypt again")
+    out = {}
+    for k, v in d.items():
+        if k not in FIELDS:
+            _fail(k, "is not a field of a hepix manifest")
+        out[k] = FIELDS[k](v, k)
+    for k in ("job", "run_id", "status", "created", "finished", "input", "output"):
+        if k not in out:
+            _fail(k, "is missing")
+    if out.get("params") is not None:
+        from hecore.params import PRESETS
+        preset = out.get("preset")
+        if preset is None or PRESETS[preset].to_json() != out["params"]:
+            _fail("params", f"are not the parameters of preset {_show(preset)}: hepix keys are always a preset's")
+    out["counts"] = Counts(**out.get("counts", {}))
+    return RunManifest(**out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: Internal: the decode stage's output, one row per tile and channel of raw pixels, or one per reject.
+#: ``source`` and ``content_sha256`` go to the owner map only (jobs.owner), never to a ciphertext row.
 TILES = pa.schema([
     pa.field("image_id", pa.string()),
     pa.field("source", pa.string(), nullable=False),
@@ -36,29 +37,40 @@ TILES = pa.schema([
 ])
 
 
+#: decrypt's stages: decrypted values, then one row per assembled image (or why it was not assembled:
+#: ``reject_reason``/``reject_detail``); sources come from the owner map later, joined by image id.
 DECRYPTED = pa.schema([
-    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
+    ("image_id", pa.string()),
     ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
     ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
     ("ops", pa.list_(pa.string())), ("channel", pa.int32()), ("py", pa.int32()), ("px", pa.int32()),
     ("raw", pa.float64()), ("cts", pa.int64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
     ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
+    ("error", pa.string()),         # SEAL refused the ciphertext when it was decrypted (one row, py = px = -1)
 ])
 
 
 IMAGES = pa.schema([
-    ("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string()),
+    ("image_id", pa.string()),
     ("height", pa.int32()), ("width", pa.int32()), ("channels", pa.int32()),
     ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
     ("ops", pa.list_(pa.string())), ("values", pa.binary()),      # float64 H x W x C true values
     ("unsnapped", pa.binary()),     # float64 raw x post_scale, before snapping to the exact grid
     ("ciphertexts", pa.int64()), ("ciphertext_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
     ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
+    ("reject_reason", pa.string()), ("reject_detail", pa.string()),
+    ("result_sha256", pa.string()),         # of the rounded result: finds its original without an owner map
 ])
 
+#: The owner map's names for the images (joined to IMAGES by id in decrypt).
+OWNER_NAMES = pa.schema([("image_id", pa.string()), ("source", pa.string()), ("content_sha256", pa.string())])
 
+
+#: Reference images: keyed by the file's SHA-256 (found through the owner map) and by the SHA-256 of the
+#: rounded plaintext result of the run's ops on them (found by what decrypts, without an owner map).
 ORIGINALS = pa.schema([("content_sha256", pa.string()), ("original", pa.binary()),
-                       ("orig_height", pa.int32()), ("orig_width", pa.int32()), ("orig_channels", pa.int32())])
+                       ("orig_height", pa.int32()), ("orig_width", pa.int32()), ("orig_channels", pa.int32()),
+                       ("result_sha256", pa.string()), ("orig_source", pa.string())])
 
 
 WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())])
@@ -67,9 +79,9 @@ WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.i
 HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]
 
 
-#: One row per checked ciphertext row: its key, what the bytes hash to, and why it is bad (or null).
+#: One row per checked ciphertext row (jobs.rowcheck): its key, what the bytes hash to, why it is bad (or null).
 CHECKED = pa.schema([
-    ("file", pa.string()), ("image_id", pa.string()), ("source", pa.string()), ("channel", pa.int32()),
+    ("file", pa.string()), ("image_id", pa.string()), ("channel", pa.int32()),
     ("tile_y", pa.int32()), ("tile_x", pa.int32()), ("index", pa.int32()), ("layout", pa.string()),
     ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
     ("tile_h", pa.int32()), ("tile_w", pa.int32()), ("ct_bytes", pa.int64()), ("stored", pa.int64()),

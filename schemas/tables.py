@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-#: One row per ciphertext.  Safe to hand to an untrusted cluster: no key material, no pixels.
+#: What an image id looks like (random hex from encrypt, ``digits-01-0`` from encrypt-digits).  Ids come
+#: back from the cluster, so every job checks them against this before anything else.
+IMAGE_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
+
+#: One row per ciphertext: the table handed to the untrusted cluster.  Every value is a ciphertext or
+#: says nothing a guess about the images could confirm: no key material, no pixels, no file name or
+#: path, no hash of a plaintext.  ``image_id`` is random per run (jobs.tasks.decode.image_id_for: keyed
+#: with a secret the encrypt run draws and forgets), so it links nothing across runs; which id is which
+#: file stays with the owner (:data:`OWNER_IMAGES`).  What the cluster sees by construction: image sizes
+#: and channels, tile positions, the layout, scheme, parameters, strategy, key fingerprint and ops.
 #: A row is one ciphertext of one channel of one tile; ``index`` numbers the ciphertexts of
 #: that tile and channel (pixel layout: the pixel, row-major over the tile's valid h x w
 #: region; packed layout: the chunk of slots).  ``post_scale`` is the public factor the key
@@ -16,8 +25,6 @@ import pyarrow as pa
 CIPHERTEXTS = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("image_id", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("content_sha256", pa.string(), nullable=False),
     pa.field("layout", pa.string(), nullable=False),
     pa.field("scheme", pa.string(), nullable=False),
     pa.field("preset", pa.string(), nullable=False),
@@ -49,13 +56,11 @@ CIPHERTEXTS = pa.schema([
 ])
 
 #: ``hepix process --op match:QUERY``: one encrypted distance per (image, metric).  Slot 0 of ``ct``
-#: times ``distance_scale`` is the distance; only the key holder can read it.
+#: times ``distance_scale`` is the distance; only the key holder can read it.  Images are named by id.
 ENCRYPTED_DISTANCES = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("query_image_id", pa.string(), nullable=False),
-    pa.field("query_source", pa.string(), nullable=False),
     pa.field("image_id", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
     pa.field("metric", pa.string(), nullable=False),           # l2 (squared L2) | l1 (polynomial |x|)
     pa.field("layout", pa.string(), nullable=False),
     pa.field("scheme", pa.string(), nullable=False),
@@ -69,10 +74,13 @@ ENCRYPTED_DISTANCES = pa.schema([
     pa.field("ct", pa.binary(), nullable=False),
 ])
 
-#: ``hepix decrypt`` of a match run: the distances in the clear (the data owner's table).
+#: ``hepix decrypt`` of a match run: the distances in the clear (the data owner's table); the sources come
+#: from the owner map (the image id when decrypt has none).
 DISTANCES = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
+    pa.field("query_image_id", pa.string(), nullable=False),
     pa.field("query_source", pa.string(), nullable=False),
+    pa.field("image_id", pa.string(), nullable=False),
     pa.field("source", pa.string(), nullable=False),
     pa.field("metric", pa.string(), nullable=False),
     pa.field("distance", pa.float64(), nullable=False),
@@ -114,11 +122,13 @@ INFERENCE_METRICS = pa.schema([
     pa.field("decrypt_seconds", pa.float64()),
 ])
 
-#: Inputs that could not be used, and why.  The job goes on without them.
+#: Inputs that could not be used, and why.  The job goes on without them.  ``source``: the input file
+#: (encrypt: written to the owner map, never next to the ciphertexts), or for a ciphertext row the table
+#: file it came from (the owner's decrypt puts the image's source there when its owner map knows it).
 REJECTS = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("source", pa.string(), nullable=False),
-    pa.field("stage", pa.string(), nullable=False),      # read | decode | encrypt | process | decrypt
+    pa.field("stage", pa.string(), nullable=False),      # read | decode | process | decrypt | verify | audit
     pa.field("reason", pa.string(), nullable=False),     # short tag, e.g. truncated, not-an-image
     pa.field("detail", pa.string(), nullable=False),     # the full message
     pa.field("bytes", pa.int64()),
@@ -128,6 +138,23 @@ REJECTS = pa.schema([
     pa.field("tile_y", pa.int32()),
     pa.field("tile_x", pa.int32()),
     pa.field("index", pa.int32()),
+])
+
+#: The owner map (jobs/owner.py): which image id of an encrypt run is which of the owner's files.  Written
+#: by encrypt next to nothing the cluster gets (``--owner``, 0700/0600), read by decrypt and audit to find
+#: the originals and name the results, and by a resumed encrypt to skip what is done.  ``ciphertexts``:
+#: how many rows the owner wrote for the image, which the cluster's answer must match.
+OWNER_IMAGES = pa.schema([
+    pa.field("image_id", pa.string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("content_sha256", pa.string(), nullable=False),
+    pa.field("image_height", pa.int32(), nullable=False),
+    pa.field("image_width", pa.int32(), nullable=False),
+    pa.field("image_channels", pa.int32(), nullable=False),
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("bytes", pa.int64()),
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("batch", pa.string(), nullable=False),             # the batch tag the files were committed under
 ])
 
 #: Quality of decrypted images against the originals (or the plaintext-processed originals).
@@ -198,6 +225,7 @@ TABLES = {
     "predictions": PREDICTIONS,
     "inference_metrics": INFERENCE_METRICS,
     "audit": AUDIT,
+    "owner_images": OWNER_IMAGES,
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are
@@ -213,6 +241,7 @@ PARQUET_OPTIONS = {
     "distances": {"compression": "none"},
     "predictions": {"compression": "zstd"},
     "inference_metrics": {"compression": "zstd"},
+    "audit": {"compression": "zstd"},
 }
 
 #: Spark reader setting for tables with blob columns: 256 rows x 400 KB per batch, not 4096.

@@ -6,6 +6,7 @@
 # directory the user passes with --keys.
 #
 # Environment understood by every submit script:
+#   HEPIX_TRUSTED_CLUSTER=1  the cluster may hold the secret key (see hepix_refuse_secret_jobs)
 #   HEPIX_VENV         the project's virtualenv (default: .venv beside spark-submit/)
 #   HEPIX_DIST         where package.sh put its archives (default: dist/ beside spark-submit/)
 #   HEPIX_PROPERTIES   Spark properties file (default: conf/spark-hepix.conf)
@@ -70,18 +71,43 @@ hepix_check_args() {
   hepix_command=$1
 }
 
-# The trust boundary.  `decrypt` broadcasts the secret key to every executor and
-# `keygen` writes one: both belong on the data owner's machine (local.sh), not
-# on a shared cluster.  HEPIX_TRUSTED_CLUSTER=1 says this cluster may hold the
-# secret key.
+# The trust boundary.  The jobs that hold the secret key -- `decrypt` and
+# `encrypt --encryption symmetric`, which ship it to their executors -- and
+# `keygen` (which writes one) and `export-public` (which reads the directory
+# holding one) belong on the data owner's machine (local.sh), not on a shared
+# cluster.  HEPIX_TRUSTED_CLUSTER=1 says this cluster may hold the secret key;
+# it is then passed on to the driver (hepix checks it again there: the same
+# switch as `hepix --trusted-cluster`), and `hepix_trusted` is set to 1.
+#   hepix_refuse_secret_jobs COMMAND [ARGS...]
+hepix_trusted=0
 hepix_refuse_secret_jobs() {
-  case $1 in
-    decrypt|keygen|export-public)
-      [[ ${HEPIX_TRUSTED_CLUSTER:-0} == 1 ]] && return 0
-      hepix_die "'$1' handles the secret key; run it on the data owner's machine with spark-submit/local.sh" \
-        "(or set HEPIX_TRUSTED_CLUSTER=1 if this cluster may hold the secret key)"
+  local command=$1 secret=0 prev='' arg opt
+  shift
+  case $command in
+    decrypt|keygen|export-public) secret=1 ;;
+    encrypt)
+      # --encryption symmetric, --encryption=symmetric, or an abbreviation argparse accepts (--encr ...)
+      for arg in "$@"; do
+        opt=${arg%%=*}
+        if [[ ${#opt} -ge 3 && --encryption == "$opt"* && $arg == *=symmetric ]]; then
+          secret=1
+        elif [[ ${#prev} -ge 3 && --encryption == "$prev"* && $arg == symmetric ]]; then
+          secret=1
+        fi
+        prev=$arg
+      done
       ;;
   esac
+  (( secret )) || return 0
+  if [[ ${HEPIX_TRUSTED_CLUSTER:-0} == 1 ]]; then
+    export HEPIX_TRUSTED_CLUSTER=1
+    hepix_trusted=1
+    return 0
+  fi
+  local what="'$command'"
+  [[ $command == encrypt ]] && what="'encrypt --encryption symmetric'"
+  hepix_die "$what handles the secret key; run it on the data owner's machine with spark-submit/local.sh" \
+    "(or set HEPIX_TRUSTED_CLUSTER=1 if this cluster may hold the secret key)"
 }
 
 hepix_venv_python() {
@@ -154,7 +180,7 @@ hepix_extra_opts() {
 hepix_run() {
   if [[ ${HEPIX_DRY_RUN:-0} == 1 ]]; then
     local env_var
-    for env_var in PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP; do
+    for env_var in PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON SPARK_LOCAL_IP HEPIX_TRUSTED_CLUSTER; do
       [[ -n ${!env_var:-} ]] && printf '%s=%q ' "$env_var" "${!env_var}"
     done
     printf '%q ' "$@"

@@ -25,11 +25,15 @@
 # your kubeconfig, as kubectl does; this script reads no credentials.
 #
 # Trust boundary: the cluster is where the secret key must never be.
-# `encrypt` reads only the public part of a key directory; `process` must be
-# given a public-only directory (`hepix export-public`) and refuses one that
-# holds secret.key.  `decrypt` sends the secret key to every executor: run it
-# on the data owner's trusted machine with spark-submit/local.sh.  This script
-# refuses decrypt, keygen and export-public unless HEPIX_TRUSTED_CLUSTER=1.
+# `encrypt` (public-key, the default) reads only the public part of a key
+# directory; `process` must be given a public-only directory (`hepix
+# export-public`) and refuses one that holds secret.key.  `decrypt` and
+# `encrypt --encryption symmetric` read secret.key and send it to every
+# executor: run them on the data owner's trusted machine with
+# spark-submit/local.sh.  This script refuses decrypt, encrypt --encryption
+# symmetric, keygen and export-public unless HEPIX_TRUSTED_CLUSTER=1, which it
+# then hands to the driver (hepix refuses a non-local master for those jobs
+# without it, wherever the driver runs).
 #
 # Environment:
 #   K8S_API              the API server, https://HOST:PORT (required; master k8s://$K8S_API)
@@ -61,7 +65,7 @@ hepix_check_args \
   || hepix_die "set HEPIX_ARTIFACTS to the URI you uploaded dist/hepix-env.tar.gz, dist/hepix-src.zip and dist/hepix_main.py to"
 [[ $HEPIX_ARTIFACTS == *://* ]] \
   || hepix_die "HEPIX_ARTIFACTS must be a URI the pods can fetch (s3a://, hdfs://, https://), got '$HEPIX_ARTIFACTS'"
-hepix_refuse_secret_jobs "$hepix_command"
+hepix_refuse_secret_jobs "$hepix_command" "$@"
 master=${K8S_API#k8s://}
 artifacts=${HEPIX_ARTIFACTS%/}
 executors=${HEPIX_EXECUTORS:-2}
@@ -69,6 +73,8 @@ executors=${HEPIX_EXECUTORS:-2}
 submit=$(hepix_cluster_spark_submit)
 hepix_conf_args "$hepix_props"
 hepix_extra_opts
+trust_confs=()
+(( hepix_trusted )) && trust_confs=(--conf "spark.kubernetes.driverEnv.HEPIX_TRUSTED_CLUSTER=1")
 
 resources=()
 [[ -n ${HEPIX_EXECUTOR_MEMORY:-} ]] && resources+=(--executor-memory "$HEPIX_EXECUTOR_MEMORY")
@@ -99,5 +105,6 @@ hepix_run "$submit" \
   --conf spark.kubernetes.driverEnv.XDG_CACHE_HOME=.cache \
   --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
   "${hepix_confs[@]}" \
+  "${trust_confs[@]}" \
   "${hepix_extra[@]}" \
   "$artifacts/hepix_main.py" "$@"

@@ -6,10 +6,13 @@
 #   spark-submit/local.sh decrypt --keys KEYS --input CIPHERTEXTS --out RESULTS --images IMAGES
 #
 # Trust boundary: this is the script for the data owner's trusted machine.
-# `decrypt` needs the key directory WITH secret.key (and broadcasts the secret
-# key to the local Python workers), so run it here, never on a shared cluster.
-# `encrypt` needs only the public part of the keys; `process` must be given a
-# public-only directory (`hepix export-public`) and refuses one with secret.key.
+# `decrypt` and `encrypt --encryption symmetric` need the key directory WITH
+# secret.key (and broadcast the secret key to the local Python workers), so run
+# them here, never on a shared cluster; hepix runs them with Spark's
+# authentication, RPC and I/O encryption on and a private, removed-afterwards
+# spark.local.dir.  `encrypt` (public-key, the default) needs only the public
+# part of the keys; `process` must be given a public-only directory (`hepix
+# export-public`) and refuses one with secret.key.
 #
 # Uses the spark-submit of the virtualenv's pyspark (no separate Spark install),
 # the venv's Python for the driver and the workers, and conf/spark-hepix.conf.

@@ -18,11 +18,15 @@
 # (hdfs://, s3a://, or a shared mount).
 #
 # Trust boundary: the cluster is where the secret key must never be.
-# `encrypt` reads only the public part of a key directory; `process` must be
-# given a public-only directory (`hepix export-public`) and refuses one that
-# holds secret.key.  `decrypt` sends the secret key to every executor: run it
-# on the data owner's trusted machine with spark-submit/local.sh.  This script
-# refuses decrypt, keygen and export-public unless HEPIX_TRUSTED_CLUSTER=1.
+# `encrypt` (public-key, the default) reads only the public part of a key
+# directory; `process` must be given a public-only directory (`hepix
+# export-public`) and refuses one that holds secret.key.  `decrypt` and
+# `encrypt --encryption symmetric` read secret.key and send it to every
+# executor: run them on the data owner's trusted machine with
+# spark-submit/local.sh.  This script refuses decrypt, encrypt --encryption
+# symmetric, keygen and export-public unless HEPIX_TRUSTED_CLUSTER=1, which it
+# then hands to the driver (hepix refuses a non-local master for those jobs
+# without it, wherever the driver runs).
 #
 # Environment:
 #   SPARK_MASTER_URL     spark://HOST:PORT of the master (required)
@@ -45,7 +49,7 @@ hepix_check_args \
 [[ -n ${SPARK_MASTER_URL:-} ]] || hepix_die "set SPARK_MASTER_URL to the master's URL, spark://HOST:7077"
 [[ $SPARK_MASTER_URL == spark://* ]] \
   || hepix_die "SPARK_MASTER_URL must be spark://HOST:PORT, got '$SPARK_MASTER_URL'"
-hepix_refuse_secret_jobs "$hepix_command"
+hepix_refuse_secret_jobs "$hepix_command" "$@"
 hepix_need_dist
 py=$(hepix_venv_python)
 submit=$(hepix_cluster_spark_submit)

@@ -22,11 +22,15 @@
 # they must be cluster paths (hdfs://, s3a://, ...).
 #
 # Trust boundary: the cluster is where the secret key must never be.
-# `encrypt` reads only the public part of a key directory; `process` must be
-# given a public-only directory (`hepix export-public`) and refuses one that
-# holds secret.key.  `decrypt` sends the secret key to every executor: run it
-# on the data owner's trusted machine with spark-submit/local.sh.  This script
-# refuses decrypt, keygen and export-public unless HEPIX_TRUSTED_CLUSTER=1.
+# `encrypt` (public-key, the default) reads only the public part of a key
+# directory; `process` must be given a public-only directory (`hepix
+# export-public`) and refuses one that holds secret.key.  `decrypt` and
+# `encrypt --encryption symmetric` read secret.key and send it to every
+# executor: run them on the data owner's trusted machine with
+# spark-submit/local.sh.  This script refuses decrypt, encrypt --encryption
+# symmetric, keygen and export-public unless HEPIX_TRUSTED_CLUSTER=1, which it
+# then hands to the driver (hepix refuses a non-local master for those jobs
+# without it, wherever the driver runs).
 #
 # Environment:
 #   HADOOP_CONF_DIR or YARN_CONF_DIR  the cluster's Hadoop configuration (required)
@@ -54,11 +58,13 @@ mode=${HEPIX_DEPLOY_MODE:-client}
   || hepix_die "HEPIX_DEPLOY_MODE must be client or cluster, got '$mode'"
 [[ -n ${HADOOP_CONF_DIR:-}${YARN_CONF_DIR:-} ]] \
   || hepix_die "set HADOOP_CONF_DIR (or YARN_CONF_DIR) to the directory of the cluster's yarn-site.xml"
-hepix_refuse_secret_jobs "$hepix_command"
+hepix_refuse_secret_jobs "$hepix_command" "$@"
 hepix_need_dist
 submit=$(hepix_cluster_spark_submit)
 hepix_conf_args "$hepix_props"
 hepix_extra_opts
+trust_confs=()
+(( hepix_trusted )) && trust_confs=(--conf "spark.yarn.appMasterEnv.HEPIX_TRUSTED_CLUSTER=1")
 
 resources=()
 [[ -n ${HEPIX_QUEUE:-} ]] && resources+=(--queue "$HEPIX_QUEUE")
@@ -92,5 +98,6 @@ hepix_run "$submit" \
   --conf spark.yarn.appMasterEnv.XDG_CACHE_HOME=.cache \
   --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
   "${hepix_confs[@]}" \
+  "${trust_confs[@]}" \
   "${hepix_extra[@]}" \
   "$hepix_main" "$@"

@@ -48,16 +48,18 @@ def audited(setup, capsys):
             hepix_ok("encrypt", "--keys", setup / "public", "--input", setup / "img", "--out", enc,
                      "--layout", layout, "--strategy", strategy, *extra, *SPARK)
             capsys.readouterr()
-            hepix_ok("audit", "--input", enc, "--out", out, "--images", setup / "img", "--seed", "1")
+            hepix_ok("audit", "--input", enc, "--out", out, "--images", setup / "img", "--owner",
+                     enc.with_name(enc.name + ".owner"), "--seed", "1")
             stdout = capsys.readouterr().out
             rows = ds.dataset(str(out / "audit"), format="parquet").to_table().to_pylist()
-            _runs[key] = ({r["test"]: r for r in rows}, stdout, out)
+            metadata = [r for r in rows if r["test"] == "metadata"]
+            _runs[key] = ({r["test"]: r for r in rows if r["test"] != "metadata"}, stdout, out, metadata)
         return _runs[key]
     return run
 
 
 def test_audit_flags_full_caching_and_recovers_the_grey_levels(audited):
-    rows, stdout, out = audited("pixel", "full")
+    rows, stdout, out, _ = audited("pixel", "full")
     assert rows["recurring-differences"]["verdict"] == "leaks"
     assert rows["recurring-differences"]["recovered_fraction"] >= 0.95
     assert rows["linear-dependence"]["verdict"] == "leaks"
@@ -68,21 +70,23 @@ def test_audit_flags_full_caching_and_recovers_the_grey_levels(audited):
 
 
 def test_audit_recovers_exact_differences_from_zinc(audited):
-    rows, stdout, _ = audited("pixel", "zinc")
+    rows, stdout, _, _ = audited("pixel", "zinc")
     assert rows["small-difference"]["verdict"] == "leaks"
     assert rows["small-difference"]["exact_difference_fraction"] == 1.0
 
 
 @pytest.mark.parametrize("layout", ["pixel", "packed"])
 def test_audit_passes_fresh_public_key_outputs(audited, layout):
-    rows, stdout, _ = audited(layout, "fresh")
+    rows, stdout, _, metadata = audited(layout, "fresh")
     assert set(rows) == {"identical", "recurring-differences", "linear-dependence", "small-difference"}
     assert all(r["verdict"] == "pass" for r in rows.values()), {t: r["detail"] for t, r in rows.items()}
     assert "no test distinguished" in stdout
+    # no column besides the ciphertexts confirms the candidate image (hepix's table carries none)
+    assert metadata and all(r["verdict"] == "pass" for r in metadata), [r["detail"] for r in metadata]
 
 
 def test_audit_writes_a_manifest_naming_its_input_and_no_key(audited):
-    _, _, out = audited("pixel", "full")
+    _, _, out, _ = audited("pixel", "full")
     doc = json.loads((Path(out) / "_manifest.json").read_text())
     assert doc["job"] == "audit" and doc["status"] == "complete"
     assert not any("keys" in str(v) for v in doc["options"].values())

@@ -64,8 +64,9 @@ def test_demo_runs_the_chain_on_local_spark_and_every_strategy(tmp_path, capsys)
     assert "equal the plaintext reference after rounding: yes" in printed
     for name in ("fresh", "radix", "radix-rand", "scan", "full"):
         assert name in printed
-    for table_dir in ("encrypted/ciphertexts", "encrypted/rejects", "decrypted/metrics"):
+    for table_dir in ("encrypted/ciphertexts", "owner/images", "decrypted/metrics"):
         assert (out / table_dir).is_dir()
+    assert not (out / "encrypted" / "rejects").exists()          # rejects name files: they are the owner's
     assert len(list((out / "decrypted" / "images").glob("*.png"))) == 3
 
 

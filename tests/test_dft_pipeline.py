@@ -33,7 +33,7 @@ def test_dftfilter_decrypts_to_the_tiled_numpy_pipeline(run):
     assert main(["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc"),
                  "--op", "dftfilter:lowpass=0.5"] + SPARK) == 0
     assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc"), "--out", str(root / "dec"),
-                 "--images", str(src)] + SPARK) == 0
+                 "--owner", str(root / "enc.owner"), "--images", str(src)] + SPARK) == 0
     (r,) = ds.dataset(root / "dec" / "metrics").to_table().to_pylist()
     assert r["ops"] == "dftfilter:lowpass=0.5,levels=2,stages=fold,tile=64x64"
     assert r["reference"] == "plaintext-processed"

@@ -23,9 +23,13 @@ KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
 ENC = ["--tile", "8x8", "--halo", "1", "--batch-images", "2", "--quiet"]
 
 
-def keys_of(directory) -> Counter:
+def keys_of(directory, owner=None) -> Counter:
+    """(source, channel, tile_y, tile_x, index) of every row: image ids are random per encrypt run, so runs
+    are compared by the owner map's source of each id (``owner``: default the encrypt run's ``<dir>.owner``)."""
+    owner = owner or directory.with_name(directory.name + ".owner")
+    names = {r["image_id"]: r["source"] for r in ds.dataset(owner / "images").to_table().to_pylist()}
     rows = ds.dataset(directory / "ciphertexts").to_table(columns=list(KEY)).to_pylist()
-    return Counter(tuple(r[k] for k in KEY) for r in rows)
+    return Counter((names[r["image_id"]],) + tuple(r[k] for k in KEY[1:]) for r in rows)
 
 
 def manifest(directory) -> dict:
@@ -174,9 +178,10 @@ def test_corrupted_and_truncated_ciphertexts_are_reported_by_row_in_verify_proce
                  "--op", "brightness:5", "--master", "local[2]", "--quiet"]) == 0
     rejects = ds.dataset(proc / "rejects").to_table().to_pylist()
     assert [{k: r[k] for k in KEY} for r in rejects] == [flipped] and rejects[0]["stage"] == "process"
-    left = keys_of(proc)
-    assert all(k[0] != flipped["image_id"] for k in left)          # the damaged image is left out whole
-    assert left == Counter({k: 1 for k in expected_keys(corpus) if k[0] != flipped["image_id"]})
+    left = keys_of(proc, owner=corpus / "clean.owner")
+    names = {r["image_id"]: r["source"] for r in ds.dataset(corpus / "clean.owner" / "images").to_table().to_pylist()}
+    assert all(k[0] != names[flipped["image_id"]] for k in left)   # the damaged image is left out whole
+    assert left == Counter({k: 1 for k in expected_keys(corpus) if k[0] != names[flipped["image_id"]]})
     assert main(["verify", str(proc), "--master", "local[2]", "--quiet"]) == 0
 
     enc2 = tmp_path / "enc2"
@@ -184,7 +189,8 @@ def test_corrupted_and_truncated_ciphertexts_are_reported_by_row_in_verify_proce
     cut = corrupt_one_ciphertext(enc2 / "ciphertexts", truncate=True)
     dec = tmp_path / "dec"
     assert main(["decrypt", "--keys", str(corpus / "keys"), "--input", str(enc2), "--out", str(dec),
-                 "--images", str(corpus / "images"), "--master", "local[2]", "--quiet"]) == 0
+                 "--owner", str(corpus / "clean.owner"), "--images", str(corpus / "images"),
+                 "--master", "local[2]", "--quiet"]) == 0
     rejects = ds.dataset(dec / "rejects").to_table().to_pylist()
     assert [{k: r[k] for k in KEY} for r in rejects] == [cut] and rejects[0]["reason"] == "checksum-mismatch"
     metrics = ds.dataset(dec / "metrics").to_table().to_pylist()

@@ -23,7 +23,8 @@ def test_a_corpus_with_no_usable_image_yields_empty_tables_and_rejects_everythin
     counts = json.loads((out / "_manifest.json").read_text())["counts"]
     assert (counts["images_in"], counts["images_encrypted"], counts["images_rejected"]) == (2, 0, 2)
     assert ds.dataset(out / "ciphertexts").to_table().num_rows == 0
-    reasons = sorted(r["reason"] for r in ds.dataset(out / "rejects").to_table().to_pylist())
+    # the rejects name the owner's files: they are in the owner map, not next to the ciphertexts
+    reasons = sorted(r["reason"] for r in ds.dataset(tmp_path / "enc.owner" / "rejects").to_table().to_pylist())
     assert reasons == ["empty-file", "not-an-image"]
 
 
@@ -55,7 +56,7 @@ def test_spark_parquet_writer_path_round_trips_exactly(tmp_path):
     assert not any(p.name.startswith("part-") and "-empty" in p.name for p in (enc / "ciphertexts").iterdir())
     assert ds.dataset(enc / "ciphertexts").to_table().num_rows == 8 * 8 * 3 + 8 * 8
     assert main(["decrypt", "--keys", str(tmp_path / "keys"), "--input", str(enc), "--out", str(dec),
-                 "--images", str(src), "--master", "local[2]", "--quiet"]) == 0
+                 "--owner", str(tmp_path / "enc.owner"), "--images", str(src), "--master", "local[2]", "--quiet"]) == 0
     metrics = ds.dataset(dec / "metrics").to_table().to_pylist()
     assert len(metrics) == 2 and all(m["mse"] == 0 and m["exact_fraction"] == 1.0 for m in metrics)
 
@@ -95,7 +96,7 @@ def test_packed_layout_decrypts_exactly(packed_run):
     root, src, enc = packed_run
     dec = root / "dec"
     assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(enc), "--out", str(dec),
-                 "--images", str(src), "--master", "local[2]", "--quiet"]) == 0
+                 "--owner", str(root / "enc.owner"), "--images", str(src), "--master", "local[2]", "--quiet"]) == 0
     metrics = ds.dataset(dec / "metrics").to_table().to_pylist()
     assert len(metrics) == 2
     assert all(r["mse"] == 0 and r["exact_fraction"] == 1.0 and r["reference"] == "original" for r in metrics)

@@ -72,8 +72,9 @@ def test_the_pipeline_reads_and_writes_hdfs(hdfs, tmp_path, monkeypatch, capsys)
     base = hdfs.uri
     spark = ["--master", "local[2]", "--conf", str(conf), "--quiet"]
 
+    owner = tmp_path / "owner-map"          # the owner map stays on the owner's machine, never on HDFS
     assert main(["encrypt", "--keys", f"{base}/cluster/keys", "--input", f"{base}/corpus", "--out", f"{base}/enc",
-                 "--tile", "8x8", "--batch-images", "2", *spark]) == 0
+                 "--owner", str(owner), "--tile", "8x8", "--batch-images", "2", *spark]) == 0
     m = read_json(client, "/enc/_manifest.json")
     assert m["status"] == "complete" and m["counts"]["images_encrypted"] == 2 and m["counts"]["images_rejected"] == 1
     assert m["counts"]["ciphertexts"] == 4 + 3 * 4
@@ -83,7 +84,7 @@ def test_the_pipeline_reads_and_writes_hdfs(hdfs, tmp_path, monkeypatch, capsys)
     capsys.readouterr()
     assert main(["verify", f"{base}/enc", *spark]) == 0
     assert main(["encrypt", "--keys", f"{base}/cluster/keys", "--input", f"{base}/corpus", "--out", f"{base}/enc",
-                 "--tile", "8x8", "--batch-images", "2", *spark]) == 0
+                 "--owner", str(owner), "--tile", "8x8", "--batch-images", "2", *spark]) == 0
     assert "nothing to encrypt" in capsys.readouterr().out
 
     # the processing side refuses a key directory with a secret key, on HDFS too, without copying it
@@ -93,9 +94,36 @@ def test_the_pipeline_reads_and_writes_hdfs(hdfs, tmp_path, monkeypatch, capsys)
     assert main(["process", "--keys", f"{base}/cluster/keys", "--input", f"{base}/enc", "--out", f"{base}/proc",
                  "--op", "brightness:20", *spark]) == 0
     assert main(["decrypt", "--keys", f"{base}/owner/keys", "--input", f"{base}/proc", "--out", f"{base}/dec",
-                 "--images", f"{base}/corpus", *spark]) == 0
+                 "--owner", str(owner), "--images", f"{base}/corpus", *spark]) == 0
     metrics = [r for t in read_table(client, "/dec/metrics") for r in t.to_pylist()]
     assert sorted(r["source"].rsplit("/", 1)[-1] for r in metrics) == ["grey.png", "rgb.png"]
     assert all(r["exact_fraction"] == 1.0 and r["reference"] == "plaintext-processed" for r in metrics)
     dec = read_json(client, "/dec/_manifest.json")
     assert dec["status"] == "complete" and dec["counts"]["images_decrypted"] == 2
+
+
+def test_symmetric_encryption_reads_its_secret_key_from_hdfs_and_refuses_a_readable_one(hdfs, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """`encrypt --encryption symmetric` with an hdfs:// key directory: the key is fetched (loopback WebHDFS,
+    mode 600, this user's) and the run decrypts exactly; a secret.key other HDFS users can read is refused."""
+    monkeypatch.setenv("HEPIX_WEBHDFS", hdfs.webhdfs)
+    client = hdfs.client()
+    local = tmp_path / "images"
+    local.mkdir()
+    Image.fromarray(np.random.default_rng(6).integers(0, 256, (12, 12), dtype=np.uint8)).save(local / "a.png")
+    assert main(["keygen", "--out", str(tmp_path / "keys"), "--preset", "paper-4096", "--no-rotations"]) == 0
+    upload_dir(client, tmp_path / "keys", "/sym/keys")
+    spark = ["--master", "local[1]", "--quiet"]
+    enc = tmp_path / "enc"
+    assert main(["encrypt", "--encryption", "symmetric", "--keys", f"{hdfs.uri}/sym/keys", "--input", str(local),
+                 "--out", str(enc), *spark]) == 0
+    assert main(["decrypt", "--keys", str(tmp_path / "keys"), "--input", str(enc), "--out", str(tmp_path / "dec"),
+                 "--owner", str(tmp_path / "enc.owner"), "--images", str(local), *spark]) == 0
+    (r,) = [r for t in [pq.read_table(p) for p in (tmp_path / "dec" / "metrics").glob("*.parquet")]
+            for r in t.to_pylist()]
+    assert r["exact_fraction"] == 1.0
+    client.set_permission("/sym/keys/secret.key", "644")
+    capsys.readouterr()
+    assert main(["encrypt", "--encryption", "symmetric", "--keys", f"{hdfs.uri}/sym/keys", "--input", str(local),
+                 "--out", str(tmp_path / "enc2"), *spark]) == 2
+    assert "chmod 600" in capsys.readouterr().err

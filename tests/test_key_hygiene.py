@@ -94,7 +94,7 @@ def test_no_secret_key_bytes_in_logs_or_tables(run, capfd, caplog):
         hepix_ok("-vv", "process", "--keys", run / "public", "--input", run / "enc", "--out", run / "proc",
                  "--op", "brightness:20", *SPARK)
     hepix_ok("-vv", "decrypt", "--keys", run / "keys", "--input", run / "proc", "--out", run / "dec",
-             "--images", run / "img", "--png", *SPARK)
+             "--owner", run / "enc.owner", "--images", run / "img", "--png", *SPARK)
     out, err = capfd.readouterr()
     haystacks = {"stdout": out.encode(), "stderr": err.encode(),
                  "log records": "\n".join(r.getMessage() for r in caplog.records).encode()}
@@ -141,9 +141,9 @@ def test_decrypt_with_flooding_perturbs_the_released_values(run):
     if not (run / "enc").exists():
         hepix_ok("encrypt", "--keys", run / "public", "--input", run / "img", "--out", run / "enc", *SPARK)
     hepix_ok("decrypt", "--keys", run / "keys", "--input", run / "enc", "--out", run / "dec-plain",
-             "--images", run / "img", *SPARK)
+             "--owner", run / "enc.owner", "--images", run / "img", *SPARK)
     hepix_ok("decrypt", "--keys", run / "keys", "--input", run / "enc", "--out", run / "dec-flood",
-             "--images", run / "img", "--flood-std", "2", *SPARK)
+             "--owner", run / "enc.owner", "--images", run / "img", "--flood-std", "2", *SPARK)
     plain = ds.dataset(str(run / "dec-plain" / "metrics"), format="parquet").to_table().to_pylist()[0]
     flooded = ds.dataset(str(run / "dec-flood" / "metrics"), format="parquet").to_table().to_pylist()[0]
     assert plain["exact_fraction"] == 1.0

@@ -51,7 +51,7 @@ def test_packed_chain_decrypts_exactly_to_the_plaintext_chain(ckks_run):
         argv += ["--op", op]
     assert main(argv + SPARK) == 0
     assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc"), "--out", str(root / "dec"),
-                 "--images", str(src)] + SPARK) == 0
+                 "--owner", str(root / "enc.owner"), "--images", str(src)] + SPARK) == 0
     metrics = ds.dataset(root / "dec" / "metrics").to_table().to_pylist()
     assert len(metrics) == 2
     for r in metrics:
@@ -100,7 +100,7 @@ def test_bfv_packed_chain_is_exact_and_the_pixel_layout_refuses_bfv(tmp_path, ca
     assert main(["process", "--keys", str(tmp_path / "pub"), "--input", str(tmp_path / "enc"), "--out",
                  str(tmp_path / "proc"), "--op", "brightness:60", "--op", "meanfilter:3"] + SPARK) == 0
     assert main(["decrypt", "--keys", str(tmp_path / "keys"), "--input", str(tmp_path / "proc"), "--out",
-                 str(tmp_path / "dec"), "--images", str(src)] + SPARK) == 0
+                 str(tmp_path / "dec"), "--owner", str(tmp_path / "enc.owner"), "--images", str(src)] + SPARK) == 0
     (r,) = ds.dataset(tmp_path / "dec" / "metrics").to_table().to_pylist()
     assert r["exact_fraction"] == 1.0 and r["max_abs_err"] < 1e-9, r
 
@@ -117,11 +117,15 @@ def test_match_gives_every_image_its_exact_l2_and_rejects_other_sizes(tmp_path):
     _keys(tmp_path, "tenseal-8192")
     pub, keys = str(tmp_path / "pub"), str(tmp_path / "keys")
     assert main(["encrypt", "--keys", pub, "--input", str(src), "--out", str(tmp_path / "enc")] + SPARK) == 0
+    # the cluster knows images by id only: the owner looks the query's id up in its owner map
+    owner = ds.dataset(tmp_path / "enc.owner" / "images").to_table().to_pylist()
+    ids = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in owner}
     assert main(["process", "--keys", pub, "--input", str(tmp_path / "enc"), "--out", str(tmp_path / "m"),
-                 "--op", "match:one.png,l2"] + SPARK) == 0
+                 "--op", f"match:{ids['one.png']},l2"] + SPARK) == 0
     rejects = ds.dataset(tmp_path / "m" / "rejects").to_table().to_pylist()
-    assert [(r["source"].rsplit("/", 1)[-1], r["reason"]) for r in rejects] == [("small.png", "size-mismatch")]
-    assert main(["decrypt", "--keys", keys, "--input", str(tmp_path / "m"), "--out", str(tmp_path / "d")] + SPARK) == 0
+    assert [(r["image_id"], r["reason"]) for r in rejects] == [(ids["small.png"], "size-mismatch")]
+    assert main(["decrypt", "--keys", keys, "--input", str(tmp_path / "m"), "--out", str(tmp_path / "d"),
+                 "--owner", str(tmp_path / "enc.owner")] + SPARK) == 0
     rows = ds.dataset(tmp_path / "d" / "distances").to_table().to_pylist()
     got = {r["source"].rsplit("/", 1)[-1]: r["distance"] for r in rows if r["metric"] == "l2"}
     assert set(got) == {"two.png", "three.png"}
@@ -147,7 +151,8 @@ def test_complex_packing_runs_the_chain_exactly_and_refuses_matching(ckks_run, c
         argv += ["--op", op]
     assert main(argv + SPARK) == 0
     assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-complex"),
-                 "--out", str(root / "dec-complex"), "--images", str(src)] + SPARK) == 0
+                 "--out", str(root / "dec-complex"), "--owner", str(root / "enc-complex.owner"),
+                 "--images", str(src)] + SPARK) == 0
     metrics = ds.dataset(root / "dec-complex" / "metrics").to_table().to_pylist()
     assert len(metrics) == 2
     for r in metrics:

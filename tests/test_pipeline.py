@@ -114,6 +114,17 @@ def numpy_reference(pixels: np.ndarray, ops: tuple[str, ...]) -> np.ndarray:
     return np.clip(np.rint(a), 0, 255).astype(np.uint8)
 
 
+def owner_dir(enc: Path) -> Path:
+    """The owner map encrypt wrote beside ``enc`` (its default, ``<--out>.owner``)."""
+    return enc.with_name(enc.name + ".owner")
+
+
+def sources_by_id(enc: Path) -> dict[str, str]:
+    """image id -> source, from the owner map (the ciphertext table names images by id only)."""
+    t = read_table(owner_dir(enc) / "images", ["image_id", "source"])
+    return dict(zip(t.column("image_id").to_pylist(), t.column("source").to_pylist()))
+
+
 def png_images(decrypted: Path) -> dict[str, Path]:
     """``OUT/images/<image_id>-<stem>.png`` by input file stem."""
     return {p.name.split("-", 1)[1].removesuffix(".png"): p for p in sorted((decrypted / "images").glob("*.png"))}
@@ -179,6 +190,7 @@ class Pipeline:
         self._encrypted: dict[str, Path] = {}
         self._processed: dict[tuple[str, ...], Path] = {}
         self._decrypted: dict[Path, Path] = {}
+        self.owner: dict[Path, Path] = {}            # run -> the owner map of the encrypt run it comes from
 
     def encrypt(self, strategy: str) -> Path:
         if strategy not in self._encrypted:
@@ -187,6 +199,7 @@ class Pipeline:
             hepix_ok("encrypt", "--layout", "pixel", "--keys", self.keys.public, "--input", self.images, "--out", out,
                      "--resize", SIZE, "--tile", TILE, "--strategy", strategy, *leaky, *SPARK)
             self._encrypted[strategy] = out
+            self.owner[out] = owner_dir(out)
         return self._encrypted[strategy]
 
     def process(self, ops: tuple[str, ...]) -> Path:
@@ -196,13 +209,14 @@ class Pipeline:
             hepix_ok("process", "--keys", self.keys.public, "--input", self.encrypt("fresh"), "--out", out,
                      *op_args, *SPARK)
             self._processed[ops] = out
+            self.owner[out] = self.owner[self.encrypt("fresh")]
         return self._processed[ops]
 
     def decrypt(self, src: Path) -> Path:
         if src not in self._decrypted:
             out = src.with_name(src.name + "-dec")
             hepix_ok("decrypt", "--keys", self.keys.secret, "--input", src, "--out", out,
-                     "--images", self.images, "--png", *SPARK)
+                     "--owner", self.owner[src], "--images", self.images, "--png", *SPARK)
             self._decrypted[src] = out
         return self._decrypted[src]
 
@@ -326,8 +340,8 @@ def chained_runs(tmp_path_factory, pipe, keys, images):
     p1 = pipe.process(CHAIN_1)
     hepix_ok("process", "--keys", keys.public, "--input", p1, "--out", d / "p2",
              *[a for op in CHAIN_2 for a in ("--op", op)], *SPARK)
-    hepix_ok("decrypt", "--keys", keys.secret, "--input", d / "p2", "--out", d / "dec", "--images", images,
-             "--png", *SPARK)
+    hepix_ok("decrypt", "--keys", keys.secret, "--input", d / "p2", "--out", d / "dec", "--owner", pipe.owner[p1],
+             "--images", images, "--png", *SPARK)
     return {"p1": p1, "p2": d / "p2", "dec": d / "dec"}
 
 
@@ -402,8 +416,10 @@ def test_encrypt_with_bad_files_succeeds(bad_input_run):
 
 
 def test_rejects_table_lists_each_bad_file_with_its_reason(bad_input_run):
+    """The rejects name the owner's files: they go to the owner map, not next to the ciphertexts."""
     _, src, out = bad_input_run
-    rows = read_table(out / "rejects").to_pylist()
+    assert not (out / "rejects").exists()
+    rows = read_table(owner_dir(out) / "rejects").to_pylist()
     assert {basename(r["source"]): r["reason"] for r in rows} == BAD_FILES
     assert len(rows) == len(BAD_FILES)
     run_id = manifest(out).run_id
@@ -419,20 +435,22 @@ def test_rejects_table_lists_each_bad_file_with_its_reason(bad_input_run):
 
 def test_rejects_table_lists_the_empty_file(bad_input_run):
     _, _, out = bad_input_run
-    rows = read_table(out / "rejects").to_pylist()
+    rows = read_table(owner_dir(out) / "rejects").to_pylist()
     assert {basename(r["source"]): r["reason"] for r in rows}.get("empty.tiff") == "empty-file"
 
 
 def test_ciphertexts_exist_for_the_good_images_only(bad_input_run):
     _, _, out = bad_input_run
-    sources = Counter(basename(s) for s in read_table(out / "ciphertexts", ["source"]).column("source").to_pylist())
+    names = sources_by_id(out)
+    sources = Counter(basename(names[i]) for i in read_table(out / "ciphertexts", ["image_id"]).column("image_id")
+                      .to_pylist())
     assert dict(sources) == {"grey.tiff": EXPECTED_CTS["grey.tiff"], "bright.png": EXPECTED_CTS["bright.png"]}
 
 
 def test_manifest_counts_add_up_with_rejects(bad_input_run):
     _, _, out = bad_input_run
     c = manifest(out).counts
-    n_rejects = read_table(out / "rejects", ["source"]).num_rows
+    n_rejects = read_table(owner_dir(out) / "rejects", ["source"]).num_rows
     assert c.images_in == c.images_encrypted + c.images_rejected
     assert c.images_encrypted == 2
     assert c.images_rejected == c.rejects == n_rejects
@@ -470,8 +488,8 @@ def test_decrypt_with_another_key_is_a_key_mismatch(pipe, keys, other_keys, imag
     src = pipe.encrypt("fresh")
     capsys.readouterr()
     out = tmp_path / "dec"
-    rc = hepix("decrypt", "--keys", other_keys.secret, "--input", src, "--out", out, "--images", images,
-               "--png", *SPARK)
+    rc = hepix("decrypt", "--keys", other_keys.secret, "--input", src, "--out", out, "--owner", owner_dir(src),
+               "--images", images, "--png", *SPARK)
     err = capsys.readouterr().err
     assert rc == 2
     _assert_key_mismatch(err, out, keys, other_keys, "metrics")
@@ -510,8 +528,10 @@ def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_p
             "--tile", TILE, *SPARK]
 
     def snapshot():
+        """The rows' keys with each image named by its source (ids are random per run, by design)."""
         t = read_table(out / "ciphertexts", KEY_COLUMNS + ["run_id"])
-        keys_ = list(zip(*(t.column(c).to_pylist() for c in KEY_COLUMNS)))
+        names = sources_by_id(out)
+        keys_ = [(names[k[0]],) + k[1:] for k in zip(*(t.column(c).to_pylist() for c in KEY_COLUMNS))]
         return keys_, set(t.column("run_id").to_pylist())
 
     hepix_ok(*argv)
@@ -535,8 +555,8 @@ def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_p
     assert [p.relative_to(out) for p in out.rglob("_manifest.json")] == [Path("_manifest.json")]
     assert not (out / "_staging").exists() and not (out / "_trash").exists()
     assert not [p for p in out.rglob("*") if "_tmp" in p.name]
-    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "_manifest.json", "ciphertexts", "rejects"]
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["_manifest.json", "ciphertexts"]
+    assert sorted(p.name for p in owner_dir(out).iterdir()) == ["images", "owner.json"]
 
 
 def test_decrypt_leaves_no_staging_behind(pipe):
@@ -574,7 +594,7 @@ def spark_sql(pipe, bad_input_run):
 
     enc = pipe.encrypt("fresh")
     dec = pipe.decrypt(enc)
-    rejects = bad_input_run[2] / "rejects"
+    rejects = owner_dir(bad_input_run[2]) / "rejects"
     spark = (SparkSession.builder.master("local[2]").appName("hepix-test-sql")
              .config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -587,10 +607,11 @@ def spark_sql(pipe, bad_input_run):
             df.createOrReplaceTempView(name)
             res[f"{name}.schema"] = _spark_fields(df.schema)
             res[f"{name}.expected"] = _spark_fields(spark_schema(arrow))
-        res["per_image"] = [r.asDict() for r in spark.sql(
-            "SELECT source, image_id, COUNT(*) AS n, COUNT(DISTINCT channel) AS channels, "
+        names = sources_by_id(enc)
+        res["per_image"] = [{**r.asDict(), "source": names[r["image_id"]]} for r in spark.sql(
+            "SELECT image_id, COUNT(*) AS n, COUNT(DISTINCT channel) AS channels, "
             "COUNT(DISTINCT tile_y, tile_x) AS tiles, SUM(length(ct)) AS bytes "
-            "FROM ciphertexts GROUP BY source, image_id ORDER BY source").collect()]
+            "FROM ciphertexts GROUP BY image_id ORDER BY image_id").collect()]
         res["joined"] = [r.asDict() for r in spark.sql(
             "SELECT m.source, m.ciphertexts, c.n FROM metrics m JOIN "
             "(SELECT image_id, COUNT(*) AS n FROM ciphertexts GROUP BY image_id) c "
@@ -618,7 +639,7 @@ def test_spark_sql_joins_metrics_to_ciphertexts(spark_sql):
 
 
 def test_spark_sql_groups_rejects_by_reason(spark_sql, bad_input_run):
-    reasons = read_table(bad_input_run[2] / "rejects", ["reason"]).column("reason").to_pylist()
+    reasons = read_table(owner_dir(bad_input_run[2]) / "rejects", ["reason"]).column("reason").to_pylist()
     assert spark_sql["reasons"] == dict(Counter(reasons))
     assert {"truncated", "not-an-image"} <= set(spark_sql["reasons"])
 
@@ -632,7 +653,7 @@ def test_spark_reads_the_schema_of_schemas_tables(spark_sql, table):
 def test_pyarrow_reads_the_schema_of_schemas_tables(pipe, bad_input_run, table):
     path = {"ciphertexts": pipe.encrypt("fresh") / "ciphertexts",
             "metrics": pipe.decrypt(pipe.encrypt("fresh")) / "metrics",
-            "rejects": bad_input_run[2] / "rejects"}[table]
+            "rejects": owner_dir(bad_input_run[2]) / "rejects"}[table]
     expected = {"ciphertexts": CIPHERTEXTS, "metrics": METRICS, "rejects": REJECTS}[table]
     dataset = ds.dataset(str(path), format="parquet")
     assert _arrow_fields(dataset.schema) == _arrow_fields(expected)

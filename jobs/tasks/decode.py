@@ -4,7 +4,9 @@ scanning strategy builds its cache from, and the reference images decrypt scores
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import hmac
+import secrets
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -12,9 +14,19 @@ import pyarrow as pa
 
 from schemas.stages import ORIGINALS, TILES
 
+#: The key of the ids made without one (``DecodeOptions.id_key`` None): random, this process only.
+_PROCESS_ID_KEY = secrets.token_bytes(32)
 
-def image_id_for(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+def image_id_for(source: str, key: bytes | None = None) -> str:
+    """The image id of ``source`` in one encrypt run: HMAC-SHA-256 under the run's secret ``key``, 128 bits.
+
+    The key is drawn by the encrypt run's driver and never written anywhere, so the id is random to anyone
+    but that run (the cluster cannot compute it from a guessed file name or image, and the ids of two runs
+    over the same files are unrelated), yet one image gets one id across the retries of a task.  Which id
+    is which file is written to the owner map only.
+    """
+    return hmac.new(key or _PROCESS_ID_KEY, source.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -25,6 +37,7 @@ class DecodeOptions:
     conversions: tuple[str, ...]
     max_pixels: int
     halo: int = 0
+    id_key: bytes | None = field(default=None, repr=False)     # the run's secret for image ids
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
@@ -51,7 +64,7 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
                 continue
             digest = hashlib.sha256(content).hexdigest()
             grid, tiles = tile_image(img.pixels, opts.tile_h, opts.tile_w, opts.halo)
-            common = {"image_id": image_id_for(source), "source": source, "content_sha256": digest,
+            common = {"image_id": image_id_for(source, opts.id_key), "source": source, "content_sha256": digest,
                       "image_height": img.height, "image_width": img.width,
                       "image_channels": img.channels, "conversions": list(img.conversions),
                       "tile_h": grid.tile_h, "tile_w": grid.tile_w, "halo": opts.halo, "bytes": size}
@@ -79,10 +92,24 @@ def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
 
 
 
-def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
-    """Reference images, preprocessed exactly as ``encrypt`` did, keyed by the file's sha256."""
+def result_sha256(values: np.ndarray) -> str:
+    """SHA-256 of an image result rounded and clipped to 8 bits, with its shape (H x W x C)."""
+    from hecore.quality import round_to_uint8
+
+    a = np.ascontiguousarray(round_to_uint8(values))
+    a = a if a.ndim == 3 else a[:, :, None]
+    return hashlib.sha256(f"{a.shape[0]}x{a.shape[1]}x{a.shape[2]}:".encode() + a.tobytes()).hexdigest()
+
+
+def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions,
+                        ops: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
+    """Reference images, preprocessed exactly as ``encrypt`` did, keyed by the file's sha256 and by the
+    sha256 of the rounded result ``ops`` give on them (:func:`result_sha256`)."""
     from hecore.errors import ImageError
     from hecore.images import ImagePolicy, load_image, preprocess
+    from hecore.ops.spec import parse_ops, reference
+
+    chain = parse_ops(list(ops))
 
     policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
     for batch in batches:
@@ -100,6 +127,7 @@ def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) 
                 continue        # not one of the encrypted images; encrypt already reported it
             rows.append({"content_sha256": hashlib.sha256(content).hexdigest(),
                          "original": np.ascontiguousarray(img.pixels).tobytes(),
-                         "orig_height": img.height, "orig_width": img.width, "orig_channels": img.channels})
+                         "orig_height": img.height, "orig_width": img.width, "orig_channels": img.channels,
+                         "result_sha256": result_sha256(reference(img.pixels, chain)), "orig_source": source})
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=ORIGINALS)

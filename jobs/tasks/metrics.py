@@ -1,12 +1,46 @@
 """The metrics stage of decrypt: each decrypted image scored against its (plaintext-processed) original,
-and written as PNG when asked."""
+and written as PNG when asked -- or, for an image decrypt rejected, one row saying why.
+
+PNG names never come from a table value as such: the image id (already checked against the strict id
+pattern, jobs/rowcheck.py) and, when the owner map names the image, the stem of the owner's own file
+name with anything but letters, digits, ``.``, ``_`` and ``-`` replaced; the path is then resolved and
+checked to lie in the PNG directory before anything is written.
+"""
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+
+from schemas.tables import IMAGE_ID, METRICS
+
+#: METRICS plus why an image was rejected (null for a scored one): decrypt splits them after this stage.
+SCORED = pa.schema(list(METRICS) + [pa.field("reject_reason", pa.string()), pa.field("reject_detail", pa.string())])
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_ID = re.compile(IMAGE_ID)
+
+
+def png_name(image_id: str, source: str | None) -> str:
+    """``<image_id>-<stem>.png`` (the stem of the owner's file name, made safe), or ``<image_id>.png``."""
+    if not _ID.match(image_id):
+        raise ValueError(f"image id {image_id[:80]!r} is not one hepix makes")
+    stem = ""
+    if source and source != image_id:
+        stem = _UNSAFE.sub("_", source.rsplit("/", 1)[-1].rsplit(".", 1)[0]).lstrip(".")[:100]
+    return f"{image_id}-{stem}.png" if stem else f"{image_id}.png"
+
+
+def png_path(png_dir: str, image_id: str, source: str | None) -> str:
+    """Where the PNG of ``image_id`` goes: a path checked to lie directly in ``png_dir``."""
+    base = os.path.realpath(png_dir)
+    path = os.path.realpath(os.path.join(base, png_name(image_id, source)))
+    if os.path.dirname(path) != base:
+        raise ValueError(f"the PNG of image {image_id[:80]!r} would leave {png_dir}")
+    return path
 
 
 def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None
@@ -15,27 +49,37 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
     from hecore.images import array_to_image_bytes
     from hecore.ops.spec import parse_ops, reference
     from hecore.quality import compare, round_to_uint8
-    from schemas.tables import METRICS
 
     for rb in batches:
         rows = []
         for r in rb.to_pylist():
+            source = r.get("source") or r["image_id"]
+            base = {"run_id": run_id, "image_id": r["image_id"], "source": source,
+                    "content_sha256": r.get("content_sha256") or "", "channel": -1, "ops": "|".join(r["ops"] or []),
+                    "layout": r["layout"], "strategy": r["strategy"], "security": r["security"],
+                    "preset": r["preset"], "width": r["width"], "height": r["height"],
+                    "channels": r["channels"], "ciphertexts": r["ciphertexts"] or 0,
+                    "ciphertext_bytes": r["ciphertext_bytes"] or 0, "encrypt_seconds": r["encrypt_seconds"],
+                    "process_seconds": r["process_seconds"], "decrypt_seconds": r["decrypt_seconds"],
+                    "reject_reason": r["reject_reason"], "reject_detail": r["reject_detail"]}
+            if r["reject_reason"] is not None:
+                rows.append({**base, "reference": "none"})
+                continue
             shape = (r["height"], r["width"], r["channels"])
             values = np.frombuffer(r["values"], dtype=np.float64).reshape(shape)
             unsnapped = np.frombuffer(r["unsnapped"], dtype=np.float64).reshape(shape)
             if r["channels"] == 1:
                 values, unsnapped = values[:, :, 0], unsnapped[:, :, 0]
             ops = parse_ops(r["ops"])
-            base = {"run_id": run_id, "image_id": r["image_id"], "source": r["source"],
-                    "content_sha256": r["content_sha256"], "channel": -1, "ops": "|".join(r["ops"]),
-                    "layout": r["layout"], "strategy": r["strategy"], "security": r["security"],
-                    "preset": r["preset"], "width": r["width"], "height": r["height"],
-                    "channels": r["channels"], "ciphertexts": r["ciphertexts"],
-                    "ciphertext_bytes": r["ciphertext_bytes"], "encrypt_seconds": r["encrypt_seconds"],
-                    "process_seconds": r["process_seconds"], "decrypt_seconds": r["decrypt_seconds"]}
-            if r.get("original") is not None:
-                orig = np.frombuffer(r["original"], dtype=np.uint8).reshape(
-                    (r["orig_height"], r["orig_width"], r["orig_channels"]))
+            original = r.get("original")
+            if original is not None and (r["orig_height"], r["orig_width"], r["orig_channels"]) != shape:
+                base.update(reject_reason="size-mismatch", reject_detail=(
+                    f"decrypts to {r['width']}x{r['height']}x{r['channels']}, its original is "
+                    f"{r['orig_width']}x{r['orig_height']}x{r['orig_channels']}"))
+                rows.append({**base, "reference": "none"})
+                continue
+            if original is not None:
+                orig = np.frombuffer(original, dtype=np.uint8).reshape(shape)
                 if r["orig_channels"] == 1:
                     orig = orig[:, :, 0]
                 expected = reference(orig, ops)
@@ -45,10 +89,9 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
                             max_abs_err=float(np.max(np.abs(unsnapped - expected))))
             else:
                 base.update(reference="none")
-            rows.append(base)
             if png_dir:
-                name = f"{r['image_id']}-{r['source'].rsplit('/', 1)[-1].rsplit('.', 1)[0]}.png"
-                with open(os.path.join(png_dir, name), "wb") as f:
+                with open(png_path(png_dir, r["image_id"], r.get("source")), "wb") as f:
                     f.write(array_to_image_bytes(round_to_uint8(values), "PNG"))
+            rows.append(base)
         if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=METRICS)
+            yield pa.RecordBatch.from_pylist(rows, schema=SCORED)

@@ -105,7 +105,7 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
 
 
 def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], query_id: str,
-                query_source: str, bound: float, run_id: str, rebuilds=None) -> pa.Table:
+                bound: float, run_id: str, rebuilds=None) -> pa.Table:
     """All ciphertexts of one image joined with the query's (column ``query_ct``): one encrypted
     distance per metric."""
     from hecore.ops.matching import distance_scale, pair_partial
@@ -126,8 +126,7 @@ def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], q
         partials = [pair_partial(ev, a, b, metric, geom, bound, len(rows)) for a, b, geom in loaded]
         total = ev.add_many(partials)
         out.append({
-            "run_id": run_id, "query_image_id": query_id, "query_source": query_source,
-            "image_id": first["image_id"], "source": first["source"], "metric": metric,
+            "run_id": run_id, "query_image_id": query_id, "image_id": first["image_id"], "metric": metric,
             "layout": first["layout"], "scheme": first["scheme"], "preset": first["preset"],
             "key_fingerprint": first["key_fingerprint"], "ops": first["ops"], "bound": bound,
             "parts": len(rows),

@@ -36,8 +36,6 @@ def ciphertext_rows(meta: RowMeta, tile: dict, channel: int, batch, strategy_nam
     cols = {
         "run_id": constant_column(run_id or meta.run_id, n, pa.string()),
         "image_id": constant_column(tile["image_id"], n, pa.string()),
-        "source": constant_column(tile["source"], n, pa.string()),
-        "content_sha256": constant_column(tile["content_sha256"], n, pa.string()),
         "layout": constant_column(meta.layout, n, pa.string()),
         "scheme": constant_column(scheme, n, pa.string()),
         "preset": constant_column(meta.preset, n, pa.string()),

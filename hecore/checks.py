@@ -1,0 +1,135 @@
+"""Checks of serialized ciphertexts that come back from a party hepix does not trust.
+
+A cluster can return any bytes in a ``ct`` cell.  Before a job hands a ciphertext to SEAL, or to the
+byte-level kernels of the pixel layout, :class:`CiphertextChecker` says whether it is one this context
+can take, and if not, why (a short reason for the ``rejects`` table and a detail):
+
+* ``empty-ciphertext``: no bytes;
+* ``ciphertext-size``: more bytes than any ciphertext of these parameters has (so nothing sized by the
+  cell is ever allocated), or, where the fixed uncompressed format is needed (the pixel layout's
+  byte-level arithmetic), not exactly its size;
+* ``decompression-bomb``: a compressed ciphertext that would inflate past that size (SEAL would
+  allocate whatever the stream inflates to before looking at it);
+* ``parameters-mismatch``: a header of other parameters, scale or level where the fixed format is needed;
+* ``seal-refused``: SEAL's own load refuses it (truncated data, a coefficient not below its prime, a
+  ``parms_id`` outside the context, a size or scale out of bounds).
+
+What no check can tell is whether a well-formed ciphertext holds the right value: a cluster can
+return an encryption of anything under the public key (see docs/threat-model.md).
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+#: SEAL 4.1's serialization header: magic 0xA15E, header size, version, compression mode, total size.
+_MAGIC = 0xA15E
+_SEAL_HEADER = 16
+_COMPR_NONE, _COMPR_ZLIB, _COMPR_ZSTD = 0, 1, 2
+#: The largest ciphertext hepix makes has 2 components; allow a third (an unrelinearised product).
+_MAX_COMPONENTS = 3
+_PREFIX_ALLOWANCE = 256
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a ciphertext was refused: ``reason`` (a rejects tag) and ``detail`` (the message)."""
+
+    reason: str
+    detail: str
+
+
+class CiphertextChecker:
+    """Checks serialized ciphertexts against one context (public material, or parameters alone: no key)."""
+
+    def __init__(self, he, params, fixed_format=None):
+        self._he = he
+        self.params = params
+        self.fixed = fixed_format           # hecore.ciphertexts.CiphertextFormat, or None
+        self.max_bytes = _PREFIX_ALLOWANCE + _MAX_COMPONENTS * params.data_primes * params.n * 8
+
+    @classmethod
+    def for_context(cls, ctx, *, fixed_format: bool = False) -> "CiphertextChecker":
+        """A checker on ``ctx`` (an :class:`hecore.context.HEContext`); ``fixed_format``: also demand the
+        exact fresh format (needs the public key, which measures it)."""
+        return cls(ctx._he, ctx.params, ctx.ct_format if fixed_format else None)
+
+    @classmethod
+    def for_params(cls, params) -> "CiphertextChecker":
+        """A keyless checker: SEAL's context for ``params`` (it regenerates the primes from them)."""
+        from .context import _pyfhel_for
+
+        return cls(_pyfhel_for(params), params)
+
+    def problem(self, ct) -> Problem | None:
+        """None when ``ct`` is a ciphertext this context takes, else what is wrong with it."""
+        if ct is None or len(ct) == 0:
+            return Problem("empty-ciphertext", "the ct value is empty")
+        n = len(ct)
+        if n > self.max_bytes:
+            return Problem("ciphertext-size", f"ct has {n} bytes; no ciphertext of {self.params.name} has more "
+                                              f"than {self.max_bytes}")
+        if self.fixed is not None:
+            return self._fixed_problem(ct)
+        bomb = self._inflates_too_far(ct)
+        if bomb is not None:
+            return bomb
+        try:
+            from Pyfhel import PyCtxt
+
+            PyCtxt(pyfhel=self._he, bytestring=bytes(ct))
+        except Exception as e:  # noqa: BLE001 -- SEAL's refusals arrive as RuntimeError, ValueError, ...
+            return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): {str(e).splitlines()[0][:160]}")
+        return None
+
+    # --- the fixed, uncompressed format of fresh ciphertexts (pixel layout) ---------------------------
+    def _fixed_problem(self, ct) -> Problem | None:
+        fmt = self.fixed
+        raw = np.frombuffer(ct, dtype=np.uint8)
+        if raw.size != fmt.stride:
+            return Problem("ciphertext-size", f"ct has {raw.size} bytes; this layout's ciphertexts have exactly "
+                                              f"{fmt.stride}")
+        if raw[: fmt.header_len].tobytes() != fmt.header:
+            return Problem("parameters-mismatch", "the ciphertext's header (parameters, scale or level) is not "
+                                                  "the one of this key's fresh ciphertexts")
+        words = raw[fmt.header_len:].view("<u8").reshape(2, len(fmt.primes), fmt.n)
+        q = np.asarray(fmt.primes, dtype=np.uint64)[None, :, None]
+        bad = np.argwhere(words >= q)
+        if bad.size:
+            c, p, i = (int(v) for v in bad[0])
+            return Problem("seal-refused", f"coefficient {i} of component {c} is not below prime {p} "
+                                           f"({int(words[c, p, i])} >= {int(q[0, p, 0])}): SEAL would refuse it")
+        return None
+
+    # --- compressed serializations ------------------------------------------------------------------
+    def _inflates_too_far(self, ct) -> Problem | None:
+        """A compressed serialization that inflates past :attr:`max_bytes`, checked with a bounded
+        decompression before SEAL sees it (SEAL inflates the whole stream first)."""
+        head = bytes(memoryview(ct)[:_SEAL_HEADER])
+        if len(head) < _SEAL_HEADER or struct.unpack_from("<H", head, 0)[0] != _MAGIC:
+            return None                                     # not SEAL's: SEAL refuses it itself
+        mode = head[5]
+        payload = memoryview(ct)[_SEAL_HEADER:]
+        limit = self.max_bytes
+        if mode == _COMPR_ZLIB:
+            d = zlib.decompressobj()
+            try:
+                d.decompress(payload, limit + 1)
+            except zlib.error:
+                return None                                 # corrupt: SEAL refuses it
+            if d.unconsumed_tail:
+                return Problem("decompression-bomb", f"the zlib-compressed ciphertext inflates past {limit} bytes")
+        elif mode == _COMPR_ZSTD:
+            import pyarrow as pa
+
+            try:
+                pa.Codec("zstd").decompress(payload, decompressed_size=limit)
+            except OSError as e:
+                if "too small" in str(e):
+                    return Problem("decompression-bomb", f"the zstd-compressed ciphertext inflates past {limit} bytes")
+        elif mode != _COMPR_NONE:
+            return Problem("seal-refused", f"unknown SEAL compression mode {mode}")
+        return None

@@ -1,0 +1,248 @@
+"""The owner map: which image id of an encrypt run is which of the owner's files, kept by the owner.
+
+The ciphertext table handed to the cluster names images by random ids only.  What the owner needs to
+find the originals and name the results stays in a directory of its own, never inside the output
+handed to the cluster (``hepix encrypt --owner DIR``; by default ``<--out>.owner`` next to a local
+output)::
+
+    OWNER/                      mode 0700
+      owner.json                0600: the encrypt runs, the key fingerprint, the owner's input and
+                                output, the settings, and every committed batch: its tag, the files
+                                it added to the output (names, rows, bytes, checksums) and its counts
+      images/<batch>.parquet    0600: schemas.tables.OWNER_IMAGES -- id, source, content SHA-256, size
+      rejects/<batch>.parquet   0600: encrypt's rejects (they name the owner's files)
+
+It is the owner's copy of the run: a resumed encrypt reads which images are done from here (and
+rebuilds the output's manifest from the batches recorded here); ``decrypt --owner`` and ``audit
+--owner`` read the ids, sources, content hashes and sizes from here, and check what comes back from
+the cluster against them (an id the owner never made, a size it never encrypted).
+
+Local paths only: the map is written with plain file I/O on the machine that runs the driver.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hecore.errors import OwnerMapError
+from schemas.tables import IMAGE_ID, OWNER_IMAGES, REJECTS
+
+log = logging.getLogger(__name__)
+
+OWNER_JSON = "owner.json"
+FORMAT = 1
+_TAG = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-b[0-9]{5}$")
+_ID = re.compile(IMAGE_ID)
+
+
+def local_path(path: str) -> Path | None:
+    """``path`` as a local path, or None when it has another scheme (hdfs://, s3a://)."""
+    if "://" in path and not path.startswith("file://"):
+        return None
+    return Path(path.removeprefix("file://").removeprefix("file:"))
+
+
+def default_dir(out: str) -> str | None:
+    """Where encrypt keeps the owner map of ``--out`` when ``--owner`` is not given: ``<out>.owner``
+    beside a local output; None for a remote output (it must be named)."""
+    p = local_path(out)
+    return None if p is None else str(p.parent / (p.name.rstrip("/") + ".owner"))
+
+
+def _private_dir(p: Path) -> None:
+    p.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(p, 0o700)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``path`` 0600 through a temporary file and a rename (readers never see half a file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _write_table(path: Path, table: pa.Table) -> None:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    _write_private(path, sink.getvalue().to_pybytes())
+
+
+@dataclass(frozen=True)
+class OwnerImage:
+    image_id: str
+    source: str
+    content_sha256: str
+    image_height: int
+    image_width: int
+    image_channels: int
+    ciphertexts: int
+
+
+class OwnerMap:
+    """An owner map directory: read it (decrypt, audit), or build it batch by batch (encrypt)."""
+
+    def __init__(self, directory: Path, doc: dict):
+        self.directory = directory
+        self.doc = doc
+        self._images: dict[str, OwnerImage] | None = None
+
+    # --- reading ---------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, directory: str) -> "OwnerMap":
+        d = local_path(directory)
+        if d is None:
+            raise OwnerMapError(f"--owner {directory}: the owner map is a local directory of the owner's machine")
+        path = d / OWNER_JSON
+        if not path.is_file():
+            raise OwnerMapError(f"{directory} holds no owner map ({OWNER_JSON}): give the --owner directory the "
+                                "encrypt run wrote (by default <its --out>.owner)")
+        try:
+            doc = json.loads(path.read_text())
+            _check_doc(doc)
+        except (ValueError, TypeError, KeyError) as e:
+            raise OwnerMapError(f"{path} is not an owner map hepix can read ({e})") from None
+        return cls(d, doc)
+
+    @property
+    def settings(self) -> dict:
+        return self.doc["settings"]
+
+    @property
+    def fingerprint(self) -> str:
+        return self.doc["key_fingerprint"]
+
+    def images(self) -> dict[str, OwnerImage]:
+        """Every image the committed batches encrypted, by id."""
+        if self._images is None:
+            out = {}
+            for batch in self.doc["batches"]:
+                for r in self._read(batch["images"], OWNER_IMAGES).to_pylist():
+                    out[r["image_id"]] = OwnerImage(**{k: r[k] for k in OwnerImage.__dataclass_fields__})
+            self._images = out
+        return self._images
+
+    def get(self, image_id: str) -> OwnerImage | None:
+        return self.images().get(image_id)
+
+    def image_table(self) -> pa.Table:
+        parts = [self._read(b["images"], OWNER_IMAGES) for b in self.doc["batches"]]
+        return pa.concat_tables(parts) if parts else OWNER_IMAGES.empty_table()
+
+    def rejects_table(self) -> pa.Table:
+        parts = [self._read(b["rejects"], REJECTS) for b in self.doc["batches"] if b.get("rejects")]
+        return pa.concat_tables(parts) if parts else REJECTS.empty_table()
+
+    def _read(self, name: str, schema: pa.Schema) -> pa.Table:
+        path = (self.directory / name).resolve()
+        if not path.is_relative_to(self.directory.resolve()):
+            raise OwnerMapError(f"{self.directory / OWNER_JSON} names {name!r}, outside the owner map")
+        try:
+            return pq.read_table(path, schema=schema)
+        except (OSError, pa.ArrowInvalid) as e:
+            raise OwnerMapError(f"{path}: {e}") from None
+
+    # --- building (encrypt) --------------------------------------------------------------------------
+    @classmethod
+    def for_encrypt(cls, directory: str, *, out: str, input_: str, fingerprint: str, settings: dict,
+                    overwrite: bool) -> "OwnerMap":
+        """The owner map an encrypt run into ``out`` adds to: the one there (same settings), or a new one."""
+        d = local_path(directory)
+        if d is None:
+            raise OwnerMapError(f"--owner {directory}: the owner map is a local directory of the owner's machine")
+        o = local_path(out)
+        if o is not None and (d.resolve() == o.resolve() or d.resolve().is_relative_to(o.resolve())):
+            raise OwnerMapError(f"--owner {directory} lies inside --out {out}, the directory handed to the "
+                                "cluster; keep the owner map elsewhere")
+        if overwrite and (d / OWNER_JSON).is_file():          # only ever an owner map's own files
+            for sub in ("images", "rejects"):
+                shutil.rmtree(d / sub, ignore_errors=True)
+            (d / OWNER_JSON).unlink()
+        if (d / OWNER_JSON).is_file():
+            m = cls.load(str(d))
+            m.doc["input"], m.doc["output"] = input_, out
+            return m
+        if d.exists() and any(p for p in d.iterdir() if not p.name.startswith(".")):
+            raise OwnerMapError(f"--owner {directory} exists and is not an owner map; choose a new directory")
+        _private_dir(d)
+        doc = {"format": FORMAT, "job": "encrypt", "status": "partial", "runs": [], "input": input_,
+               "output": out, "key_fingerprint": fingerprint, "settings": settings, "batches": []}
+        return cls(d, doc)
+
+    def commit_batch(self, tag: str, run_id: str, images: pa.Table, rejects: list[dict], files: dict,
+                     counts: dict) -> None:
+        """Record one batch: its images and rejects, then owner.json listing it (the owner's commit)."""
+        if not _TAG.match(tag):
+            raise OwnerMapError(f"internal error: batch tag {tag!r}")
+        _private_dir(self.directory / "images")
+        _write_table(self.directory / "images" / f"{tag}.parquet", images.cast(OWNER_IMAGES))
+        entry = {"tag": tag, "run_id": run_id, "images": f"images/{tag}.parquet", "rejects": None,
+                 "files": files, "counts": counts}
+        if rejects:
+            _private_dir(self.directory / "rejects")
+            rows = [{n: r.get(n) for n in REJECTS.names} for r in rejects]
+            _write_table(self.directory / "rejects" / f"{tag}.parquet", pa.Table.from_pylist(rows, schema=REJECTS))
+            entry["rejects"] = f"rejects/{tag}.parquet"
+        self.doc["batches"].append(entry)
+        if run_id not in self.doc["runs"]:
+            self.doc["runs"].append(run_id)
+        self.save()
+        self._images = None
+
+    def keep_batches(self, keep) -> list[dict]:
+        """Keep only the batches ``keep(batch)`` accepts (the others' files are removed); returns those kept."""
+        kept = []
+        for b in self.doc["batches"]:
+            if keep(b):
+                kept.append(b)
+            else:
+                for name in (b["images"], b.get("rejects")):
+                    if name:
+                        (self.directory / name).unlink(missing_ok=True)
+        self.doc["batches"] = kept
+        self.doc["runs"] = [r for r in self.doc["runs"] if any(b["run_id"] == r for b in kept)]
+        self._images = None
+        return kept
+
+    def save(self, status: str | None = None) -> None:
+        if status is not None:
+            self.doc["status"] = status
+        _private_dir(self.directory)
+        _write_private(self.directory / OWNER_JSON, (json.dumps(self.doc, indent=2, sort_keys=True) + "\n").encode())
+
+    def sources(self) -> set[str]:
+        """The sources the committed batches hold (encrypted or rejected): what a resumed run skips."""
+        done = {r.source for r in self.images().values()}
+        done |= set(self.rejects_table().column("source").to_pylist())
+        return done
+
+
+def _check_doc(doc) -> None:
+    """The shape of owner.json (the owner's own file; still read defensively)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"format {doc.get('format') if isinstance(doc, dict) else doc!r} is not {FORMAT}")
+    for k, t in (("runs", list), ("batches", list), ("settings", dict), ("key_fingerprint", str), ("input", str),
+                 ("output", str), ("status", str)):
+        if not isinstance(doc.get(k), t):
+            raise ValueError(f"field {k!r} must be a {t.__name__}")
+    for b in doc["batches"]:
+        if not isinstance(b, dict) or not _TAG.match(str(b.get("tag"))) or not isinstance(b.get("files"), dict) \
+                or not isinstance(b.get("counts"), dict):
+            raise ValueError(f"batch record {str(b)[:80]} is malformed")
+        for name in (b.get("images"), b.get("rejects")):
+            if name is not None and not re.match(r"^(images|rejects)/[0-9A-Za-z_-]+\.parquet$", str(name)):
+                raise ValueError(f"batch file {name!r} is not one the owner map writes")
+
+
+def valid_id(image_id) -> bool:
+    return isinstance(image_id, str) and bool(_ID.match(image_id))

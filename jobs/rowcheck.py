@@ -1,0 +1,325 @@
+"""The checks every ciphertext row passes before a job uses it, and the images left out for a bad one.
+
+Rows come from a directory a cluster held, so every value is checked before it reaches SEAL, sizes an
+allocation or names anything: the row's checksum (storage faults), its key fingerprint (the job's key),
+layout, parameters, ops and ``post_scale`` (those of the run), its image id (a strict pattern: ids
+never become file names unchecked), its geometry (tile size and halo of the run, position inside the
+image, channel and index in range, the image no larger than the owner's pixel limit) and its
+ciphertext bytes (:class:`hecore.checks.CiphertextChecker`: size, and SEAL's own validation).  Then per
+image: every row agrees on the image's size, no key twice, and exactly the rows the geometry says;
+with an owner map, the id is one the owner made and the size is the one it recorded.
+
+A bad row becomes a rejects row naming it (reason, detail, key); its whole image is left out; the job
+goes on with the rest.  ``process``, ``decrypt`` and ``verify`` run this with Spark
+(:func:`inspect_rows`); ``audit`` runs the same row function with pyarrow (:func:`check_batch`,
+:func:`image_problems`).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hecore.layouts import Layout
+from schemas.stages import CHECKED
+from schemas.tables import IMAGE_ID, spark_schema
+
+from .checksums import ALGORITHM, ct_checksums
+
+KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
+_ID = re.compile(IMAGE_ID)
+DIGITS = "digits"
+
+
+@dataclass(frozen=True)
+class RowExpect:
+    """What every row of one input must say (from the job's key, the owner's settings and the run)."""
+
+    fingerprint: str | None          # the job's key; None: the rows must agree with the manifest's (verify)
+    layout: str
+    preset: str
+    ops: tuple[str, ...] = ()
+    tile: tuple[int, int] | None = None
+    halo: int | None = None
+    max_pixels: int = 2**26
+    check_ops: bool = True
+    fixed_format: bool = False      # pixel layout in process: the byte-level kernels need the exact format
+
+    @property
+    def post_scale(self) -> float | None:
+        """The ``post_scale`` the ops give (image ops only)."""
+        if not self.check_ops or self.layout == DIGITS:
+            return None
+        try:
+            from hecore.ops.spec import finish_for, parse_ops
+
+            return float(finish_for(parse_ops([o for o in self.ops if not o.startswith(("match:", "infer:"))]))
+                         .post_scale)
+        except (ValueError, TypeError):
+            return None
+
+
+def expected_rows(layout: str, height: int, width: int, channels: int, tile_h: int, tile_w: int) -> int:
+    """How many ciphertext rows a whole image has in ``layout``."""
+    if Layout.parse(layout).packed:
+        return channels * -(-height // tile_h) * -(-width // tile_w)
+    return height * width * channels
+
+
+# --- one row ----------------------------------------------------------------------------------------
+
+def _row_problem(r: dict, expect: RowExpect, post_scale: float | None) -> tuple[str, str] | None:
+    """The reason and detail why row ``r`` (its metadata, no bytes) is not one this job may use, or None."""
+    for k in ("image_id", "layout", "preset", "key_fingerprint", "image_height", "image_width", "image_channels",
+              "tile_h", "tile_w", "halo", "tile_y", "tile_x", "y", "x", "h", "w", "channel", "index", "ops",
+              "post_scale"):
+        if r.get(k) is None:
+            return "malformed-row", f"the row has no {k}"
+    iid = r["image_id"]
+    if not _ID.match(iid):
+        return "bad-image-id", f"image id {iid[:80]!r} is not of the form hepix writes ({IMAGE_ID})"
+    if expect.fingerprint is not None and r["key_fingerprint"] != expect.fingerprint:
+        return "key-mismatch", (f"the row was made with key {str(r['key_fingerprint'])[:16]}, this job's key is "
+                                f"{expect.fingerprint[:16]}")
+    if r["layout"] != expect.layout:
+        return "layout-mismatch", f"layout {r['layout']!r} in a {expect.layout} run"
+    if r["preset"] != expect.preset:
+        return "parameters-mismatch", f"preset {r['preset']!r} in a run of {expect.preset}"
+    if expect.check_ops and list(r["ops"]) != list(expect.ops):
+        return "ops-mismatch", f"ops {'|'.join(r['ops']) or 'none'} in a run of {'|'.join(expect.ops) or 'none'}"
+    ps = r["post_scale"]
+    if not (isinstance(ps, float) and math.isfinite(ps) and ps != 0.0):
+        return "bad-post-scale", f"post_scale {ps!r} is not a finite non-zero number"
+    if post_scale is not None and abs(ps - post_scale) > 1e-9 * abs(post_scale):
+        return "ops-mismatch", f"post_scale {ps!r} is not the {post_scale!r} of its ops"
+    if expect.layout == DIGITS:
+        return None
+    return _geometry_problem(r, expect)
+
+
+def _geometry_problem(r: dict, expect: RowExpect) -> tuple[str, str] | None:
+    H, W, C = r["image_height"], r["image_width"], r["image_channels"]
+    th, tw, halo = r["tile_h"], r["tile_w"], r["halo"]
+    if C not in (1, 3) or H < 1 or W < 1:
+        return "bad-geometry", f"an image of {W}x{H}x{C} (hepix images are at least 1x1, with 1 or 3 channels)"
+    if H * W > expect.max_pixels:
+        return "image-too-large", (f"the row claims a {W}x{H} image, more than the {expect.max_pixels} pixels "
+                                   "the owner allows")
+    if expect.tile is not None and (th, tw) != tuple(expect.tile):
+        return "bad-geometry", f"tile {th}x{tw} in a run of {expect.tile[0]}x{expect.tile[1]} tiles"
+    if th < 1 or tw < 1:
+        return "bad-geometry", f"tile {th}x{tw}"
+    if expect.halo is not None and halo != expect.halo:
+        return "bad-geometry", f"halo {halo} in a run with halo {expect.halo}"
+    ty, tx, ch = r["tile_y"], r["tile_x"], r["channel"]
+    rows, cols = -(-H // th), -(-W // tw)
+    if not (0 <= ty < rows and 0 <= tx < cols and 0 <= ch < C):
+        return "bad-geometry", f"tile ({ty}, {tx}) channel {ch} outside a {rows}x{cols}-tile, {C}-channel image"
+    y, x = ty * th, tx * tw
+    h, w = min(th, H - y), min(tw, W - x)
+    if (r["y"], r["x"], r["h"], r["w"]) != (y, x, h, w):
+        return "bad-geometry", (f"tile ({ty}, {tx}) says it covers {r['h']}x{r['w']} at ({r['y']}, {r['x']}); "
+                                f"it covers {h}x{w} at ({y}, {x})")
+    index = r["index"]
+    if Layout.parse(expect.layout).packed:
+        if index != 0:
+            return "bad-geometry", f"index {index} in a packed layout (one ciphertext per tile channel)"
+    elif not 0 <= index < h * w:
+        return "bad-geometry", f"index {index} outside the tile's {h * w} pixels"
+    return None
+
+
+def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[str, str] | None]:
+    """The problem of every row of ``rb`` (None for a good one): metadata first, then the checksum,
+    then the ciphertext (``checker``: :class:`hecore.checks.CiphertextChecker`, or None to skip it)."""
+    names = rb.schema.names
+    meta = rb.select([n for n in names if n not in ("ct", "ct_xxh3")]).to_pylist()
+    ct = rb.column("ct") if "ct" in names else pa.nulls(rb.num_rows, pa.binary())
+    stored = rb.column("ct_xxh3") if "ct_xxh3" in names else pa.nulls(rb.num_rows, pa.int64())
+    lengths = pc.binary_length(ct).fill_null(0).to_numpy(zero_copy_only=False)
+    computed = ct_checksums(ct.fill_null(b"")).to_numpy(zero_copy_only=False)
+    has = stored.is_valid().to_numpy(zero_copy_only=False)
+    st = stored.fill_null(0).to_numpy(zero_copy_only=False)
+    post_scale = expect.post_scale
+    out = []
+    for i, r in enumerate(meta):
+        p = _row_problem(r, expect, post_scale)
+        if p is None and lengths[i] == 0:
+            p = ("empty-ciphertext", "the ct value is empty")
+        if p is None and has[i] and st[i] != computed[i]:
+            p = ("checksum-mismatch", f"ct ({int(lengths[i])} bytes) hashes to {int(computed[i])}, the row says "
+                                      f"{int(st[i])} ({ALGORITHM}): truncated or corrupted bytes")
+        if p is None and checker is not None:
+            bad = checker.problem(ct[i].as_buffer())
+            if bad is not None:
+                p = (bad.reason, bad.detail)
+        out.append(p)
+    return out
+
+
+def _ciphertext_checker(expect: RowExpect, public):
+    from hecore.checks import CiphertextChecker
+    from hecore.context import HEContext
+
+    if public is None:
+        from hecore.params import preset
+        return CiphertextChecker.for_params(preset(expect.preset))
+    return CiphertextChecker.for_context(HEContext.from_public(public), fixed_format=expect.fixed_format)
+
+
+def check_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
+                    rebuilds=None) -> Iterator[pa.RecordBatch]:
+    """One CHECKED row per ciphertext row: its key, sizes, and why it is bad (or null)."""
+    from .tasks.worker import worker_state
+
+    checker = worker_state(token, broadcast, lambda public: _ciphertext_checker(expect, public), rebuilds)
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        problems = check_batch(rb, expect, checker)
+        cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
+        cols.update(ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
+                    stored=rb.column("ct_xxh3"),
+                    reason=pa.array([p[0] if p else None for p in problems], type=pa.string()),
+                    detail=pa.array([p[1] if p else None for p in problems], type=pa.string()))
+        if "file" not in cols:
+            cols["file"] = pa.nulls(rb.num_rows, pa.string())
+        yield pa.RecordBatch.from_arrays([cols[n].cast(CHECKED.field(n).type) for n in CHECKED.names],
+                                         schema=CHECKED)
+
+
+# --- per image ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImageSummary:
+    """What the rows of one image say about it (aggregated without the bytes)."""
+
+    image_id: str
+    rows: int
+    keys: int                       # distinct (channel, tile_y, tile_x, index)
+    layout: str
+    heights: tuple[int, int]        # (min, max) over the rows
+    widths: tuple[int, int]
+    channels: tuple[int, int]
+    tiles: tuple[int, int, int, int]   # min/max tile_h, min/max tile_w
+    file: str | None = None
+
+
+def image_problems(s: ImageSummary, owner=None) -> tuple[str, str] | None:
+    """Why the rows of one image (all good one by one) do not make a whole image, or None."""
+    if s.heights[0] != s.heights[1] or s.widths[0] != s.widths[1] or s.channels[0] != s.channels[1] \
+            or s.tiles[0] != s.tiles[1] or s.tiles[2] != s.tiles[3]:
+        return "inconsistent-image", "its rows disagree on the image's size, channels or tile"
+    H, W, C, th, tw = s.heights[0], s.widths[0], s.channels[0], s.tiles[0], s.tiles[2]
+    if owner is not None:
+        known = owner.get(s.image_id)
+        if known is None:
+            return "unknown-image", "no image of the owner map has this id: the owner never encrypted it"
+        if (H, W, C) != (known.image_height, known.image_width, known.image_channels):
+            return "size-mismatch", (f"the rows say {W}x{H}x{C}, the owner encrypted a "
+                                     f"{known.image_width}x{known.image_height}x{known.image_channels} image")
+    if s.layout == DIGITS:
+        return None
+    if s.keys != s.rows:
+        return "duplicate-row", f"{s.rows - s.keys} of its {s.rows} rows repeat a (channel, tile, index) key"
+    want = expected_rows(s.layout, H, W, C, th, tw)
+    if s.rows != want:
+        return "incomplete-image", f"{s.rows} of its {want} ciphertexts"
+    return None
+
+
+@dataclass
+class CheckedInput:
+    """A job's input rows after the checks: ``df`` without the images that have a bad row."""
+
+    df: object
+    rejects: list[dict]             # one rejects row per bad ciphertext row or image
+    bad_images: set[str]            # ids of the images left out
+    bad_image_rows: int             # how many rows those images have
+    images: int = 0                 # images seen in the input (good and bad)
+    rows: int = 0                   # rows read
+    good_ids: list[str] = field(default_factory=list)
+
+
+def reject_row(run_id: str, stage: str, source: str, reason: str, detail: str, key: dict | None = None,
+               nbytes=None) -> dict:
+    key = key or {}
+    where = ""
+    if key.get("channel") is not None:
+        where = f"channel {key['channel']}, tile ({key['tile_y']}, {key['tile_x']}), index {key['index']}: "
+    return {"run_id": run_id, "source": source, "stage": stage, "reason": reason,
+            "detail": f"image {str(key.get('image_id', ''))[:80]}: {where}{detail}" if key.get("image_id") else detail,
+            "bytes": nbytes, **{k: key.get(k) for k in KEY}}
+
+
+def _file_name(path: str | None) -> str:
+    return (path or "").rsplit("/", 1)[-1]
+
+
+def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, public=None, owner=None,
+                 token: str = "rowcheck") -> CheckedInput:
+    """Check every row of ``df`` (ciphertext rows) and every image; leave out the images with a problem.
+
+    ``public``: the job's public material (SEAL checks on its context); None checks against the
+    parameters alone (no key).  ``owner``: the owner map (jobs.owner.OwnerMap) when the owner runs this.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    bc = spark.sparkContext.broadcast(public)
+    token = f"{token}/{bc._jbroadcast.id()}"
+    checked = (df.withColumn("file", F.input_file_name())
+               .mapInArrow(lambda it: check_partition(it, expect=expect, token=token, broadcast=bc),
+                           spark_schema(CHECKED))
+               .persist(StorageLevel.MEMORY_AND_DISK))
+    try:
+        rejects: list[dict] = []
+        bad: set[str] = set()
+        for r in checked.where(F.col("reason").isNotNull()).collect():
+            key = {k: r[k] for k in KEY}
+            rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
+                                      r["ct_bytes"]))
+            if r["image_id"] is not None:
+                bad.add(r["image_id"])
+        summaries = checked.groupBy("image_id").agg(
+            F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
+            F.first("layout").alias("layout"), F.first("file").alias("file"),
+            *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
+                                                      "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
+        ).collect()
+        rows_of = {}
+        for s in summaries:
+            rows_of[s["image_id"]] = s["n"]
+            if s["image_id"] is None or s["image_id"] in bad:
+                continue
+            summary = ImageSummary(
+                image_id=s["image_id"], rows=s["n"], keys=s["keys"], layout=s["layout"],
+                heights=(s["lo_image_height"], s["hi_image_height"]), widths=(s["lo_image_width"], s["hi_image_width"]),
+                channels=(s["lo_image_channels"], s["hi_image_channels"]),
+                tiles=(s["lo_tile_h"], s["hi_tile_h"], s["lo_tile_w"], s["hi_tile_w"]), file=s["file"])
+            p = image_problems(summary, owner)
+            if p is not None:
+                bad.add(s["image_id"])
+                rejects.append(reject_row(run_id, stage, _file_name(s["file"]), p[0], p[1],
+                                          {"image_id": s["image_id"]}))
+        good = sorted(i for i in rows_of if i is not None and i not in bad)
+        total = sum(rows_of.values())
+        if None in rows_of:            # rows without an id belong to no image: they count as read, not as images
+            bad_rows = sum(n for i, n in rows_of.items() if i in bad or i is None)
+        else:
+            bad_rows = sum(n for i, n in rows_of.items() if i in bad)
+        columns = df.columns
+        if bad:
+            keep = spark.createDataFrame([(i,) for i in good] or [("",)], "image_id string")
+            # a join reorders columns; the stages' Arrow functions return batches by position: restore the order
+            df = (df.join(F.broadcast(keep), "image_id", "left_semi") if good else df.limit(0)).select(*columns)
+        elif None in rows_of:
+            df = df.where(F.col("image_id").isNotNull())
+        return CheckedInput(df, rejects, bad, bad_rows, images=len([i for i in rows_of if i is not None]),
+                            rows=total, good_ids=good)
+    finally:
+        checked.unpersist()

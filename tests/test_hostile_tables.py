@@ -1,0 +1,604 @@
+"""A hostile cluster, generated: Hypothesis forges tables, files and manifests, the owner's jobs run on them.
+
+The cluster holds the directory it hands back, so it can change any row (ids, sizes, positions, ops,
+key fingerprints, ciphertext bytes), any file (rename, duplicate, drop, garble, list a path outside)
+and any manifest field -- and recompute every checksum.  Each example here applies a few such
+forgeries to a copy of a small packed run (tests/hostile.py) and runs a job on it, then checks:
+
+* no traceback reaches the user: the job returns 0, or 2 with a one-line error (verify: 1 for problems);
+* nothing is written outside the job's output, and nothing under the test's sandbox is read except
+  the input run, the keys, the owner map and the originals (Python's opens through an audit hook, Spark's
+  reads through its reader);
+* memory stays bounded: the Python workers run under a 2 GB address-space limit
+  (``spark.executor.pyspark.memory``), the driver's Python allocations are traced;
+* every image the forgeries did not touch is still processed exactly (decrypt: exact against its
+  original; process: byte for byte the ciphertexts of an untouched run); an image decrypt reports as
+  decrypted is exact unless its ciphertext was swapped for another valid one (undetectable, see
+  docs/threat-model.md);
+* ``images_in = decrypted + rejected`` (decrypt), ``images_in = processed + rejected`` (process).
+
+Pure functions (manifest validation, path containment, row checks, PNG names) get many examples; the
+Spark jobs few (each example is a job).  Profile: derandomized, no example database, no deadline.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tracemalloc
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from hostile import coefficient_above_q, random_bytes, truncated, with_checksums
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from jobs.checksums import xor_all
+from jobs.cli import main
+
+settings.register_profile("hostile", database=None, deadline=None, derandomize=True, print_blob=True,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large, HealthCheck.filter_too_much])
+HOSTILE = settings.get_profile("hostile")
+#: The Spark examples are whole jobs: report a failing one as found, without minutes of shrinking.
+JOBS = settings(HOSTILE, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+
+SPARK = ["--master", "local[1]", "--quiet"]
+IMAGES = {"alice.png": (10, 10, 1), "bob.png": (12, 12, 1), "carol.png": (12, 10, 3)}
+DRIVER_PEAK = 256 * 2**20        # bytes of Python allocations the driver may trace during one job
+
+
+# --- the sandbox: keys, images, one encrypt run, sentinels outside ------------------------------------
+
+class Sandbox:
+    def __init__(self, root: Path):
+        self.root = root
+        self.images, self.keys, self.pub = root / "images", root / "keys", root / "pub"
+        self.enc, self.owner, self.outside = root / "enc", root / "enc.owner", root / "outside"
+        self.examples = 0
+
+    def example_dir(self) -> Path:
+        self.examples += 1
+        d = self.root / "ex" / f"{self.examples:03d}"
+        d.mkdir(parents=True)
+        return d
+
+
+def hepix(*argv) -> int:
+    return main([str(a) for a in argv])
+
+
+def split_by_image(run: Path) -> dict[str, str]:
+    """Rewrite the run's ciphertext table as one file per image (listed in the manifest); image id -> file."""
+    doc = json.loads((run / "_manifest.json").read_text())
+    t = pa.concat_tables([pq.read_table(run / "ciphertexts" / e["name"]) for e in doc["files"]["ciphertexts"]])
+    for p in (run / "ciphertexts").glob("*.parquet"):
+        p.unlink()
+    entries, where = [], {}
+    for n, iid in enumerate(sorted(set(t.column("image_id").to_pylist()))):
+        part = t.filter(pa.compute.equal(t.column("image_id"), iid))
+        name = f"part-{n:05d}-img.parquet"
+        pq.write_table(part, run / "ciphertexts" / name, compression="none")
+        entries.append({"name": name, "rows": part.num_rows, "bytes": (run / "ciphertexts" / name).stat().st_size,
+                        "xxh3_xor": xor_all(part.column("ct_xxh3").to_numpy())})
+        where[iid] = name
+    doc["files"]["ciphertexts"] = entries
+    (run / "_manifest.json").write_text(json.dumps(doc, indent=2))
+    return where
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    sb = Sandbox(tmp_path_factory.mktemp("hostile"))
+    sb.images.mkdir()
+    rng = np.random.default_rng(7)
+    for name, (h, w, c) in IMAGES.items():
+        shape = (h, w) if c == 1 else (h, w, c)
+        Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(sb.images / name)
+    assert hepix("keygen", "--out", sb.keys, "--preset", "addonly-2048") == 0
+    assert hepix("export-public", "--keys", sb.keys, "--out", sb.pub) == 0
+    assert hepix("encrypt", "--keys", sb.pub, "--input", sb.images, "--out", sb.enc, "--owner", sb.owner,
+                 "--tile", "8x8", "--halo", "1", *SPARK) == 0
+    sb.where = split_by_image(sb.enc)
+    sb.ids = sorted(sb.where)
+    sb.conf = sb.root / "spark.conf"
+    sb.conf.write_text("spark.executor.pyspark.memory 2g\n")
+    # sentinels: what a manifest could point outside the run at
+    sb.outside.mkdir()
+    shutil.copy(sb.enc / "ciphertexts" / sb.where[sb.ids[0]], sb.outside / "part-00000-outside.parquet")
+    (sb.outside / "secret.txt").write_text("nothing for the cluster\n")
+    # the untouched run processed once: what process must still produce for the images left alone
+    assert hepix("process", "--keys", sb.pub, "--input", sb.enc, "--out", sb.root / "baseline-proc",
+                 "--op", "brightness:5", *SPARK) == 0
+    sb.processed = ciphertexts_by_key(sb.root / "baseline-proc")
+    return sb
+
+
+def ciphertexts_by_key(run: Path) -> dict[tuple, bytes]:
+    t = ds.dataset(str(run / "ciphertexts"), format="parquet").to_table(
+        columns=["image_id", "channel", "tile_y", "tile_x", "index", "ct"])
+    return {(r["image_id"], r["channel"], r["tile_y"], r["tile_x"], r["index"]): r["ct"] for r in t.to_pylist()}
+
+
+# --- forgeries ----------------------------------------------------------------------------------------
+
+PATHLIKE = st.sampled_from(["../../escape", "../../../../../tmp/escape", "/etc/passwd", "a/b", "..", ".", "",
+                            "x" * 300, "ÄÖ-ü", "C:\\\\x", "\x00", "-", "ABCDEF0123456789ABCDEF0123456789"])
+IDS = st.one_of(PATHLIKE, st.text(min_size=0, max_size=40), st.from_regex(r"[a-z0-9][a-z0-9-]{0,63}", fullmatch=True))
+INTS = st.one_of(st.integers(-3, 40), st.sampled_from([2**31 - 1, -2**31, 2**16, 2**30, 4096]))
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
+                    | st.text(max_size=20), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c,
+                                                                                                  max_size=3),
+                    max_leaves=6)
+
+
+@st.composite
+def row_forgery(draw):
+    column = draw(st.sampled_from(["image_id", "image_height", "image_width", "image_channels", "tile_y", "tile_x",
+                                   "y", "h", "channel", "index", "halo", "tile_h", "ct", "key_fingerprint", "ops",
+                                   "post_scale", "layout", "preset"]))
+    if column == "image_id":
+        value = draw(IDS)
+    elif column == "ct":
+        value = draw(st.sampled_from(["truncated", "above-q", "random", "empty", "swap", "double"]))
+    elif column == "key_fingerprint":
+        value = draw(st.sampled_from(["0" * 64, "f" * 64, "", "../x"]))
+    elif column == "ops":
+        value = draw(st.lists(st.sampled_from(["brightness:5", "meanfilter:3", "meanfilter:181", "watermark:1,1,5",
+                                               "nonsense", "match:x"]), max_size=3))
+    elif column == "post_scale":
+        value = draw(st.sampled_from([0.0, -1.0, float("nan"), float("inf"), 1e300, 0.5]))
+    elif column in ("layout", "preset"):
+        value = draw(st.sampled_from(["pixel", "packed-complex", "digits", "paper-4096", "", "../x"]))
+    else:
+        value = draw(INTS)
+    rows = draw(st.sampled_from(["first", "all"]))
+    return ("row", column, value, rows)
+
+
+@st.composite
+def file_forgery(draw):
+    how = draw(st.sampled_from(["traverse", "absent", "duplicate", "garble", "drop", "schema", "empty-file"]))
+    name = draw(st.sampled_from(["../../outside/part-00000-outside.parquet", "../../../../etc/passwd", "/etc/passwd",
+                                 "sub/x.parquet", "..", "_manifest.json"]))
+    return ("file", how, name, None)
+
+
+@st.composite
+def manifest_forgery(draw):
+    field = draw(st.sampled_from(["surprise", "counts", "ops", "format", "files", "options", "layout", "preset",
+                                  "params", "key_fingerprint", "status", "job", "run_id", "runs", "parent", "input"]))
+    how = draw(st.sampled_from(["replace", "delete", "sub"]))
+    value = draw(JSON)
+    return ("manifest", field, value, how)
+
+
+FORGERIES = st.lists(st.one_of(row_forgery(), file_forgery()), min_size=1, max_size=3)
+
+
+def forge(sb: Sandbox, run: Path, forgeries, victims) -> set[str]:
+    """Apply ``forgeries`` (each on its victim image) to ``run``; returns the images they touched ("*": all)."""
+    doc = json.loads((run / "_manifest.json").read_text())
+    touched: set[str] = set()
+    for (kind, a, b, c), victim in zip(forgeries, victims):
+        if kind == "manifest":
+            touched.add("*")
+            if c == "delete":
+                doc.pop(a, None)
+            elif c == "sub" and isinstance(doc.get(a), dict) and doc[a]:
+                doc[a][sorted(doc[a])[0]] = b
+            else:
+                doc[a] = b
+            continue
+        name = sb.where[victim]
+        touched.add(victim)
+        entries = doc.get("files", {}).get("ciphertexts", [])
+        i = next((k for k, e in enumerate(entries) if e.get("name") == name), None)
+        if i is None:                                   # an earlier forgery renamed or dropped it already
+            continue
+        path = run / "ciphertexts" / name
+        if kind == "file":
+            if a == "traverse":
+                entries[i]["name"] = b
+            elif a == "absent":
+                entries[i]["name"] = "part-77777-absent.parquet"
+            elif a == "duplicate":
+                entries.append(dict(entries[i]))
+            elif a == "garble":
+                path.write_bytes(random_bytes(path.read_bytes()[:4000], seed=len(name)))
+            elif a == "drop":
+                entries.pop(i)
+            elif a == "schema":
+                t = pq.read_table(path)
+                t = t.set_column(t.schema.get_field_index("image_height"), "image_height",
+                                 pa.array([str(v) for v in t.column("image_height").to_pylist()]))
+                pq.write_table(t, path)
+            elif a == "empty-file":
+                path.write_bytes(b"")
+            continue
+        t = pq.read_table(path)
+        n = t.num_rows
+        mask = [k == 0 or c == "all" for k in range(n)]
+        if a == "ct":
+            other = pq.read_table(run / "ciphertexts" / sb.where[next(x for x in sb.ids if x != victim)])
+            fn = {"truncated": truncated, "above-q": coefficient_above_q, "random": random_bytes,
+                  "empty": lambda ct: b"", "swap": lambda ct: other.column("ct")[0].as_py(),
+                  "double": lambda ct: ct + ct}[b]
+            if b == "swap":
+                touched.add("swap:" + victim)
+            new = [fn(v) if m else v for v, m in zip(t.column("ct").to_pylist(), mask)]
+        else:
+            field = t.schema.field(a)
+            try:
+                new = [b if m else v for v, m in zip(t.column(a).to_pylist(), mask)]
+                pa.array(new, type=field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+                continue                                # not storable in this column's type: no forgery
+        i_col = t.schema.get_field_index(a)
+        t = t.set_column(i_col, t.schema.field(i_col), pa.array(new, type=t.schema.field(i_col).type))
+        t = with_checksums(t)
+        pq.write_table(t, path, compression="none")
+        e = next((e for e in entries if e["name"] == name), None)
+        if e is not None:
+            e.update(bytes=path.stat().st_size, rows=t.num_rows, xxh3_xor=xor_all(t.column("ct_xxh3").to_numpy()))
+    (run / "_manifest.json").write_text(json.dumps(doc, indent=2, default=str))
+    return touched
+
+
+# --- watching the job ---------------------------------------------------------------------------------
+
+_OPENED: list[str] | None = None
+
+
+def _audit(event, args):
+    if _OPENED is not None and event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_audit)
+
+
+class Watch:
+    """What a job read (Python opens, Spark reads) and wrote under the sandbox, and its driver's peak."""
+
+    def __init__(self, sb: Sandbox, allowed_reads: list[Path], out: Path):
+        self.sb, self.allowed, self.out = sb, [p.resolve() for p in allowed_reads], out.resolve()
+        self.spark_reads: list[str] = []
+
+    def __enter__(self):
+        global _OPENED
+        from pyspark.sql.readwriter import DataFrameReader
+
+        self.before = {p: p.stat().st_mtime_ns for p in self.sb.root.rglob("*") if p.is_file()}
+        real_parquet, real_load = DataFrameReader.parquet, DataFrameReader.load
+        watch = self
+
+        def parquet(reader, *paths, **kw):
+            watch.spark_reads.extend(str(p) for p in paths)
+            return real_parquet(reader, *paths, **kw)
+
+        def load(reader, path=None, *a, **kw):
+            if path is not None:
+                watch.spark_reads.extend([path] if isinstance(path, str) else list(path))
+            return real_load(reader, path, *a, **kw)
+
+        self._patches = [mock.patch.object(DataFrameReader, "parquet", parquet),
+                         mock.patch.object(DataFrameReader, "load", load)]
+        for p in self._patches:
+            p.start()
+        _OPENED = []
+        tracemalloc.start()
+        return self
+
+    def __exit__(self, *exc):
+        global _OPENED
+        _, self.peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        self.opened, _OPENED = _OPENED, None
+        for p in self._patches:
+            p.stop()
+        return False
+
+    def _inside(self, path: str, roots) -> bool:
+        p = Path(path.removeprefix("file://").removeprefix("file:")).resolve()
+        return any(p == r or p.is_relative_to(r) for r in roots)
+
+    def check(self) -> None:
+        root = self.sb.root.resolve()
+        for path in self.opened + self.spark_reads:
+            if "://" in path and not path.startswith("file:"):
+                continue
+            if self._inside(path, [root]):
+                assert self._inside(path, self.allowed + [self.out]), f"the job read {path}"
+        after = {p: p.stat().st_mtime_ns for p in self.sb.root.rglob("*") if p.is_file()}
+        changed = [p for p, t in after.items() if self.before.get(p) != t]
+        outside = [p for p in changed if not p.resolve().is_relative_to(self.out)]
+        assert outside == [], f"the job wrote outside its output: {outside[:3]}"
+        assert self.peak < DRIVER_PEAK, f"the driver traced {self.peak / 2**20:.0f} MB of Python allocations"
+
+
+def run_job(capfd, argv, watch: Watch) -> int:
+    capfd.readouterr()
+    with watch:
+        rc = hepix(*argv)               # an exception here (a traceback) fails the example
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out, err[-2000:]
+    assert rc in (0, 1, 2)
+    if rc == 2:
+        lines = [ln for ln in err.strip().splitlines() if ln.startswith("hepix ")]
+        assert len(lines) == 1, err[-2000:]
+    watch.check()
+    return rc
+
+
+def fresh_copy(sb: Sandbox) -> tuple[Path, Path]:
+    d = sb.example_dir()
+    run = d / "in"
+    shutil.copytree(sb.enc, run)
+    return d, run
+
+
+def table(path: Path) -> list[dict]:
+    return ds.dataset(str(path), format="parquet").to_table().to_pylist() if path.exists() else []
+
+
+# --- the Spark jobs -------------------------------------------------------------------------------------
+
+@pytest.mark.spark
+@settings(JOBS, max_examples=6)
+@given(data=st.data(), forgeries=FORGERIES)
+def test_decrypt_of_a_forged_run(sandbox, capfd, data, forgeries):
+    sb = sandbox
+    d, run = fresh_copy(sb)
+    victims = [data.draw(st.sampled_from(sb.ids)) for _ in forgeries]
+    touched = forge(sb, run, forgeries, victims)
+    out = d / "dec"
+    watch = Watch(sb, [run, sb.keys, sb.owner, sb.images, sb.conf], out)
+    rc = run_job(capfd, ["decrypt", "--keys", sb.keys, "--input", run, "--out", out, "--owner", sb.owner,
+                         "--images", sb.images, "--png", "--conf", sb.conf, *SPARK], watch)
+    assert rc in (0, 2)
+    if rc == 2:
+        return
+    doc = json.loads((out / "_manifest.json").read_text())
+    c = doc["counts"]
+    assert c["images_in"] == c["images_decrypted"] + c["images_rejected"]
+    metrics = {m["image_id"]: m for m in table(out / "metrics")}
+    swapped = {t.removeprefix("swap:") for t in touched if t.startswith("swap:")}
+    for iid, m in metrics.items():
+        if iid not in swapped:          # a decrypted image is exact: a forgery never yields a wrong picture
+            assert m["reference"] == "original" and m["exact_fraction"] == 1.0, m
+    for iid in set(sb.ids) - touched:    # the images left alone are all there
+        assert iid in metrics, (iid, table(out / "rejects"))
+    pngs = list((out / "images").iterdir()) if (out / "images").exists() else []
+    assert len(pngs) == len(metrics)
+
+
+@pytest.mark.spark
+@settings(JOBS, max_examples=4)
+@given(data=st.data(), forgeries=FORGERIES)
+def test_process_of_a_forged_run(sandbox, capfd, data, forgeries):
+    sb = sandbox
+    d, run = fresh_copy(sb)
+    victims = [data.draw(st.sampled_from(sb.ids)) for _ in forgeries]
+    touched = forge(sb, run, forgeries, victims)
+    out = d / "proc"
+    watch = Watch(sb, [run, sb.pub, sb.conf], out)
+    rc = run_job(capfd, ["process", "--keys", sb.pub, "--input", run, "--out", out, "--op", "brightness:5",
+                         "--conf", sb.conf, *SPARK], watch)
+    assert rc in (0, 2)
+    if rc == 2:
+        return
+    c = json.loads((out / "_manifest.json").read_text())["counts"]
+    assert c["images_in"] == c["images_encrypted"] + c["images_rejected"]
+    got = ciphertexts_by_key(out)
+    for key, ct in got.items():          # whatever was processed is byte for byte the untouched run's
+        if key[0] not in {t.removeprefix("swap:") for t in touched}:
+            assert ct == sb.processed[key], key
+    for iid in set(sb.ids) - touched:
+        assert {k for k in got if k[0] == iid} == {k for k in sb.processed if k[0] == iid}, iid
+
+
+@pytest.mark.spark
+@settings(JOBS, max_examples=3)
+@given(data=st.data(), forgeries=FORGERIES)
+def test_verify_of_a_forged_run(sandbox, capfd, data, forgeries):
+    sb = sandbox
+    d, run = fresh_copy(sb)
+    victims = [data.draw(st.sampled_from(sb.ids)) for _ in forgeries]
+    forge(sb, run, forgeries, victims)
+    rc = run_job(capfd, ["verify", run, "--rejects", d / "v", *SPARK], Watch(sb, [run], d / "v"))
+    assert rc in (0, 1, 2)
+
+
+@pytest.mark.spark
+@settings(JOBS, max_examples=4)
+@given(forgery=manifest_forgery())
+def test_process_of_a_forged_manifest(sandbox, capfd, forgery):
+    sb = sandbox
+    d, run = fresh_copy(sb)
+    forge(sb, run, [forgery], [sb.ids[0]])
+    out = d / "proc"
+    rc = run_job(capfd, ["process", "--keys", sb.pub, "--input", run, "--out", out, "--op", "brightness:5",
+                         "--conf", sb.conf, *SPARK], Watch(sb, [run, sb.pub, sb.conf], out))
+    if rc == 0:                          # a field processing does not depend on: the images are all there
+        c = json.loads((out / "_manifest.json").read_text())["counts"]
+        assert c["images_in"] == c["images_encrypted"] + c["images_rejected"]
+
+
+# --- audit: no Spark, more examples ---------------------------------------------------------------------
+
+@settings(HOSTILE, max_examples=12)
+@given(data=st.data(), forgeries=st.lists(st.one_of(row_forgery(), file_forgery(), manifest_forgery()),
+                                          min_size=1, max_size=3))
+def test_audit_of_a_forged_run(sandbox, capfd, data, forgeries):
+    sb = sandbox
+    d, run = fresh_copy(sb)
+    victims = [data.draw(st.sampled_from(sb.ids)) for _ in forgeries]
+    touched = forge(sb, run, forgeries, victims)
+    out = d / "audit"
+    rc = run_job(capfd, ["audit", "--input", run, "--out", out, "--seed", "1"], Watch(sb, [run], out))
+    assert rc in (0, 2)
+    if rc == 0 and "*" not in touched:
+        audited = {r["image_id"] for r in table(out / "audit") if r["test"] != "metadata"}
+        assert set(sb.ids) - touched <= audited
+
+
+# --- pure functions: many examples -----------------------------------------------------------------------
+
+@settings(HOSTILE, max_examples=150)
+@given(forgery=manifest_forgery())
+def test_a_forged_manifest_is_a_manifest_or_one_field_named(sandbox, forgery):
+    from schemas.manifest import FILE_NAME, ManifestInvalid, RunManifest
+
+    doc = json.loads((sandbox.enc / "_manifest.json").read_text())
+    _, field, value, how = forgery
+    if how == "delete":
+        doc.pop(field, None)
+    elif how == "sub" and isinstance(doc.get(field), dict) and doc[field]:
+        doc[field][sorted(doc[field])[0]] = value
+    else:
+        doc[field] = value
+    try:
+        m = RunManifest.from_json(json.dumps(doc, default=str))
+    except ManifestInvalid as e:
+        assert "\n" not in str(e) and "field '" in str(e)
+        return
+    for entries in m.files.values():
+        assert all(FILE_NAME.match(e["name"]) for e in entries)
+    assert isinstance(m.counts.images_in, int)
+
+
+@settings(HOSTILE, max_examples=300)
+@given(name=st.one_of(PATHLIKE, st.text(max_size=60)))
+def test_a_listed_name_resolves_inside_its_directory_or_is_refused(name):
+    from hecore.errors import ManifestError
+    from jobs.storage import inside
+
+    for base in ("/data/run/ciphertexts", "hdfs://nn:9820/run/ciphertexts", "file:/data/run/ciphertexts"):
+        try:
+            path = inside(base, name)
+        except ManifestError:
+            continue
+        assert path.rsplit("/", 1)[0] == base and "/" not in name and name not in (".", "..")
+
+
+@settings(HOSTILE, max_examples=300)
+@given(image_id=st.one_of(IDS, st.text(max_size=80)), source=st.one_of(st.none(), st.text(max_size=80), PATHLIKE))
+def test_a_png_name_stays_in_its_directory(tmp_path_factory, image_id, source):
+    from jobs.tasks.metrics import png_path
+
+    d = tmp_path_factory.getbasetemp() / "pngs"
+    d.mkdir(exist_ok=True)
+    try:
+        path = png_path(str(d), image_id, source)
+    except ValueError:
+        return
+    assert Path(path).parent == d.resolve() and Path(path).name.endswith(".png")
+
+
+@settings(HOSTILE, max_examples=60)
+@given(data=st.data(), forgery=row_forgery())
+def test_the_row_checks_catch_every_forged_row_by_itself_or_with_its_image(sandbox, data, forgery):
+    from hecore.checks import CiphertextChecker
+    from hecore.params import preset
+    from jobs.rowcheck import ImageSummary, RowExpect, check_batch, image_problems
+
+    sb = sandbox
+    victim = data.draw(st.sampled_from(sb.ids))
+    t = pq.read_table(sb.enc / "ciphertexts" / sb.where[victim])
+    doc = json.loads((sb.enc / "_manifest.json").read_text())
+    expect = RowExpect(fingerprint=doc["key_fingerprint"], layout="packed", preset="addonly-2048", ops=(),
+                       tile=(8, 8), halo=1)
+    if getattr(sb, "checker", None) is None:
+        sb.checker = CiphertextChecker.for_params(preset("addonly-2048"))
+
+    def verdict(table):
+        problems = check_batch(table.to_batches()[0], expect, sb.checker)
+        good = [r for r, p in zip(table.to_pylist(), problems) if p is None]
+        image = None
+        if len(good) == table.num_rows:
+            ids = {r["image_id"] for r in good}
+            if len(ids) == 1:
+                col = lambda k: [r[k] for r in good]                         # noqa: E731
+                image = image_problems(ImageSummary(
+                    good[0]["image_id"], len(good), len({(r["channel"], r["tile_y"], r["tile_x"], r["index"])
+                                                          for r in good}), good[0]["layout"],
+                    (min(col("image_height")), max(col("image_height"))), (min(col("image_width")), max(col("image_width"))),
+                    (min(col("image_channels")), max(col("image_channels"))),
+                    (min(col("tile_h")), max(col("tile_h")), min(col("tile_w")), max(col("tile_w")))))
+            else:
+                image = ("split-image", "")
+        return problems, image
+
+    assert verdict(t) == ([None] * t.num_rows, None)                 # the untouched rows and image pass
+    _, column, value, rows = forgery
+    if column == "ct":
+        assume(value != "swap")                                      # a valid ciphertext of the right key: undetectable
+        value = {"truncated": truncated, "above-q": coefficient_above_q, "random": random_bytes,
+                 "empty": lambda ct: b"", "double": lambda ct: ct + ct}[value](t.column("ct")[0].as_py())
+    field = t.schema.field(column)
+    old = t.column(column).to_pylist()
+    new = [value if (k == 0 or rows == "all") else v for k, v in enumerate(old)]
+    try:
+        arr = pa.array(new, type=field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        assume(False)
+    assume(arr.to_pylist() != old)
+    forged = with_checksums(t.set_column(t.schema.get_field_index(column), field, arr))
+    problems, image = verdict(forged)
+    if column == "image_id" and rows == "all" and image is None:
+        assert forged.column("image_id")[0].as_py() != victim         # a consistent new id: the owner map's catch
+        return
+    assert any(p is not None for p in problems) or image is not None, (column, value)
+    for p in problems:
+        assert p is None or (p[0] and "\n" not in p[0])
+
+
+@settings(HOSTILE, max_examples=200)
+@given(h=INTS, w=INTS, c=INTS, rows=st.integers(1, 8))
+def test_assembling_never_allocates_what_the_rows_claim(h, w, c, rows):
+    from jobs.tasks.decrypt import assemble_group
+    from schemas.stages import DECRYPTED
+
+    n = rows
+    t = pa.Table.from_pylist([{"image_id": "a" * 32, "image_height": h, "image_width": w, "image_channels": c,
+                               "layout": "packed", "strategy": "fresh", "security": "ind-cpa", "preset": "p",
+                               "ops": [], "channel": 0, "py": k, "px": 0, "raw": 1.0, "cts": 1, "ct_bytes": 1,
+                               "encrypt_seconds": 0.0, "process_seconds": 0.0, "decrypt_seconds": 0.0, "error": None}
+                              for k in range(n)], schema=DECRYPTED)
+    tracemalloc.start()
+    try:
+        out = assemble_group(t, max_values=4096).to_pylist()[0]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20
+    if out["reject_reason"] is None:
+        assert h * w * c == n
+
+
+def test_the_watch_sees_a_read_and_a_write_outside_and_a_big_allocation(sandbox):
+    """The invariants above can fail: a read of a sentinel, a write beside the output, a large allocation."""
+    sb = sandbox
+    out = sb.example_dir() / "out"
+    import subprocess
+
+    for act, message in ((lambda: (sb.outside / "secret.txt").read_text(), "read"),
+                         # a write from another process (as the JVM's): seen by the files' times, not by Python
+                         (lambda: subprocess.run(["touch", str(sb.root / "ex" / "stray.txt")], check=True),
+                          "wrote outside"),
+                         (lambda: bytearray(DRIVER_PEAK + 2**20), "driver traced")):
+        watch = Watch(sb, [sb.enc], out)
+        with watch:
+            kept = act()
+        with pytest.raises(AssertionError, match=message):
+            watch.check()
+        del kept
+    (sb.root / "ex" / "stray.txt").unlink()
