@@ -11,6 +11,8 @@ can take, and if not, why (a short reason for the ``rejects`` table and a detail
 * ``decompression-bomb``: a compressed ciphertext that would inflate past that size (SEAL would
   allocate whatever the stream inflates to before looking at it);
 * ``parameters-mismatch``: a header of other parameters, scale or level where the fixed format is needed;
+* ``compact-refused``: a ciphertext in hepix's compact at-rest format (:mod:`hecore.atrest`) whose header,
+  size or residues are not those of these parameters (checked before it is expanded for SEAL);
 * ``seal-refused``: SEAL's own load refuses it (truncated data, a coefficient not below its prime, a
   ``parms_id`` outside the context, a size or scale out of bounds).
 
@@ -24,6 +26,8 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+
+from .atrest import Compactor, MalformedCiphertext, is_compact
 
 #: SEAL 4.1's serialization header: magic 0xA15E, header size, version, compression mode, total size.
 _MAGIC = 0xA15E
@@ -74,6 +78,11 @@ class CiphertextChecker:
                                               f"than {self.max_bytes}")
         if self.fixed is not None:
             return self._fixed_problem(ct)
+        if is_compact(ct):                  # hepix's at-rest format: checked and expanded to SEAL's bytes first
+            try:
+                ct = Compactor.for_params(self.params).expand_one(ct)
+            except MalformedCiphertext as e:
+                return Problem("compact-refused", f"the compact ciphertext ({n} bytes) is malformed: {e}")
         bomb = self._inflates_too_far(ct)
         if bomb is not None:
             return bomb
