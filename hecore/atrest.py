@@ -28,7 +28,7 @@ the header against the context, the exact size and every stored value against it
 or forged bytes raise :class:`MalformedCiphertext` (a ValueError), never reach SEAL unchecked.
 
 The conversions are native (``hepix_seal``, GIL released, batched); without the extension,
-:class:`hecore.encrypt.symmetric.NativeExtensionMissing` says how to build it.
+:class:`hecore.seal.NativeExtensionMissing` says how to build it.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ import numpy as np
 
 from .ciphertexts import CiphertextBatch
 from .errors import HepixError
+from .seal import native_module, pyfhel_for, seal_context_bytes
 
 MAGIC = b"HPXC"
 HEADER_SIZE = 24
@@ -122,8 +123,6 @@ def is_compact(ct) -> bool:
 
 
 def _native():
-    from hecore.encrypt.symmetric import native_module
-
     return native_module()
 
 
@@ -209,18 +208,13 @@ class Compactor:
 
 @functools.lru_cache(maxsize=8)
 def _compactor_for_context(context: bytes) -> Compactor:
-    from hecore.encrypt.symmetric import seal_context_bytes
-
     sec, _scale, seal_bytes = seal_context_bytes(context)
     return Compactor(seal_bytes, sec)
 
 
 @functools.lru_cache(maxsize=8)
 def _compactor_for_params(params) -> Compactor:
-    from hecore.context import _pyfhel_for
-    from hecore.encrypt.symmetric import seal_context_bytes
-
-    sec, _scale, seal_bytes = seal_context_bytes(_pyfhel_for(params).to_bytes_context(compr_mode="none"))
+    sec, _scale, seal_bytes = seal_context_bytes(pyfhel_for(params).to_bytes_context(compr_mode="none"))
     return Compactor(seal_bytes, sec)
 
 

@@ -64,9 +64,9 @@ class CiphertextChecker:
     @classmethod
     def for_params(cls, params) -> "CiphertextChecker":
         """A keyless checker: SEAL's context for ``params`` (it regenerates the primes from them)."""
-        from .context import _pyfhel_for
+        from .seal import pyfhel_for
 
-        return cls(_pyfhel_for(params), params)
+        return cls(pyfhel_for(params), params)
 
     def problem(self, ct) -> Problem | None:
         """None when ``ct`` is a ciphertext this context takes, else what is wrong with it."""

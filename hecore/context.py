@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from Pyfhel import PyCtxt, PyPtxt, Pyfhel
+from Pyfhel import PyCtxt, Pyfhel, PyPtxt
 
 from .ciphertexts import CiphertextFormat
 from .errors import HepixError, SecretKeyMissing
 from .params import Params
+from .seal import pyfhel_for
 
 log = logging.getLogger(__name__)
 
@@ -43,28 +43,6 @@ class PublicMaterial:
         h.update(self.params.canonical_bytes())
         h.update(hashlib.sha256(self.public_key).digest())
         return h.hexdigest()
-
-
-def _pyfhel_for(params: Params) -> Pyfhel:
-    params.validate()
-    he = Pyfhel()
-    with warnings.catch_warnings():
-        # A single-prime (add-only) preset cannot rescale; Pyfhel warns about it on every
-        # context.  That is the documented nature of the preset, not news to the user.
-        if len(params.qi_sizes) == 1:
-            warnings.filterwarnings("ignore", message=".*do not support rescaling.*")
-        if params.is_integer:
-            he.contextGen(scheme=params.scheme, n=params.n, t_bits=params.plain_modulus_bits,
-                          qi_sizes=list(params.qi_sizes), sec=params.security_bits)
-            if int(he.t) != params.plain_modulus:      # integer_slots and the planner rely on it
-                raise HepixError(f"SEAL chose t = {int(he.t)} for {params.describe()}, not the expected "
-                                 f"{params.plain_modulus}")
-        else:
-            he.contextGen(
-                scheme=params.scheme, n=params.n, scale=2.0 ** params.scale_bits,
-                qi_sizes=list(params.qi_sizes), sec=params.security_bits,
-            )
-    return he
 
 
 def integer_slots(values, params: Params) -> np.ndarray:
@@ -108,7 +86,7 @@ class HEContext:
         (SEAL composes any other step from them) for the packed layout's filters
         and sums: about 6 MB at N=4096, 34 MB at N=8192 (compressed).
         """
-        he = _pyfhel_for(params)
+        he = pyfhel_for(params)
         he.keyGen()
         relin = rotate = None
         if params.supports_keyswitching:
@@ -167,7 +145,7 @@ class HEContext:
         """
         if len(self._he.qi):
             return tuple(int(q) for q in self._he.qi)
-        ref = _pyfhel_for(self.params)
+        ref = pyfhel_for(self.params)
         if ref.to_bytes_context(compr_mode="none") != self._he.to_bytes_context(compr_mode="none"):
             raise HepixError(
                 f"the stored context is not the one {self.params.describe()} generates; "
@@ -352,7 +330,7 @@ class PlainCodec:
         if params.is_integer:
             raise HepixError(f"PlainCodec is for CKKS; {params.name} is {params.scheme.upper()}")
         self.params = params
-        self._he = he if he is not None else _pyfhel_for(params)
+        self._he = he if he is not None else pyfhel_for(params)
         self._templates: dict[bytes, bytes] = {}
         template = self._he.encodeFrac(np.zeros(1)).to_bytes(compr_mode="none")
         self.top_parms_id = template[PARMS_ID]
@@ -390,13 +368,13 @@ class PlainCodec:
 def chain_primes(params: Params) -> tuple[int, ...]:
     """Every prime of the coefficient modulus ``params`` gives (special prime last): SEAL chooses
     them deterministically from (N, bit sizes), so no key is needed."""
-    return tuple(int(q) for q in _pyfhel_for(params).qi)
+    return tuple(int(q) for q in pyfhel_for(params).qi)
 
 
 def uncompressed_ciphertexts(params: Params, cts) -> list[bytes]:
     """``cts`` (serialized ciphertexts of ``params``, compressed or seeded) re-serialized
     uncompressed with every component expanded -- SEAL does that when it loads them; no key."""
-    he = _pyfhel_for(params)
+    he = pyfhel_for(params)
     cts = [bytes(c) for c in cts]
     if any(c[:4] == _COMPACT_MAGIC for c in cts):          # hepix's compact format: expanded natively
         from .atrest import Compactor

@@ -19,7 +19,6 @@ the real and imaginary parts, two pixels per slot) take it as they take the publ
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import replace
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
 from hecore.context import HEContext, PublicMaterial
 from hecore.errors import HepixError, KeyMismatch
+from hecore.seal import NativeExtensionMissing, native_module, seal_context_bytes
 
 from .base import Encryptor
 
@@ -39,48 +39,12 @@ COMPRESSIONS = ("none", "zstd", "zlib")
 DEFAULT_COMPRESSION = "none"
 
 
-class NativeExtensionMissing(HepixError):
-    """The ``hepix_seal`` extension is not installed (``make setup`` builds it)."""
-
-
-def native_module():
-    """The ``hepix_seal`` extension module, or :class:`NativeExtensionMissing` saying how to build it."""
-    try:
-        import hepix_seal
-    except ImportError as e:
-        raise NativeExtensionMissing(
-            f"symmetric encryption needs hepix's native extension hepix_seal, which cannot be imported ({e}); "
-            "build and install it with `make setup` (tools/build_native.sh), or encrypt with the public key "
-            "(--encryption public)"
-        ) from None
-    return hepix_seal
-
-
 def available() -> bool:
     try:
         native_module()
     except NativeExtensionMissing:
         return False
     return True
-
-
-def seal_context_bytes(context: bytes) -> tuple[int, float, bytes]:
-    """Split Pyfhel's ``to_bytes_context`` into (security bits, scale, SEAL's EncryptionParameters bytes).
-
-    Pyfhel 3.5 writes its own prefix before SEAL's serialization: the security level (int32),
-    the number of prime sizes (uint64), the sizes (int32 each) and the scale (float64).
-    """
-    head = struct.Struct("<iQ")
-    if len(context) < head.size:
-        raise HepixError(f"the context is {len(context)} bytes, too short to be a Pyfhel context")
-    sec, count = head.unpack_from(context)
-    if not 0 <= count <= 64:
-        raise HepixError(f"the context bytes do not start with a Pyfhel context prefix ({count} prime sizes)")
-    offset = head.size + 4 * count
-    if len(context) < offset + 8:
-        raise HepixError("the context bytes end inside Pyfhel's prefix")
-    (scale,) = struct.unpack_from("<d", context, offset)
-    return sec, scale, bytes(context[offset + 8:])
 
 
 class SymmetricEncryptor(Encryptor):
