@@ -38,7 +38,7 @@ from hecore.context import PlainCodec, chain_primes
 from hecore.errors import HepixError, ImageError
 from hecore.layouts import Layout
 from hecore.params import Params
-from schemas.manifest import Counts
+from schemas.manifest import Counts, RunManifest
 from schemas.tables import AUDIT, CIPHERTEXTS, REJECTS
 
 from . import runinfo
@@ -114,8 +114,8 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
             missing = [f.name for f in CIPHERTEXTS if f.name not in schema.names or
                        not schema.field(f.name).type.equals(f.type)]
             if missing:
-                rejects.append(reject_row("", "audit", e["name"], "bad-file-schema",
-                                          f"{e['name']}: columns {', '.join(missing[:4])} are missing or of another type"))
+                rejects.append(reject_row("", "audit", e["name"], "bad-file-schema", f"{e['name']}: columns "
+                                          f"{', '.join(missing[:4])} are missing or of another type"))
                 continue
             extra += [f for f in schema if f.name not in CIPHERTEXTS.names and f.name not in [x.name for x in extra]]
         except (OSError, pa.ArrowInvalid) as err:
@@ -126,28 +126,14 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
 
 
 def run(args) -> int:
-    src, dst = _local(args.input), _local(args.out)
-    if not (src / MANIFEST).is_file():
-        raise HepixError(f"{args.input} holds no complete hepix run (no _manifest.json); audit the output "
-                         "directory of `hepix encrypt` or `hepix process`")
-    parent = parse_manifest((src / MANIFEST).read_text(), str(src / MANIFEST))
-    if parent.job not in ("encrypt", "process") or not parent.params or not parent.preset:
-        raise HepixError(f"{args.input} holds a '{parent.job}' run; audit the output of encrypt or process")
-    if args.max_ciphertexts < 2:
-        raise HepixError(f"--max-ciphertexts {args.max_ciphertexts}: the tests compare ciphertexts, give 2 or more")
-    if dst.exists() and any(dst.iterdir()):
-        raise HepixError(f"{args.out} exists and is not empty; choose a new directory")
+    src, dst, parent = _open_input(args)
+    params = Params.from_json(parent.params)
     owner = None
     if args.owner:
         from .owner import OwnerMap
 
         owner = OwnerMap.load(args.owner)
-    params = Params.from_json(parent.params)
-    primes = chain_primes(params)                       # public: SEAL regenerates them from the parameters
-    codec = None if params.is_integer else PlainCodec(params)
     candidates = _candidates(args.images, args.recursive, parent.options) if args.images else []
-    truth_images = {hashlib.sha256(c).hexdigest(): px for _, c, px in candidates if px is not None}
-    rng = np.random.default_rng(args.seed)
     run_id, started = runinfo.new_run_id(), runinfo.now()
     print(f"hepix audit {run_id}: {args.input} ({parent.layout} layout, strategy {parent.strategy} labelled "
           f"{parent.security}, {params.name}) -> {args.out}; no key used")
@@ -160,8 +146,53 @@ def run(args) -> int:
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         dataset = ds.dataset([str(p) for p in files], format="parquet", schema=CIPHERTEXTS)
     bad, per_image, images_seen = check_rows(dataset, parent, run_id, rejects)
+    t_all = time.perf_counter()
+    rows, n_cts = _audit_channels(dataset, params, owner, candidates, args, dst, bad, rejects,
+                                  {"run_id": run_id, "input_run_id": parent.run_id})
+    rows += _metadata_rows(dataset, parent, candidates, {i: d for i, d in per_image.items() if i not in bad},
+                           run_id, n_cts)
+    seconds = time.perf_counter() - t_all
+    _write(dst, rows, rejects, RunManifest(
+        job="audit", run_id=run_id, status="complete", created=started.isoformat(),
+        finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
+        strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
+        key_fingerprint=parent.key_fingerprint, ops=parent.ops,
+        options={"images": args.images, "seed": args.seed, "owner": owner is not None},
+        counts=Counts(images_in=len(images_seen), images_encrypted=len({r["image_id"] for r in rows
+                                                                        if r["test"] != "metadata"}),
+                      images_rejected=len(bad), ciphertexts=n_cts, rejects=len(rejects)),
+        timings={"audit_seconds": seconds}, versions=runinfo.versions(),
+        parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output}))
+    _print_summary(args, parent, rows, rejects, bad, n_cts, seconds)
+    return exit_status(args, len(rejects))
+
+
+def _open_input(args):
+    """The input and output directories and the input run's manifest, or a one-line refusal."""
+    src, dst = _local(args.input), _local(args.out)
+    if not (src / MANIFEST).is_file():
+        raise HepixError(f"{args.input} holds no complete hepix run (no _manifest.json); audit the output "
+                         "directory of `hepix encrypt` or `hepix process`")
+    parent = parse_manifest((src / MANIFEST).read_text(), str(src / MANIFEST))
+    if parent.job not in ("encrypt", "process") or not parent.params or not parent.preset:
+        raise HepixError(f"{args.input} holds a '{parent.job}' run; audit the output of encrypt or process")
+    if args.max_ciphertexts < 2:
+        raise HepixError(f"--max-ciphertexts {args.max_ciphertexts}: the tests compare ciphertexts, give 2 or more")
+    if dst.exists() and any(dst.iterdir()):
+        raise HepixError(f"{args.out} exists and is not empty; choose a new directory")
+    return src, dst, parent
+
+
+def _audit_channels(dataset, params: Params, owner, candidates, args, dst: Path, bad: set, rejects: list[dict],
+                    ids: dict) -> tuple[list[dict], int]:
+    """Run the distinguishers on each good image channel (its first ``--max-ciphertexts`` rows): the audit
+    rows, and how many ciphertexts they read.  A channel whose rows do not form one group is rejected whole."""
+    primes = chain_primes(params)                       # public: SEAL regenerates them from the parameters
+    codec = None if params.is_integer else PlainCodec(params)
+    truth_images = {hashlib.sha256(c).hexdigest(): px for _, c, px in candidates if px is not None}
+    rng = np.random.default_rng(args.seed)
     (dst / "images").mkdir(parents=True, exist_ok=True)
-    rows, t_all, n_cts = [], time.perf_counter(), 0
+    rows, n_cts = [], 0
     groups = dataset.to_table(columns=["image_id", "channel"]).group_by(["image_id", "channel"]).aggregate([])
     for image_id, channel in sorted(zip(groups["image_id"].to_pylist(), groups["channel"].to_pylist()),
                                     key=lambda k: (str(k[0]), k[1] if k[1] is not None else -1)):
@@ -171,84 +202,94 @@ def run(args) -> int:
         t = dataset.head(args.max_ciphertexts, filter=flt, columns=META_COLUMNS + ["y", "x", "w", "index", "ct"])
         t = t.combine_chunks()          # the tests need one buffer; row order does not matter to them
         meta = {c: t[c][0].as_py() for c in META_COLUMNS}
+        known = owner.get(image_id) if owner is not None else None
         geom = truth = None
         if not Layout.parse(meta["layout"]).packed:
             idx, w = t["index"].to_numpy(), t["w"].to_numpy()
             geom = Geometry(t["y"].to_numpy() + idx // w, t["x"].to_numpy() + idx % w)
-            known = owner.get(image_id) if owner is not None else None
             pixels = truth_images.get(known.content_sha256) if known is not None else None
             if pixels is not None:
                 plane = pixels if pixels.ndim == 2 else pixels[:, :, channel]
                 truth = plane[geom.rows, geom.cols]
-        ct = t["ct"]
-        arr = ct.chunk(0) if isinstance(ct, pa.ChunkedArray) else ct
-        _, off_buf, data_buf = arr.buffers()
-        off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
-        offsets = np.frombuffer(off_buf, dtype=off_type)[arr.offset: arr.offset + len(arr) + 1].astype(np.int64)
         try:
-            data, offsets = plain_layout(np.frombuffer(data_buf, dtype=np.uint8), offsets, params)
+            data, offsets = plain_layout(*_binary_buffers(t["ct"]), params)
             verdicts = audit_group(data, offsets, primes, codec, geom, truth, rng)
         except HepixError as e:         # rows of one channel that do not form one group (levels, sizes)
-            rejects.append(reject_row(run_id, "audit", "", "inconsistent-image", str(e), {"image_id": image_id}))
+            rejects.append(reject_row(ids["run_id"], "audit", "", "inconsistent-image", str(e),
+                                      {"image_id": image_id}))
             bad.add(image_id)
             continue
         n_cts += t.num_rows
-        source = owner.get(image_id).source if owner is not None and owner.get(image_id) else image_id
+        source = known.source if known is not None else image_id
         for v in verdicts:
-            picture = None
-            if v.picture is not None:
-                picture = f"images/{image_id}-c{int(channel)}-{v.test}.png"
-                target = (dst / picture).resolve()
-                if target.parent != (dst / "images").resolve():
-                    raise HepixError(f"internal error: picture {picture!r} outside {dst / 'images'}")
-                from hecore.images import array_to_image_bytes
-                target.write_bytes(array_to_image_bytes(v.picture, "PNG"))
-            rows.append({"run_id": run_id, "input_run_id": parent.run_id, "source": source, **{k: meta[k] for k in (
+            rows.append({**ids, "source": source, **{k: meta[k] for k in (
                 "image_id", "layout", "preset", "strategy", "security")}, "channel": int(channel),
                 "ciphertexts": t.num_rows, "test": v.test, "verdict": v.verdict, "statistic": v.statistic,
                 "detail": v.detail, "classes_found": v.classes_found, "classes_true": v.classes_true,
                 "recovered_fraction": v.recovered_fraction,
-                "exact_difference_fraction": v.exact_difference_fraction, "picture": picture,
-                "seconds": v.seconds})
+                "exact_difference_fraction": v.exact_difference_fraction,
+                "picture": _write_picture(dst, image_id, channel, v), "seconds": v.seconds})
+    return rows, n_cts
+
+
+def _binary_buffers(ct) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes and int64 offsets of a one-chunk binary column, without copying the bytes."""
+    arr = ct.chunk(0) if isinstance(ct, pa.ChunkedArray) else ct
+    _, off_buf, data_buf = arr.buffers()
+    off_type = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+    offsets = np.frombuffer(off_buf, dtype=off_type)[arr.offset: arr.offset + len(arr) + 1].astype(np.int64)
+    return np.frombuffer(data_buf, dtype=np.uint8), offsets
+
+
+def _write_picture(dst: Path, image_id: str, channel: int, v) -> str | None:
+    """Write what the attacker sees (a verdict's picture) as ``images/<id>-c<ch>-<test>.png``; its name, or None.
+    The id passed the strict image-id check; the resolved path is still checked to lie in ``images/``."""
+    if v.picture is None:
+        return None
+    from hecore.images import array_to_image_bytes
+
+    picture = f"images/{image_id}-c{int(channel)}-{v.test}.png"
+    target = (dst / picture).resolve()
+    if target.parent != (dst / "images").resolve():
+        raise HepixError(f"internal error: picture {picture!r} outside {dst / 'images'}")
+    target.write_bytes(array_to_image_bytes(v.picture, "PNG"))
+    return picture
+
+
+def _metadata_rows(dataset, parent, candidates, per_image: dict, run_id: str, n_cts: int) -> list[dict]:
+    """The metadata test: one row per column the cluster is handed besides the ciphertexts."""
     t_meta = time.perf_counter()
     cand = [candidate_values(p, c, px) for p, c, px in candidates] or None
     columns = [n for n in dataset.schema.names if n not in ("ct",)] + ["ct"]
-    for v in column_verdicts({i: d for i, d in per_image.items() if i not in bad}, columns, cand):
-        rows.append({"run_id": run_id, "input_run_id": parent.run_id, "image_id": "*", "source": "*",
-                     "channel": -1, "layout": parent.layout or "", "preset": parent.preset or "",
-                     "strategy": parent.strategy or "", "security": parent.security or "",
-                     "ciphertexts": n_cts, "test": "metadata", "verdict": v.verdict, "statistic": v.statistic,
-                     "detail": v.detail, "classes_found": None, "classes_true": None, "recovered_fraction": None,
-                     "exact_difference_fraction": None, "picture": None, "seconds": time.perf_counter() - t_meta})
-    seconds = time.perf_counter() - t_all
+    return [{"run_id": run_id, "input_run_id": parent.run_id, "image_id": "*", "source": "*",
+             "channel": -1, "layout": parent.layout or "", "preset": parent.preset or "",
+             "strategy": parent.strategy or "", "security": parent.security or "",
+             "ciphertexts": n_cts, "test": "metadata", "verdict": v.verdict, "statistic": v.statistic,
+             "detail": v.detail, "classes_found": None, "classes_true": None, "recovered_fraction": None,
+             "exact_difference_fraction": None, "picture": None, "seconds": time.perf_counter() - t_meta}
+            for v in column_verdicts(per_image, columns, cand)]
+
+
+def _write(dst: Path, rows: list[dict], rejects: list[dict], manifest: RunManifest) -> None:
     (dst / "audit").mkdir(exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=AUDIT), dst / "audit" / "part-00000.parquet",
                    compression="zstd")
     (dst / "rejects").mkdir(exist_ok=True)
     pq.write_table(pa.Table.from_pylist([{n: r.get(n) for n in REJECTS.names} for r in rejects], schema=REJECTS),
                    dst / "rejects" / "part-00000.parquet", compression="zstd")
-    audited = {r["image_id"] for r in rows if r["test"] != "metadata"}
-    from schemas.manifest import RunManifest
-
-    manifest = RunManifest(
-        job="audit", run_id=run_id, status="complete", created=started.isoformat(),
-        finished=runinfo.now().isoformat(), input=args.input, output=args.out, layout=parent.layout,
-        strategy=parent.strategy, security=parent.security, preset=parent.preset, params=parent.params,
-        key_fingerprint=parent.key_fingerprint, ops=parent.ops,
-        options={"images": args.images, "seed": args.seed, "owner": owner is not None},
-        counts=Counts(images_in=len(images_seen), images_encrypted=len(audited), images_rejected=len(bad),
-                      ciphertexts=n_cts, rejects=len(rejects)),
-        timings={"audit_seconds": seconds}, versions=runinfo.versions(),
-        parent={"job": parent.job, "run_id": parent.run_id, "output": parent.output})
     (dst / MANIFEST).write_text(manifest.to_json())
 
+
+def _print_summary(args, parent, rows: list[dict], rejects: list[dict], bad: set, n_cts: int,
+                   seconds: float) -> None:
     print(table([r for r in rows if r["test"] != "metadata"], [
                        ("source", "image", ""), ("channel", "ch", "d"), ("test", "test", ""),
                        ("verdict", "verdict", ""), ("statistic", "statistic", ".3f"),
                        ("recovered_fraction", "classes recovered", ".3f"),
                        ("exact_difference_fraction", "exact diffs", ".3f"), ("seconds", "s", ".1f")]))
     leaking = sorted({r["test"] for r in rows if r["verdict"] == Verdict.LEAKS and r["test"] != "metadata"})
-    meta_leaks = sorted(r["detail"].split(":", 1)[0] for r in rows if r["test"] == "metadata" and r["verdict"] == "leaks")
+    meta_leaks = sorted(r["detail"].split(":", 1)[0] for r in rows
+                        if r["test"] == "metadata" and r["verdict"] == Verdict.LEAKS)
     if leaking:
         print(f"LEAKS: {', '.join(leaking)} distinguish these ciphertexts without the key "
               f"(table labelled security={parent.security}); pictures in {args.out}/images/")
@@ -264,7 +305,6 @@ def run(args) -> int:
         print(f"{len(bad)} images were not audited: {len(rejects)} rows or files failed their checks "
               f"(listed in {args.out}/rejects/)")
     print(f"audited {n_cts} ciphertexts in {seconds:.1f} s; table in {args.out}/audit/")
-    return exit_status(args, len(rejects))
 
 
 def check_rows(dataset, parent, run_id: str, rejects: list[dict]) -> tuple[set[str], dict, set]:
