@@ -126,8 +126,14 @@ def test_the_secret_session_encrypts_shuffle_files_on_disk_and_removes_its_direc
         from pyspark.sql import functions as F
         df = spark.range(0, 3000, numPartitions=3).select("id", F.concat(F.lit(marker), F.col("id").cast("string"))
                                                            .alias("s"))
-        df.groupBy((F.col("id") % 5).alias("k")).agg(F.max("s")).collect()
-        found = [p for p in Path(local_dir).rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
+        grouped = df.groupBy((F.col("id") % 5).alias("k")).agg(F.max("s"))
+        grouped.collect()
+        # ``grouped`` stays referenced while the files are read: Spark's cleaner deletes the shuffle files of a
+        # plan the JVM no longer references, whenever a garbage collection happens to run.
+        files = [p for p in Path(local_dir).rglob("*") if p.is_file()]
+        assert any(p.name.startswith("shuffle_") and p.suffix == ".data" for p in files), files
+        found = [p for p in files if marker.encode() in p.read_bytes()]
+        del grouped
         return found
 
     with secret_session("probe", "local[1]", None, trusted=False) as spark:
@@ -137,7 +143,10 @@ def test_the_secret_session_encrypts_shuffle_files_on_disk_and_removes_its_direc
     assert not os.path.exists(local_dir)
     plain_dir = tmp_path / "plain"
     plain_dir.mkdir()
-    spark = build_session("probe", "local[1]", None, extra={"spark.local.dir": str(plain_dir)})
+    # Settings given to one session carry over to the next in the same process: say "off" explicitly.
+    spark = build_session("probe", "local[1]", None, extra={
+        "spark.local.dir": str(plain_dir), "spark.io.encryption.enabled": "false", "spark.authenticate": "false",
+        "spark.network.crypto.enabled": "false"})
     try:
         assert shuffled_files_with_marker(spark, plain_dir) != []
     finally:
