@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-
 #: One row per measured configuration of the pixel-layout benchmark (``hepix bench --suite pixel``).
 BENCH_PIXEL = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
@@ -66,6 +65,42 @@ BENCH_SPARK = pa.schema([
     pa.field("vs_hecore_alone", pa.float64(), nullable=False),
     pa.field("speedup_vs_local1", pa.float64()),
     pa.field("workers", pa.string()),                      # JSON: cache rebuilds, python workers, tasks
+])
+
+
+#: One row per configuration and repeat of ``hepix bench --suite cluster``: the encrypt job on a Spark
+#: standalone cluster on this machine's loopback with one one-core worker, then with two.  ``seconds`` is what the
+#: job's manifest times (decode + cache build + encrypt + write); ``startup_seconds`` the rest of the
+#: submit's wall time (driver, executors unpacking the packed environment, shutdown);
+#: ``cluster_start_seconds`` the master and workers coming up (for two workers: the added one).
+BENCH_CLUSTER = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores_available", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("images", pa.int32(), nullable=False),
+    pa.field("corpus", pa.string(), nullable=False),        # DIV2K 2048x1024 | generated 2048x1024
+    pa.field("size", pa.string(), nullable=False),          # WxH the job encrypted
+    pa.field("config", pa.string(), nullable=False),        # standalone, N worker(s) of 1 core
+    pa.field("repeat", pa.int32(), nullable=False),
+    pa.field("workers", pa.int32(), nullable=False),
+    pa.field("cores", pa.int32(), nullable=False),
+    pa.field("partitions", pa.int32(), nullable=False),     # encrypt tasks (--partitions), the same in both
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("ciphertext_bytes", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("decode_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("wall_seconds", pa.float64(), nullable=False),
+    pa.field("startup_seconds", pa.float64(), nullable=False),
+    pa.field("cluster_start_seconds", pa.float64()),
+    pa.field("ciphertexts_per_second", pa.float64(), nullable=False),
+    pa.field("speedup_vs_one_worker", pa.float64()),
+    pa.field("load_1m_before", pa.float64()),
+    pa.field("load_1m_after", pa.float64()),
+    pa.field("python_workers", pa.string()),                # JSON: the job's worker report
 ])
 
 
@@ -333,6 +368,7 @@ BENCH_TABLES = {
     "bench": BENCH,
     "bench_pixel": BENCH_PIXEL,
     "bench_spark": BENCH_SPARK,
+    "bench_cluster": BENCH_CLUSTER,
     "bench_packed": BENCH_PACKED,
     "bench_ops": BENCH_OPS,
     "bench_dft": BENCH_DFT,

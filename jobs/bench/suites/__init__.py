@@ -19,6 +19,8 @@ SUITES: dict[str, tuple[str, str]] = {
                                      "for `hepix report`"),
     "pixel": ("jobs.bench.suites.pixel", "every pixel-layout strategy against fresh encryption, one process"),
     "spark": ("jobs.bench.suites.spark", "the encrypt job against hecore alone, and local[1] against local[2]"),
+    "cluster": ("jobs.bench.suites.cluster", ("the encrypt job on a standalone cluster on loopback, one "
+                                              "one-core worker against two (DIV2K 2048x1024)")),
     "packed": ("jobs.bench.suites.packed", "the packed layout against TenSEAL (zstd as shipped, and "
                                            "uncompressed) and the pixel layout's full caching, one process"),
     "ops": ("jobs.bench.suites.ops", "iCHEETAH's 4.4 cases (mean filter, brightness, matching, watermark) "
