@@ -30,7 +30,7 @@ import pytest
 from PIL import Image
 from sparkcluster import Kill, events_of, executor_ids_of_tasks, kill_a_worker_mid_job, started_cluster, submit
 
-from jobs.bench.suites.cluster import java_available
+from jobs.bench.standalone import java_available
 from jobs.cli import main
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),
