@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from hecore.tfhe.decryptor import Decryptor
-from hecore.tfhe.encryptor import Encryptor
-from hecore.tfhe.evaluator import Evaluator
+from hecore.tfhe.decryptor import TfheDecryptor
+from hecore.tfhe.encryptor import TfheEncryptor
+from hecore.tfhe.evaluator import TfheEvaluator
 from hecore.tfhe.native import native_module
 from hecore.tfhe.ops import parse_op
 
@@ -87,14 +87,15 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
                  "compressed_server_key_load_seconds": load_compressed_s, "peak_rss_mb": _peak_rss_mb(),
                  "load_average_1min": _load()})
 
-    enc = Encryptor(client, threads=threads)
-    dec = Decryptor(client, threads=threads)
-    ev = Evaluator(server, threads=threads)
+    enc = TfheEncryptor(client, encoding="full", threads=threads)
+    enc_seeded = TfheEncryptor(client, encoding="seeded", threads=threads)
+    dec = TfheDecryptor(client, threads=threads)
+    ev = TfheEvaluator(server, threads=threads)
     values = np.random.default_rng(20261123).integers(0, 256, pixels, dtype=np.uint8)
 
-    cts, s = _timed(enc.encrypt, values)
+    cts, s = _timed(enc.encrypt_bytes, values)
     rows.append(_row("encrypt", "", "full", pixels, threads, s, bytes_per_pixel=sum(map(len, cts)) / pixels))
-    seeded, s = _timed(enc.encrypt_seeded, values)
+    seeded, s = _timed(enc_seeded.encrypt_bytes, values)
     rows.append(_row("encrypt", "", "seeded", pixels, threads, s, bytes_per_pixel=sum(map(len, seeded)) / pixels))
     blob, s = _timed(enc.encrypt_list, values, ev)
     rows.append(_row("encrypt", "", "list", pixels, threads, s, bytes_per_pixel=len(blob) / pixels))
