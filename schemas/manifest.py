@@ -224,6 +224,19 @@ def op_list(v, path):
     return specs
 
 
+#: How a run's ciphertexts are stored (hecore.atrest.AtRest.to_json; ``hepix encrypt --store compact``).
+AT_REST = record({"level": integer(0, 64), "primes": integer(1, 64), "scale_bits": integer(0, 128),
+                  "drop0": integer(0, 64), "drop1": integer(0, 64), "error_bound": number(0, 1e300),
+                  "tolerance": number(0, 1e300), "chain": op_list})
+
+
+def store(v, path):
+    """``seal`` (SEAL's serialization) or the compact format's record."""
+    if v == "seal":
+        return v
+    return AT_REST(v, path)
+
+
 FILE_ENTRY = record({"name": text(255, FILE_NAME), "rows": integer(), "bytes": integer(),
                      "xxh3_xor": integer(-2**63, 2**63 - 1)})
 TILE = listing(integer(1, 4096), 2)
@@ -235,13 +248,14 @@ SETTINGS = record({
     "layout": text(32, choices=_layouts), "strategy": text(32, choices=_strategies),
     "strategy_options": record({}, open_keys=anything_small), "tile": TILE, "encryption": text(16),
     "compression": text(16), "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
-    "conversions": listing(text(16, choices=_conversions), 8), "max_pixels": integer(1, 2**40)})
+    "conversions": listing(text(16, choices=_conversions), 8), "max_pixels": integer(1, 2**40),
+    "store": store})
 OPTIONS = record({
     "tile": TILE, "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
     "conversions": listing(text(16, choices=_conversions), 8), "settings": SETTINGS,
     "pool_size": integer(1, 2**20, optional=True), "top_k": integer(1, 256, optional=True),
     "radix": integer(2, 256, optional=True), "sigma": number(0, 1e6, optional=True),
-    "encryption": text(16), "compression": text(16), "max_pixels": integer(1, 2**40),
+    "encryption": text(16), "compression": text(16), "max_pixels": integer(1, 2**40), "store": store,
     "images": text(optional=True), "owner": boolean, "flood_std": number(0, 1e12), "seed": integer(0, 2**63, optional=True),
     "match": record({"query": text(), "query_image_id": text(), "metrics": listing(text(8), 4),
                      "bound": number(0, 1e300)}),
