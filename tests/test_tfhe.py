@@ -24,6 +24,7 @@ from hecore.tfhe.encryptor import TfheEncryptor as Encryptor
 from hecore.tfhe.evaluator import TfheEvaluator as Evaluator
 from hecore.tfhe.native import native_module
 from hecore.tfhe.ops import Brightness, Threshold, parse_op, reference_chain
+from hecore.tfhe.params import TFHE_DEFAULT
 
 # Boundaries of the 2-bit blocks and 4-bit nibbles, the ends of the range, and a few others.
 EDGES = np.array([0, 1, 3, 4, 15, 16, 17, 63, 64, 127, 128, 129, 191, 192, 194, 195, 196, 239, 240, 254, 255],
@@ -78,6 +79,8 @@ def test_round_trips_are_exact_in_every_encoding_and_the_compact_ones_are_smalle
     seeded = Encryptor.from_key_directory(key_dir, encoding="seeded").encrypt(EDGES)
     assert seeded.strategy == "tfhe-seeded" and np.array_equal(dec.decrypt(seeded), EDGES)
     assert max(map(len, seeded)) * 10 < min(map(len, edge_cts))
+    sizes = dict(TFHE_DEFAULT.ct_bytes)            # what the row checks accept (hecore.tfhe.checks)
+    assert {len(c) for c in seeded} == {sizes["seeded"]} and {len(c) for c in edge_cts} == {sizes["full"]}
     blob = enc.encrypt_list(EDGES, ev)
     assert np.array_equal(dec.decrypt_list(blob, ev), EDGES)
     assert len(blob) * 5 < sum(map(len, seeded))

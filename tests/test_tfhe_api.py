@@ -298,3 +298,44 @@ def test_fused_chains_compute_the_same_function_with_fewer_bootstraps():
     assert tops.fuse([tops.Brightness(60), tops.Threshold(200)]) == [tops.Threshold(140)]
     assert tops.fuse([tops.Brightness(60), tops.Brightness(-60)]) == [tops.Min(195)]     # saturated, then back
     assert tops.fuse([tops.Min(200), tops.Max(50)]) == [tops.Min(200), tops.Max(50)]
+
+
+# --- the row checks and the recorded ops ---------------------------------------------------------------
+
+def test_tfhe_rows_of_a_size_no_ciphertext_has_are_refused_by_name():
+    from hecore.tfhe.checks import TfheCiphertextChecker
+
+    check = TfheCiphertextChecker(TFHE_DEFAULT)
+    assert check.problem(b"x" * 871) is None and check.problem(b"x" * 66101) is None
+    assert check.problem(b"").reason == "empty-ciphertext"
+    bad = check.problem(b"x" * 870)
+    assert bad.reason == "ciphertext-size" and "870 bytes" in bad.detail and "871 (seeded)" in bad.detail
+
+
+def test_recorded_ops_follow_the_scheme_of_the_preset():
+    from hecore.ops.spec import recorded_finish, recorded_reference
+
+    img = np.array([[0, 150, 200, 255]], dtype=np.uint8)
+    assert recorded_reference(img, ["brightness:60", "threshold:255"], "tfhe-default").tolist() == [[0, 0, 255, 255]]
+    # CKKS/BFV/BGV: no clipping between ops (clipped once by the owner at the end)
+    assert recorded_reference(img, ["brightness:60", "brightness:-60"], "paper-4096").tolist() == [[0, 150, 200, 255]]
+    assert recorded_reference(img, ["brightness:60", "brightness:-60"], "tfhe-default").tolist() == [[0, 150, 195, 195]]
+    assert float(recorded_finish(["threshold:3"], "tfhe-default").post_scale) == 1.0
+    with pytest.raises(ValueError, match="TFHE"):
+        recorded_finish(["meanfilter:3"], "tfhe-default")
+
+
+def test_a_tfhe_manifest_validates_and_a_seal_op_in_it_does_not():
+    from schemas.manifest import ManifestInvalid, validated
+
+    base = {"format": 0, "job": "process", "run_id": "20261123T000000Z-0123abcd", "status": "complete",
+            "created": "x", "finished": "y", "input": "", "output": "", "preset": "tfhe-default",
+            "params": TFHE_DEFAULT.to_json(), "layout": "pixel", "strategy": "tfhe-full",
+            "ops": ["brightness:60", "threshold:128"]}
+    from schemas.manifest import FORMAT
+    base["format"] = FORMAT
+    assert validated(base).ops == ["brightness:60", "threshold:128"]
+    with pytest.raises(ManifestInvalid, match="scheme"):
+        validated({**base, "ops": ["contrast:2"]})
+    with pytest.raises(ManifestInvalid):
+        validated({**base, "params": {**TFHE_DEFAULT.to_json(), "bits": 16}})

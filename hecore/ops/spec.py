@@ -626,3 +626,40 @@ def parse_match(spec: str) -> Match:
                          "QUERY being an image id or source name of the input")
     metrics = tuple(dict.fromkeys(x.strip().lower() for x in m.group(2).split(",") if x.strip())) or METRICS
     return Match(m.group(1).strip(), tuple(sorted(metrics, key=METRICS.index)))
+
+
+# --- a run's recorded ops, whichever scheme ran them ----------------------------------------------------
+
+def is_tfhe_preset(preset) -> bool:
+    """Whether a run's or a row's ``preset`` names a TFHE parameter set (:mod:`hecore.tfhe.params`):
+    its ops are then TFHE ops (``brightness:B`` saturates after every op) and its values exact bytes."""
+    return isinstance(preset, str) and preset.startswith("tfhe-")
+
+
+def recorded_chain(specs: Sequence[str], preset) -> list:
+    """The op objects of a run's recorded op specs, in the vocabulary of the scheme that ran them."""
+    if is_tfhe_preset(preset):
+        from hecore.tfhe.ops import parse_op as parse_tfhe_op
+
+        return [parse_tfhe_op(s) for s in specs]
+    return parse_ops(list(specs))
+
+
+def recorded_reference(img_uint8: np.ndarray, specs: Sequence[str], preset) -> np.ndarray:
+    """The plaintext result (float64) of a run's recorded ops on an original image: :func:`reference`
+    for CKKS/BFV/BGV (one clipping at the end, by the caller); for TFHE the exact 8-bit result, with
+    the same saturation after every op that the encrypted circuits apply."""
+    if is_tfhe_preset(preset):
+        from hecore.tfhe.ops import reference_chain
+
+        return reference_chain(np.asarray(img_uint8, dtype=np.uint8), recorded_chain(specs, preset)).astype(np.float64)
+    return reference(img_uint8, parse_ops(list(specs)))
+
+
+def recorded_finish(specs: Sequence[str], preset) -> Finish:
+    """The :class:`Finish` of a run's recorded ops: TFHE values are the exact bytes (no scaling, the
+    integer grid), the SEAL schemes' that of :func:`finish_for`."""
+    if is_tfhe_preset(preset):
+        recorded_chain(specs, preset)          # refuses an op TFHE did not run
+        return Finish(Fraction(1), Fraction(0), Fraction(1))
+    return finish_for(parse_ops(list(specs)))

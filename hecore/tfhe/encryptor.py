@@ -122,4 +122,32 @@ class TfheEncryptor(Encryptor):
         return self._key.encrypt_list(pixel_bytes(values), key.native_key, threads=self.threads)
 
 
-__all__ = ["ENCODINGS", "PER_VALUE", "TfheEncryptor", "pixel_bytes", "strategy_name"]
+class TfheFresh:
+    """What a run's driver knows of TFHE encryption before the workers build their encryptor: the
+    counterpart of a pixel strategy (:mod:`hecore.encrypt.strategies`) with nothing to prepare or
+    scan -- every value is encrypted fresh with the client key, in ``encoding``."""
+
+    name = "fresh"
+    needs_scan = False
+    security = SECURITY_IND_CPA
+
+    def __init__(self, encoding: str = "seeded"):
+        if encoding not in PER_VALUE:
+            raise ValueError(f"TFHE encoding {encoding!r}: choose one of {', '.join(PER_VALUE)}")
+        self.encoding = encoding
+
+    @property
+    def label(self) -> str:
+        return strategy_name(self.encoding)
+
+    def prepare(self, counts=None) -> "TfheFresh":
+        return self
+
+    def state(self) -> None:
+        return None
+
+    def options(self) -> dict:
+        return {}
+
+
+__all__ = ["ENCODINGS", "PER_VALUE", "TfheEncryptor", "TfheFresh", "pixel_bytes", "strategy_name"]

@@ -44,6 +44,9 @@ class TfheParams:
     security_bits: int = 128
     failure_log2: int = -128        # bootstrapping failure probability, log2
     layouts: tuple = field(default=("pixel",), compare=False)
+    #: Serialized size of one pixel ciphertext in each per-value encoding (tfhe-rs 1.8.2's
+    #: serialization of these parameters; test_tfhe.py checks them against the extension).
+    ct_bytes: tuple = field(default=(("seeded", 871), ("full", 66101)), compare=False)
 
     @property
     def slots(self) -> int:
@@ -68,6 +71,7 @@ class TfheParams:
     def to_json(self) -> dict:
         d = asdict(self)
         d["layouts"] = list(self.layouts)
+        d.pop("ct_bytes")
         return d
 
     @classmethod
