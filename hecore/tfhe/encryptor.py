@@ -15,7 +15,7 @@ Encodings of the same ``FheUint8`` ciphertexts (:data:`hecore.tfhe.params.ENCODI
 * ``full``: one serialized ``FheUint8`` per value (four 2-bit radix blocks, each an LWE ciphertext
   of dimension 2048): what the server computes on and returns.
 * ``list`` (:meth:`TfheEncryptor.encrypt_list`): the whole batch in one ``CompressedCiphertextList``
-  (the blocks packed into GLWE ciphertexts with the server key's compression key): about 92 bytes a
+  (the blocks packed into GLWE ciphertexts with the server key's compression key): 60 to 90 bytes a
   value, one blob per batch (a tile channel) instead of one row per value; the server decompresses
   it (a key switch per block) before computing.
 

@@ -8,7 +8,7 @@ nominal noise) and so can go through any number of further ops.
 :meth:`TfheEvaluator.process` is what a processing task calls on one tile channel: a
 :class:`~hecore.ciphertexts.CiphertextBatch` in (any encoding), the op chain applied (fused into
 one cheaper op where the chain's 8-bit function is one, :func:`hecore.tfhe.ops.fuse`), a batch out
-in the requested encoding -- ``list`` (one compressed list, ~92 bytes a value) or ``full``
+in the requested encoding -- ``list`` (one compressed list, 60 to 90 bytes a value) or ``full``
 (one ``FheUint8`` per value, 66 KB each).
 """
 from __future__ import annotations
