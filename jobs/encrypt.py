@@ -148,7 +148,7 @@ def symmetric_secret(args, material, keys) -> bytes | None:
             raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
                              "uncompressed")
         return None
-    if not Layout.parse(args.layout).packed or args.strategy != "fresh":
+    if not Layout.parse(args.layout or Layout.PACKED.value).packed or args.strategy != "fresh":
         raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layouts), each fresh: use "
                          "--layout packed or packed-complex without --strategy")
     from hecore.encrypt.symmetric import SymmetricEncryptor
