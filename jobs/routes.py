@@ -35,9 +35,14 @@ def process(args) -> int:
     (hecore.tfhe.ops), run with the server key alone."""
     from hecore.ops.spec import parse_chain
 
+    from hecore.errors import KeyDirectoryError
+
     refuse_secret_key_directory(args.keys)          # before anything else, whatever the ops
     try:
         scheme = key_scheme(args.keys)
+    except KeyDirectoryError:
+        scheme = None           # the job names the key directory's problem when it opens it, after the ops'
+    try:
         chain = parse_chain(args.op, scheme="tfhe" if scheme == "tfhe" else None)
     except ValueError as e:
         raise HepixError(str(e)) from None

@@ -329,12 +329,16 @@ FIELDS = {
 
 
 def _check_ops_of_scheme(ops: list, preset) -> None:
-    """The ops of a TFHE run are TFHE ops (:func:`op_list` accepted each in either vocabulary)."""
-    from hecore.ops.spec import is_tfhe_preset, recorded_chain
-    if not is_tfhe_preset(preset):
-        return
+    """The image ops of a run are those of its scheme's vocabulary: TFHE's for a TFHE preset, CKKS/BFV/BGV's
+    otherwise (:func:`op_list` accepted each in either)."""
+    from hecore.ops.spec import is_tfhe_preset, parse_op, recorded_chain
     try:
-        recorded_chain(ops, preset)
+        if is_tfhe_preset(preset):
+            recorded_chain(ops, preset)
+        else:
+            for o in ops:
+                if not o.startswith(("match:", "infer:")):
+                    parse_op(o)
     except (ValueError, TypeError) as e:
         _fail("ops", f"are not operations of the run's scheme ({_show(preset)}): {e}")
 

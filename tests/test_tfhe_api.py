@@ -339,3 +339,8 @@ def test_a_tfhe_manifest_validates_and_a_seal_op_in_it_does_not():
         validated({**base, "ops": ["contrast:2"]})
     with pytest.raises(ManifestInvalid):
         validated({**base, "params": {**TFHE_DEFAULT.to_json(), "bits": 16}})
+    from hecore.params import preset
+    seal = {**base, "preset": "paper-4096", "params": preset("paper-4096").to_json(), "strategy": "fresh"}
+    with pytest.raises(ManifestInvalid, match="scheme"):
+        validated(seal)                                  # threshold: not a CKKS op
+    assert validated({**seal, "ops": ["brightness:60", "meanfilter:3"]}).preset == "paper-4096"

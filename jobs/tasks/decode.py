@@ -107,9 +107,9 @@ def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions,
     sha256 of the rounded result ``ops`` (of the scheme of ``preset``) give on them (:func:`result_sha256`)."""
     from hecore.errors import ImageError
     from hecore.images import ImagePolicy, load_image, preprocess
-    from hecore.ops.spec import recorded_reference
+    from hecore.ops.spec import recorded_chain, recorded_reference
 
-    recorded_reference(np.zeros((1, 1), np.uint8), list(ops), preset)       # refuses bad ops before any image
+    recorded_chain(list(ops), preset)           # refuses bad ops before any image
 
     policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
     for batch in batches:
