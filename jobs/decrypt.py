@@ -116,7 +116,8 @@ def originals(run, owner: OwnerMap | None):
                              "larger --max-pixels")
     dopts = DecodeOptions(1, 1, resize, conversions, limit)
     return read_images(run.spark, run.args.images, run.args.recursive).mapInArrow(
-        functools.partial(originals_partition, opts=dopts, ops=tuple(run.parent.ops)), spark_schema(ORIGINALS))
+        functools.partial(originals_partition, opts=dopts, ops=tuple(run.parent.ops), preset=run.parent.preset),
+        spark_schema(ORIGINALS))
 
 
 def owner_names(run, owner: OwnerMap | None, ids: list[str]):
@@ -133,11 +134,18 @@ def owner_names(run, owner: OwnerMap | None, ids: list[str]):
     return run.spark.createDataFrame(t.to_pandas(), spark_schema(OWNER_NAMES))
 
 
+def check_public(run):
+    """The public material the owner's row checks and decryptors need (no evaluation keys; TFHE's as it is)."""
+    if getattr(run.keys.public, "scheme", None) == "tfhe":
+        return run.keys.public
+    return dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+
+
 def metrics_plan(run, df, png_dir: str | None, owner: OwnerMap | None, ids: list[str]):
     """Decrypt ``df``'s rows, reassemble each image, join its names and reference and score it: SCORED rows."""
     from pyspark.sql import functions as F
 
-    public = dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+    public = check_public(run)
     bc, token = run.broadcast(SecretPayload(public=public, secret_key=run.keys.secret_key_bytes()))
     values = df.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds,
                                              tasks=run.tasks, flood_std=run.args.flood_std), spark_schema(DECRYPTED))
@@ -175,7 +183,7 @@ def run(run) -> int:
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
         progress.stage("checking the input rows")
-        public = dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+        public = check_public(run)
         checked = run.checked_input("decrypt", expectation(run, owner), public=public, owner=owner)
         progress.stage("decrypting")
         scored_dir = run.out.table("_scored")

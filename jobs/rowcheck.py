@@ -55,10 +55,10 @@ class RowExpect:
         if not self.check_ops or self.layout == DIGITS:
             return None
         try:
-            from hecore.ops.spec import finish_for, parse_ops
+            from hecore.ops.spec import recorded_finish
 
-            return float(finish_for(parse_ops([o for o in self.ops if not o.startswith(("match:", "infer:"))]))
-                         .post_scale)
+            return float(recorded_finish([o for o in self.ops if not o.startswith(("match:", "infer:"))],
+                                         self.preset).post_scale)
         except (ValueError, TypeError):
             return None
 
@@ -164,7 +164,13 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
 def _ciphertext_checker(expect: RowExpect, public):
     from hecore.checks import CiphertextChecker
     from hecore.context import HEContext
+    from hecore.ops.spec import is_tfhe_preset
 
+    if is_tfhe_preset(expect.preset):        # TFHE: sizes of its parameter set (hecore.tfhe.checks)
+        from hecore.tfhe.checks import TfheCiphertextChecker
+        from hecore.tfhe.params import TFHE_PRESETS
+
+        return TfheCiphertextChecker(TFHE_PRESETS[expect.preset])
     if public is None:
         from hecore.params import preset
         return CiphertextChecker.for_params(preset(expect.preset))

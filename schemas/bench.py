@@ -363,6 +363,33 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
 ])
 
 
+#: One row per measurement of ``hepix bench --suite tfhe`` (jobs.bench.suites.tfhe): a stage (keygen, encrypt,
+#: decrypt, expand, op, compress) of TFHE on a measured crop of pixel values, per pixel value, and the figure
+#: extrapolated (``extrapolated`` true: nothing that size is run) to one 512x512 RGB image.
+BENCH_TFHE = pa.schema(_RUN_FIELDS + [
+    pa.field("stage", pa.string(), nullable=False),
+    pa.field("op", pa.string()),                                 # the op spec of an op row, else ""
+    pa.field("variant", pa.string()),                            # encoding (seeded/full/list) or circuit
+    pa.field("image", pa.string()),                              # the crop measured, e.g. astronaut[0:8,0:8]
+    pa.field("pixels", pa.int64()),                              # pixel values measured
+    pa.field("threads", pa.int32()),
+    pa.field("seconds_per_pixel", pa.float64()),
+    pa.field("ms_per_pixel", pa.float64()),
+    pa.field("extrapolated_512x512x3_seconds", pa.float64()),
+    pa.field("extrapolated", pa.bool_()),
+    pa.field("bytes_per_pixel", pa.float64()),
+    pa.field("exact", pa.bool_()),                               # decrypted == the plaintext reference
+    pa.field("peak_rss_mb", pa.float64()),                       # of this process, so far (MiB)
+    pa.field("load_average_1min", pa.float64()),
+    pa.field("keygen_seconds", pa.float64()),
+    pa.field("client_key_bytes", pa.int64()),
+    pa.field("server_key_bytes", pa.int64()),
+    pa.field("compressed_server_key_bytes", pa.int64()),
+    pa.field("server_key_load_seconds", pa.float64()),
+    pa.field("compressed_server_key_load_seconds", pa.float64()),
+])
+
+
 #: Every benchmark table by its directory name under ``hepix bench --out``.
 BENCH_TABLES = {
     "bench": BENCH,
@@ -373,4 +400,5 @@ BENCH_TABLES = {
     "bench_ops": BENCH_OPS,
     "bench_dft": BENCH_DFT,
     "bench_infer": BENCH_INFER,
+    "bench_tfhe": BENCH_TFHE,
 }

@@ -102,14 +102,14 @@ def result_sha256(values: np.ndarray) -> str:
 
 
 def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions,
-                        ops: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
+                        ops: tuple[str, ...] = (), preset: str | None = None) -> Iterator[pa.RecordBatch]:
     """Reference images, preprocessed exactly as ``encrypt`` did, keyed by the file's sha256 and by the
-    sha256 of the rounded result ``ops`` give on them (:func:`result_sha256`)."""
+    sha256 of the rounded result ``ops`` (of the scheme of ``preset``) give on them (:func:`result_sha256`)."""
     from hecore.errors import ImageError
     from hecore.images import ImagePolicy, load_image, preprocess
-    from hecore.ops.spec import parse_ops, reference
+    from hecore.ops.spec import recorded_chain, recorded_reference
 
-    chain = parse_ops(list(ops))
+    recorded_chain(list(ops), preset)           # refuses bad ops before any image
 
     policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
     for batch in batches:
@@ -128,6 +128,7 @@ def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions,
             rows.append({"content_sha256": hashlib.sha256(content).hexdigest(),
                          "original": np.ascontiguousarray(img.pixels).tobytes(),
                          "orig_height": img.height, "orig_width": img.width, "orig_channels": img.channels,
-                         "result_sha256": result_sha256(reference(img.pixels, chain)), "orig_source": source})
+                         "result_sha256": result_sha256(recorded_reference(img.pixels, list(ops), preset)),
+                         "orig_source": source})
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=ORIGINALS)

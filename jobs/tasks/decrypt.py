@@ -30,16 +30,21 @@ class SecretPayload:
 
 
 def build_decryptor(payload: SecretPayload):
+    if getattr(payload.public, "scheme", None) == "tfhe":
+        from hecore.tfhe.decryptor import TfheDecryptor
+        return TfheDecryptor(payload.secret_key)
     from hecore.context import HEContext
     return HEContext.from_public(payload.public, secret_key=payload.secret_key)
 
 
-def plausible_range(ops: list[str]) -> tuple[float, float]:
+def plausible_range(ops: list[str], preset: str | None = None) -> tuple[float, float]:
     """The raw values (before ``post_scale``) the op chain can produce from pixels, widened by a margin far
     above the decryption error: a value outside it was not made from an image by these ops (a ciphertext
-    of another key, or forged)."""
-    from hecore.ops.spec import parse_ops, raw_range
+    of another key, or forged).  TFHE values are bytes, exact: 0..255."""
+    from hecore.ops.spec import is_tfhe_preset, parse_ops, raw_range
 
+    if is_tfhe_preset(preset):
+        return 0.0, 255.0
     lo, hi = raw_range(parse_ops(list(ops)))
     margin = 0.5 + 1e-3 * (hi - lo)
     return lo - margin, hi + margin
@@ -67,7 +72,7 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     for rb in batches:
         if rb.num_rows == 0:
             continue
-        bounds = plausible_range(rb.column("ops")[0].as_py() or [])       # one op chain per run (rows checked)
+        bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, flood_std)
         else:
@@ -79,15 +84,17 @@ def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0)
     from hecore.ciphertexts import CiphertextBatch
     from hecore.flooding import flooding_noise
 
+    refused = "tfhe-refused" if getattr(ctx, "scheme", None) == "tfhe" else "seal-refused"
     t = time.perf_counter()
-    try:
-        raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
-    except Exception:  # noqa: BLE001 -- SEAL's refusal of one of them: find which, one by one
+    try:        # float64 whatever the scheme (TFHE decrypts to the bytes themselves)
+        raw = np.asarray(ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")),
+                         dtype=np.float64)
+    except Exception:  # noqa: BLE001 -- the library's refusal of one of them: find which, one by one
         for i in range(rb.num_rows):
             try:
                 ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct").slice(i, 1), "pipeline", "leaks"))
             except Exception as e:  # noqa: BLE001
-                yield _error_batch(rb, i, f"seal-refused: {str(e).splitlines()[0][:160]}")
+                yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
                 return
         raise
     outside = np.flatnonzero(~((raw >= bounds[0]) & (raw <= bounds[1])))
@@ -162,7 +169,7 @@ def assemble_group(table: pa.Table, *, max_values: int = 3 * 2**26) -> pa.Table:
 
     The rows were checked before (jobs/rowcheck.py: complete, consistent, within the owner's pixel
     limit); ``max_values`` bounds the allocation once more, whatever the rows claim."""
-    from hecore.ops.spec import finish_for, parse_ops
+    from hecore.ops.spec import recorded_finish
 
     first = table.slice(0, 1).to_pylist()[0]
     errors = [e for e in table.column("error").to_pylist() if e]
@@ -181,7 +188,7 @@ def assemble_group(table: pa.Table, *, max_values: int = 3 * 2**26) -> pa.Table:
         missing = int(np.isnan(raw).sum())
         return _rejected_image(first, "incomplete-image", f"{missing} of {raw.size} pixel values have no ciphertext",
                                table)
-    finish = finish_for(parse_ops(first["ops"]))
+    finish = recorded_finish(first["ops"], first["preset"])
     values = finish.apply(raw)
     unsnapped = raw * finish.post_scale_float
     row = {k: first[k] for k in ("image_id", "layout", "strategy", "security", "preset", "ops")}

@@ -47,7 +47,7 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
                       ) -> Iterator[pa.RecordBatch]:
     """Quality of each decrypted image against its (plaintext-processed) original."""
     from hecore.images import array_to_image_bytes
-    from hecore.ops.spec import parse_ops, reference
+    from hecore.ops.spec import recorded_reference
     from hecore.quality import compare, round_to_uint8
 
     for rb in batches:
@@ -70,7 +70,7 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
             unsnapped = np.frombuffer(r["unsnapped"], dtype=np.float64).reshape(shape)
             if r["channels"] == 1:
                 values, unsnapped = values[:, :, 0], unsnapped[:, :, 0]
-            ops = parse_ops(r["ops"])
+            ops = list(r["ops"] or [])
             original = r.get("original")
             if original is not None and (r["orig_height"], r["orig_width"], r["orig_channels"]) != shape:
                 base.update(reject_reason="size-mismatch", reject_detail=(
@@ -82,7 +82,7 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
                 orig = np.frombuffer(original, dtype=np.uint8).reshape(shape)
                 if r["orig_channels"] == 1:
                     orig = orig[:, :, 0]
-                expected = reference(orig, ops)
+                expected = recorded_reference(orig, ops, r["preset"])   # TFHE: saturated after every op
                 q = compare(round_to_uint8(expected), values)
                 base.update(reference="plaintext-processed" if ops else "original", mse=q.mse,
                             psnr=q.psnr, ssim=q.ssim, exact_fraction=q.exact_fraction,

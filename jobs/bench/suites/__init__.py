@@ -27,6 +27,9 @@ SUITES: dict[str, tuple[str, str]] = {
                                      "encrypted in both layouts, encrypt / op / decrypt timed apart"),
     "dft": ("jobs.bench.suites.dft", "the DFT-Hadamard-iDFT pipeline, end to end and pipeline only, against "
                                      "Costache-Smart-Vivek, one core"),
+    "tfhe": ("jobs.bench.suites.tfhe", "TFHE per pixel value on a measured crop (encrypt, brightness +60 "
+                                       "saturating, threshold, min/max, a gamma table, decrypt), extrapolated to "
+                                       "512x512 RGB, bytes per value, peak memory"),
     "infer": ("jobs.bench.suites.infer", "encrypted logistic regression and TinyCNN on the digits, one sample "
                                          "alone and a batch, against Deonise et al., one core"),
 }

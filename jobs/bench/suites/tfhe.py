@@ -1,14 +1,18 @@
-"""TFHE measurements: keys, encryption encodings, every op circuit, decryption, per pixel.
+"""``hepix bench --suite tfhe``: TFHE (hecore.tfhe over tfhe-rs) per pixel value, on a measured crop.
 
-``measure(pixels, threads)`` returns one dict per (stage, op, variant): seconds per pixel,
-bytes per pixel where there are bytes, whether the decrypted result equals the plaintext
-reference, and the figure extrapolated to one 512x512 RGB image (786,432 pixel values; marked
-``extrapolated``: nothing that size is run).  The pixels are a seeded random crop, so that
-every nibble and carry path is taken.  Slow circuits (the 256-entry table ones) are measured on
-at most ``table_pixels`` pixels; each row says how many it measured.
+``measure(pixels, threads, values=...)`` returns one dict per (stage, op, variant): seconds per
+pixel value, bytes per pixel value where there are bytes, whether the decrypted result equals the
+plaintext reference, the peak RSS of this process so far, and the figure extrapolated to one
+512x512 RGB image (786,432 pixel values; marked ``extrapolated``: nothing that size is run).
+:func:`run` (the suite) measures a crop of scikit-image's astronaut (8x8 RGB, 192 values; 2x2 RGB
+with ``--quick``) -- encrypt in every encoding, brightness +60 (saturating) and the other ops with
+the default circuit, decrypt -- on one thread, and writes ``OUT/bench_tfhe/<run_id>.parquet``
+(``schemas.bench.BENCH_TFHE``); `hepix report` sets its encrypt / +60 / decrypt next to the
+TenSEAL study's TFHE figures.  Slow circuits (the 256-entry table ones) are measured on at most
+``table_pixels`` values; each row says how many it measured.
 
-Run it as a script: ``python jobs/bench/suites/tfhe.py [--pixels N] [--threads T]`` prints one
-JSON object per row.
+Run as a script, ``python jobs/bench/suites/tfhe.py [--pixels N] [--threads T]`` measures a seeded
+random array (every nibble and carry path) with every circuit and prints one JSON object per row.
 """
 from __future__ import annotations
 
@@ -22,9 +26,9 @@ import time
 
 import numpy as np
 
-from hecore.tfhe.decryptor import Decryptor
-from hecore.tfhe.encryptor import Encryptor
-from hecore.tfhe.evaluator import Evaluator
+from hecore.tfhe.decryptor import TfheDecryptor
+from hecore.tfhe.encryptor import TfheEncryptor
+from hecore.tfhe.evaluator import TfheEvaluator
 from hecore.tfhe.native import native_module
 from hecore.tfhe.ops import parse_op
 
@@ -74,8 +78,9 @@ def _timed(fn, *args, **kwargs):
     return out, time.perf_counter() - t0
 
 
-def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=None) -> list[dict]:
-    """Measure TFHE on ``pixels`` random pixel values with ``threads`` threads (see the module doc)."""
+def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=None, values=None) -> list[dict]:
+    """Measure TFHE on ``values`` (uint8, any shape; default: ``pixels`` seeded random values) with
+    ``threads`` threads (see the module doc)."""
     native = native_module()
     rows: list[dict] = []
     (client, server, server_compressed), keygen_s = _timed(native.keygen, threads=threads)
@@ -87,14 +92,18 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
                  "compressed_server_key_load_seconds": load_compressed_s, "peak_rss_mb": _peak_rss_mb(),
                  "load_average_1min": _load()})
 
-    enc = Encryptor(client, threads=threads)
-    dec = Decryptor(client, threads=threads)
-    ev = Evaluator(server, threads=threads)
-    values = np.random.default_rng(20261123).integers(0, 256, pixels, dtype=np.uint8)
+    enc = TfheEncryptor(client, encoding="full", threads=threads)
+    enc_seeded = TfheEncryptor(client, encoding="seeded", threads=threads)
+    dec = TfheDecryptor(client, threads=threads)
+    ev = TfheEvaluator(server, threads=threads)
+    if values is None:
+        values = np.random.default_rng(20261123).integers(0, 256, pixels, dtype=np.uint8)
+    values = np.ascontiguousarray(values, dtype=np.uint8).reshape(-1)
+    pixels = values.size
 
-    cts, s = _timed(enc.encrypt, values)
+    cts, s = _timed(enc.encrypt_bytes, values)
     rows.append(_row("encrypt", "", "full", pixels, threads, s, bytes_per_pixel=sum(map(len, cts)) / pixels))
-    seeded, s = _timed(enc.encrypt_seeded, values)
+    seeded, s = _timed(enc_seeded.encrypt_bytes, values)
     rows.append(_row("encrypt", "", "seeded", pixels, threads, s, bytes_per_pixel=sum(map(len, seeded)) / pixels))
     blob, s = _timed(enc.encrypt_list, values, ev)
     rows.append(_row("encrypt", "", "list", pixels, threads, s, bytes_per_pixel=len(blob) / pixels))
@@ -120,6 +129,55 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
             packed, s = _timed(ev.compress, out)
             rows.append(_row("compress", spec, "list", n, threads, s, bytes_per_pixel=len(packed) / n))
     return rows
+
+
+#: The suite's ops (default circuit); brightness:60 is the TenSEAL study's +60, with saturation.
+SUITE_VARIANTS = [("brightness:60", "nibble"), ("brightness-wrap:60", "nibble"), ("threshold:128", "nibble"),
+                  ("min:200", "nibble"), ("max:50", "nibble"), ("lut:gamma-0.5", "nibble")]
+QUICK_VARIANTS = [("brightness:60", "nibble"), ("threshold:128", "nibble")]
+#: The options of ``hepix bench`` this suite reads besides --out and --quick: none.
+OPTIONS = frozenset()
+
+
+def crop(side: int) -> tuple[str, np.ndarray]:
+    """A ``side`` x ``side`` RGB crop of scikit-image's astronaut (bright and dark parts: +60 saturates some)."""
+    from jobs.bench.datasets import sample
+
+    y, x = 32, 400
+    return f"astronaut[{y}:{y + side},{x}:{x + side}]", np.ascontiguousarray(sample("astronaut")[y:y + side, x:x + side])
+
+
+def run(args) -> int:
+    """``hepix bench --suite tfhe``: measure, write ``OUT/bench_tfhe/<run_id>.parquet``, print."""
+    from pathlib import Path
+
+    from jobs import runinfo
+    from jobs.bench.rows import run_columns, write_rows
+    from jobs.console import table
+    from schemas.bench import BENCH_TFHE
+
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    name, values = crop(2 if args.quick else 8)
+    print(f"hepix bench {run_id}: TFHE ({native_module().TFHE_RS_VERSION}) on {name} ({values.size} pixel values), "
+          f"one thread{' (quick)' if args.quick else ''}; per pixel value, extrapolated to 512x512 RGB")
+    rows = measure(threads=1, table_pixels=2 if args.quick else 4,
+                   variants=QUICK_VARIANTS if args.quick else SUITE_VARIANTS, values=values)
+    for r in rows:
+        r["image"] = name
+        if r["stage"] == "keygen":
+            r["extrapolated"] = False
+    path = write_rows(rows, BENCH_TFHE, Path(args.out) / "bench_tfhe", run_id, run_columns(run_id, started))
+    shown = [r for r in rows if r["stage"] != "keygen"]
+    print(table(shown, [("stage", "stage", ""), ("op", "op", ""), ("variant", "variant", ""), ("pixels", "values", "d"),
+                        ("ms_per_pixel", "ms/value", ".2f"), ("extrapolated_512x512x3_seconds", "512x512x3 s (extrap.)",
+                                                                  ",.0f"),
+                        ("bytes_per_pixel", "bytes/value", ",.0f"), ("exact", "exact", ""),
+                        ("peak_rss_mb", "peak MiB", ",.0f")]))
+    key = rows[0]
+    print(f"keygen {key['keygen_seconds']:.1f} s; server key {key['server_key_bytes']:,} bytes "
+          f"({key['compressed_server_key_bytes']:,} compressed), client key {key['client_key_bytes']:,} bytes")
+    print(f"\nwrote {path}")
+    return 0 if all(r.get("exact", True) is not False for r in rows) else 1
 
 
 def main(argv=None) -> int:
