@@ -65,3 +65,26 @@ def test_the_ratios_are_the_jobs_rates_over_the_baselines():
     assert (e.vs_core, e.vs_core_x2, e.bytes_per_pixel) == (2.0, 1.0, 2.0)
     assert (p.vs_core, p.vs_core_x2) == (0.5, 0.25)
     assert d.vs_core is None                      # not the same ciphertexts: no ratio
+
+
+def test_the_atrest_suite_writes_its_rows_to_its_table(tmp_path):
+    """``hepix bench --suite atrest`` on one small image: every path, one row each, in ``bench_atrest``."""
+    from types import SimpleNamespace
+
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    from jobs.bench.suites import atrest
+    from schemas.bench import BENCH_ATREST
+
+    path = tmp_path / "small.png"
+    Image.fromarray(np.random.default_rng(3).integers(0, 256, (16, 24), dtype=np.uint8)).save(path)
+    args = SimpleNamespace(out=str(tmp_path / "out"), quick=True, images=None, image=str(path), preset=None,
+                           repeats=1)
+    assert atrest.run(args) == 0
+    (written,) = (tmp_path / "out" / "bench_atrest").glob("*.parquet")
+    table = pq.read_table(written)
+    assert table.schema.equals(BENCH_ATREST, check_metadata=False)
+    rows = table.to_pylist()
+    assert {r["image"] for r in rows} == {"small.png"} and atrest.PIXEL_FULL in {r["implementation"] for r in rows}
+    assert all(r["bytes_per_pixel"] > 0 and r["pixels"] == 16 * 24 for r in rows)
