@@ -83,6 +83,18 @@ def table_function(fn, **kwargs):
     return apply
 
 
+def cogroup_function(fn, **kwargs):
+    """``fn`` with ``kwargs`` bound, as a plain ``(pa.Table, pa.Table) -> pa.Table`` function for a cogroup's
+    ``applyInArrow`` (type hints, as :func:`table_function`)."""
+    import pyarrow as pa
+
+    def apply(left: pa.Table, right: pa.Table) -> pa.Table:
+        return fn(left, right, **kwargs)
+
+    apply.__annotations__ = {"left": pa.Table, "right": pa.Table, "return": pa.Table}
+    return apply
+
+
 def complete_run(storage: Storage, directory: str, jobs: tuple[str, ...]) -> RunManifest:
     """The manifest of a complete run of one of ``jobs`` in ``directory``, or a clear error."""
     manifest = read_manifest(storage, directory)

@@ -390,6 +390,87 @@ BENCH_TFHE = pa.schema(_RUN_FIELDS + [
 ])
 
 
+#: One row per (mode, job, implementation) of ``hepix bench --suite corpus``: encrypt -> process
+#: (``op``) -> decrypt of an image corpus by the Spark jobs on ``local[2]`` and, as the baseline, the same
+#: work by hecore in one process on one core, in the same run.  ``seconds`` is the work (a job's own time,
+#: from its manifest), ``wall_seconds`` adds the session start-up and commit (``startup_seconds``);
+#: ``vs_core`` is the job's rate over the baseline's, ``vs_core_x2`` over twice it (2 cores).
+BENCH_CORPUS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores_available", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("load_1m", pa.float64()),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("dataset", pa.string(), nullable=False),       # div2k 2048x1024, or generated images of that size
+    pa.field("op", pa.string(), nullable=False),
+    pa.field("layout", pa.string(), nullable=False),
+    pa.field("encryption", pa.string(), nullable=False),    # public | symmetric
+    pa.field("job", pa.string(), nullable=False),           # encrypt | process | decrypt
+    pa.field("implementation", pa.string(), nullable=False),  # hecore, one core | spark local[2]
+    pa.field("cores", pa.int32(), nullable=False),
+    pa.field("images", pa.int32(), nullable=False),
+    pa.field("pixels", pa.int64(), nullable=False),         # channel values of the corpus
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("seconds_per_ciphertext", pa.float64(), nullable=False),
+    pa.field("pixels_per_second", pa.float64(), nullable=False),
+    pa.field("wall_seconds", pa.float64()),
+    pa.field("startup_seconds", pa.float64()),
+    pa.field("vs_core", pa.float64()),
+    pa.field("vs_core_x2", pa.float64()),
+    pa.field("bytes_at_rest", pa.int64()),
+    pa.field("bytes_per_pixel", pa.float64()),
+    pa.field("driver_peak_rss", pa.int64()),                # this process and the Spark JVM, bytes
+    pa.field("workers_peak_rss", pa.int64()),               # the Python workers together (sampled)
+    pa.field("min_psnr", pa.float64()),
+    pa.field("min_exact_fraction", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+])
+
+
+#: One row per (image, encryption path) of ``hepix bench --suite atrest``: bytes at rest and the speed of
+#: each secure encryption path against the pixel layout's ``full`` caching, one process, one thread
+#: (``jobs.bench.suites.atrest.AtRestRow``).
+BENCH_ATREST = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("load_1m", pa.float64()),
+    pa.field("repeats", pa.int32()),
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("implementation", pa.string(), nullable=False),
+    pa.field("encryption", pa.string(), nullable=False),      # cached | symmetric | public
+    pa.field("security", pa.string(), nullable=False),        # leaks | ind-cpa
+    pa.field("chain", pa.string()),                           # the ops the storage was planned for
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("level", pa.int32()),
+    pa.field("primes", pa.int32()),
+    pa.field("scale_bits", pa.int32()),
+    pa.field("drop0", pa.int32()),
+    pa.field("drop1", pa.int32()),
+    pa.field("halo", pa.int32()),
+    pa.field("tile", pa.string()),
+    pa.field("pixels", pa.int64()),
+    pa.field("ciphertexts", pa.int64()),
+    pa.field("seconds", pa.float64()),                        # median over the repeats
+    pa.field("pixels_per_second", pa.float64()),
+    pa.field("bytes", pa.int64()),
+    pa.field("bytes_per_pixel", pa.float64()),
+    pa.field("vs_pixel_full", pa.float64()),
+    pa.field("expand_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("expand_us_per_ciphertext", pa.float64()),
+    pa.field("decrypt_us_per_ciphertext", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("error_bound", pa.float64()),
+])
+
+
 #: Every benchmark table by its directory name under ``hepix bench --out``.
 BENCH_TABLES = {
     "bench": BENCH,
@@ -401,4 +482,6 @@ BENCH_TABLES = {
     "bench_dft": BENCH_DFT,
     "bench_infer": BENCH_INFER,
     "bench_tfhe": BENCH_TFHE,
+    "bench_corpus": BENCH_CORPUS,
+    "bench_atrest": BENCH_ATREST,
 }

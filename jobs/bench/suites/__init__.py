@@ -32,4 +32,9 @@ SUITES: dict[str, tuple[str, str]] = {
                                        "512x512 RGB, bytes per value, peak memory"),
     "infer": ("jobs.bench.suites.infer", "encrypted logistic regression and TinyCNN on the digits, one sample "
                                          "alone and a batch, against Deonise et al., one core"),
+    "corpus": ("jobs.bench.suites.corpus", "encrypt -> process brightness:60 -> decrypt of the DIV2K 2048x1024 "
+                                           "images on local[2], per layout and encryption mode, against hecore "
+                                           "doing the same in one process on one core"),
+    "atrest": ("jobs.bench.suites.atrest", "bytes at rest and encryption speed of the secure paths (seeded, "
+                                           "compact) against the pixel layout's full caching, one process"),
 }
