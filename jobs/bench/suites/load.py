@@ -146,7 +146,11 @@ class TreeSampler:
             st = _status(pid)
             if "VmHWM" not in st:
                 continue
-            r = self._roles.get(pid) or self._roles.setdefault(pid, role(pid, self.pid))
+            r = self._roles.get(pid)
+            if r is None or r == "other":
+                # Not cached until it is known: spark-submit's shell becomes the driver JVM by exec (same pid),
+                # after a short launcher JVM of its own; a pid first seen as the shell is the JVM later.
+                r = self._roles[pid] = role(pid, self.pid)
             hwm = st["VmHWM"] / 1024
             self.peaks.per_pid[pid] = (r, max(hwm, self.peaks.per_pid.get(pid, (r, 0.0))[1]))
             if r == "worker_python":
