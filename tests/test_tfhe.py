@@ -224,6 +224,27 @@ def test_hostile_ciphertext_is_a_value_error_naming_its_index_on_apply(kind, ev,
         ev.apply("threshold:10", bad)
 
 
+def test_the_keyless_row_check_refuses_what_the_keyed_loads_refuse(key_dir, ev, edge_cts):
+    from hecore.tfhe.checks import TfheCiphertextChecker
+
+    check = TfheCiphertextChecker(TFHE_DEFAULT)
+    seeded = [bytes(c) for c in Encryptor.from_key_directory(key_dir, encoding="seeded").encrypt(EDGES[:2])]
+    processed = ev.apply("threshold:10", seeded[:1])
+    assert check.problems([*seeded, edge_cts[0], *processed]) == [None] * 4
+    hostile = {**_hostile(edge_cts[0]), **{f"seeded {k}": v for k, v in _hostile(seeded[0]).items()}}
+    reasons = {kind: p.reason for kind, p in zip(hostile, check.problems(list(hostile.values())))}
+    assert reasons == {**{k: "ciphertext-size" for k in ("truncated", "one byte short", "seeded truncated",
+                                                          "seeded one byte short")},
+                       "empty": "empty-ciphertext", "seeded empty": "empty-ciphertext",
+                       "random": "tfhe-refused", "huge length prefix": "tfhe-refused",
+                       "seeded random": "tfhe-refused", "seeded huge length prefix": "tfhe-refused"}
+    bad = check.problem(hostile["seeded random"])
+    assert "tfhe-rs refuses the ciphertext (871 bytes)" in bad.detail
+    for kind in ("random", "seeded random", "seeded huge length prefix"):   # what the check lets through, the
+        with pytest.raises(ValueError, match=r"ciphertext 0\b"):            # evaluator would have failed on
+            ev.apply("threshold:10", [hostile[kind]])
+
+
 def test_a_ciphertext_of_another_type_is_refused(ev, dec, key_dir):
     server = tfhe_keys.read_server_key(key_dir)
     with pytest.raises(ValueError, match="ciphertext 0"):
