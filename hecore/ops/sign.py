@@ -2,7 +2,7 @@
 
 TFHE evaluates ``255 if p >= T else 0`` exactly (:class:`hecore.tfhe.ops.Threshold`); CKKS can only
 add and multiply, so it approximates the comparison by a polynomial.  Following Cheon, Kim, Kim and
-Lee, "Efficient homomorphic comparison methods with optimal complexity" (Section 3: composite
+Lee, "Efficient homomorphic comparison methods with optimal complexity" (its composite
 polynomials ``f_n``), the sign of ``x`` on ``[-1, 1]`` is approximated by iterating small odd
 polynomials that push every ``x`` towards ``-1`` or ``+1``:
 
