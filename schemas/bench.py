@@ -387,6 +387,15 @@ BENCH_TFHE = pa.schema(_RUN_FIELDS + [
     pa.field("compressed_server_key_bytes", pa.int64()),
     pa.field("server_key_load_seconds", pa.float64()),
     pa.field("compressed_server_key_load_seconds", pa.float64()),
+    # stage "ckks-sign": CKKS's polynomial approximation of threshold:T (hecore.ops.sign) against the exact mask
+    pa.field("preset", pa.string()),                             # the CKKS preset of a ckks-sign row
+    pa.field("max_abs_err", pa.float64()),                       # max |decrypted mask - exact mask| (0..255)
+    pa.field("wrong_side_fraction", pa.float64()),               # (mask >= 127.5) != (p >= T)
+    pa.field("off_fraction", pa.float64()),                      # |mask - exact| > 0.5: wrong after rounding
+    pa.field("near_off_fraction", pa.float64()),                 # the same among pixels with |p - T| <= near_band
+    pa.field("near_band", pa.int32()),
+    pa.field("off_band", pa.float64()),                          # every pixel with |p - T + 1/2| > this is right
+    pa.field("max_err_vs_polynomial", pa.float64()),             # vs the same polynomial in float64: CKKS's own error
 ])
 
 

@@ -517,6 +517,30 @@ def tfhe_stages(tfhe) -> dict | None:
             "exact": bool(op.exact) and bool(dec.exact)}
 
 
+def _ckks_sign_lines(tfhe) -> list[str]:
+    """The ``ckks-sign`` rows (CKKS's polynomial approximation of threshold:T) set against TFHE's exact
+    threshold on the same op: cost per value and how far from the exact mask."""
+    if "max_abs_err" not in tfhe.columns:
+        return []
+    sign = tfhe[tfhe.stage == "ckks-sign"]
+    if not len(sign):
+        return []
+    md = ["CKKS's arithmetic stand-in for the exact threshold (a composite polynomial of the sign, Cheon, Kim, "
+          "Kim, Lee, \"Efficient homomorphic comparison methods with optimal complexity\"; `variant` is "
+          "steps@preset; the time is the polynomial on one packed ciphertext over the values in it, "
+          "encryption not counted):", ""]
+    for _, r in sign.iterrows():
+        exact = tfhe[(tfhe.stage == "op") & (tfhe.op == r.op) & (tfhe.variant == "nibble")]
+        vs = (f"; TFHE's exact {r.op} {_f(exact.iloc[0].ms_per_pixel, ',.2f')} ms/value, "
+              f"{_ratio(exact.iloc[0].ms_per_pixel, r.ms_per_pixel)}x this") if len(exact) else ""
+        md.append(f"- {r.op} by {r.variant} on {r.image} ({int(r.pixels)} values): {_f(r.ms_per_pixel, '.4f')} "
+                  f"ms/value{vs}; max |error| {_f(r.max_abs_err, '.1f')} of 255, wrong side "
+                  f"{r.wrong_side_fraction:.2%}, off by more than 0.5 {r.off_fraction:.2%} "
+                  f"({r.near_off_fraction:.2%} of the pixels within {int(r.near_band)} of T); right to 0.5 only where "
+                  f"|p - T + 1/2| > {_f(r.off_band, '.1f')}.")
+    return md + [""]
+
+
 def _tfhe_section(tfhe) -> list[str]:
     md = ["## TFHE (tfhe-rs through hepix_tfhe): per pixel value, extrapolated to 512x512 RGB", ""]
     if tfhe is None:
@@ -535,6 +559,7 @@ def _tfhe_section(tfhe) -> list[str]:
            "reference (brightness saturates at 0 and 255 after the op).", "",
            _md(rows, ["stage", "op", "variant", "values", "ms / value", "512x512x3 s (extrapolated)",
                       "bytes / value", "exact", "peak MiB"]), ""]
+    md += _ckks_sign_lines(tfhe)
     ours, paper = tfhe_stages(tfhe), seeds.TENSEAL_STAGES["tfhe"]
     if ours is not None:
         rows = [[stage, _f(paper.seconds[i]), _f(ours["seconds"][i], ",.1f"), _ratio(ours["seconds"][i], paper.seconds[i]),

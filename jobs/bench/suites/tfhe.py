@@ -11,6 +11,13 @@ the default circuit, decrypt -- on one thread, and writes ``OUT/bench_tfhe/<run_
 TenSEAL study's TFHE figures.  Slow circuits (the 256-entry table ones) are measured on at most
 ``table_pixels`` values; each row says how many it measured.
 
+Next to TFHE's exact ``threshold:128``, :func:`measure_ckks_sign` measures CKKS's arithmetic stand-in
+(``hecore.ops.sign``: a composite polynomial of the sign, ``f3`` on ``dft-8192``, ``f3.f1`` on
+``dft-16384``; only ``f3`` on ``dft-8192`` with ``--quick``) on the same crop and on a sample that fills
+one ciphertext's slots (a 64x64 RGB crop of astronaut cut to 4,096 / 8,192 values), so that its per-value
+cost is the amortised one a packed image pays: stage ``ckks-sign``, variant ``steps@preset``, the time of
+the polynomial on the ciphertext over the values in it, and its error against the exact mask.
+
 Run as a script, ``python jobs/bench/suites/tfhe.py [--pixels N] [--threads T]`` measures a seeded
 random array (every nibble and carry path) with every circuit and prints one JSON object per row.
 """
@@ -131,6 +138,42 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
     return rows
 
 
+#: CKKS's polynomial stand-in for threshold:T (hecore.ops.sign): (sign steps, preset), each the deepest
+#: composite the preset's levels afford (dft-8192: 4 levels, f3 plus the normalisation; dft-16384: 6, f3.f1).
+SIGN_VARIANTS = [("f3", "dft-8192"), ("f3.f1", "dft-16384")]
+QUICK_SIGN_VARIANTS = [("f3", "dft-8192")]
+SIGN_THRESHOLD = 128
+
+
+def measure_ckks_sign(samples, threshold: int = SIGN_THRESHOLD, variants=None) -> list[dict]:
+    """CKKS's approximate ``threshold:T`` on each ``(name, uint8 values)`` of ``samples``, with each
+    (steps, preset) of ``variants``: one row per (sample, variant) with the seconds per pixel value of
+    the polynomial on the packed ciphertext (encryption and decryption not counted; a sample larger than
+    the slots is cut to one ciphertext's worth, the name says so) and its error against the exact mask
+    (``hecore.ops.sign.mask_errors``) and against the same polynomial in float64."""
+    from hecore.ops.sign import approx_sign_mask, mask_errors, plain_sign_mask, steps_name
+    from jobs.bench.contexts import Keys
+
+    keys = Keys(rotations=False)
+    rows = []
+    for steps, preset_name in variants or SIGN_VARIANTS:
+        ctx, ev = keys.get(preset_name)
+        for name, values in samples:
+            values = np.asarray(values, dtype=np.uint8).reshape(-1)
+            if values.size > ev.slots:
+                name, values = f"{name}, first {ev.slots} values", values[:ev.slots]
+            ct = ev.load(ctx.encrypt_vector(values.astype(np.float64)))
+            out, s = _timed(approx_sign_mask, ev, ct, threshold, steps)
+            mask = ctx.decrypt_slots(out, values.size)
+            errs = mask_errors(mask, values, threshold)
+            poly = float(np.abs(mask - plain_sign_mask(values, threshold, steps)).max())
+            rows.append(_row("ckks-sign", f"threshold:{threshold}", f"{steps_name(steps)}@{preset_name}",
+                             values.size, 1, s, image=name, preset=preset_name, exact=None,
+                             max_err_vs_polynomial=poly, **errs.__dict__))
+        keys.drop(preset_name)
+    return rows
+
+
 #: The suite's ops (default circuit); brightness:60 is the TenSEAL study's +60, with saturation.
 SUITE_VARIANTS = [("brightness:60", "nibble"), ("brightness-wrap:60", "nibble"), ("threshold:128", "nibble"),
                   ("min:200", "nibble"), ("max:50", "nibble"), ("lut:gamma-0.5", "nibble")]
@@ -166,6 +209,11 @@ def run(args) -> int:
         r["image"] = name
         if r["stage"] == "keygen":
             r["extrapolated"] = False
+    # the same crop in one ciphertext (its slots mostly empty: the cost is not amortised), then a sample
+    # that fills a ciphertext's slots (the per-value cost a packed image pays)
+    big_name, big = crop(64)
+    rows += measure_ckks_sign([(name, values), (big_name, big)],
+                              variants=QUICK_SIGN_VARIANTS if args.quick else SIGN_VARIANTS)
     path = write_rows(rows, BENCH_TFHE, Path(args.out) / "bench_tfhe", run_id, run_columns(run_id, started))
     shown = [r for r in rows if r["stage"] != "keygen"]
     print(table(shown, [("stage", "stage", ""), ("op", "op", ""), ("variant", "variant", ""), ("pixels", "values", "d"),
@@ -176,6 +224,11 @@ def run(args) -> int:
     key = rows[0]
     print(f"keygen {key['keygen_seconds']:.1f} s; server key {key['server_key_bytes']:,} bytes "
           f"({key['compressed_server_key_bytes']:,} compressed), client key {key['client_key_bytes']:,} bytes")
+    for r in (r for r in rows if r["stage"] == "ckks-sign"):
+        print(f"ckks-sign {r['variant']} on {r['image']} ({r['pixels']} values): {r['ms_per_pixel']:.4f} ms/value; "
+              f"max |err| {r['max_abs_err']:.1f}, wrong side {r['wrong_side_fraction']:.2%}, off by > 0.5 "
+              f"{r['off_fraction']:.2%} ({r['near_off_fraction']:.2%} within {r['near_band']} of T; right beyond "
+              f"|p - T + 1/2| > {r['off_band']:.1f})")
     print(f"\nwrote {path}")
     return 0 if all(r.get("exact", True) is not False for r in rows) else 1
 
