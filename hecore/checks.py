@@ -94,6 +94,10 @@ class CiphertextChecker:
             return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): {str(e).splitlines()[0][:160]}")
         return None
 
+    def problems(self, cts) -> list[Problem | None]:
+        """:meth:`problem` of every ciphertext of ``cts`` (the interface the row checks call per batch)."""
+        return [self.problem(ct) for ct in cts]
+
     # --- the fixed, uncompressed format of fresh ciphertexts (pixel layout) ---------------------------
     def _fixed_problem(self, ct) -> Problem | None:
         fmt = self.fixed

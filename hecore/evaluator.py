@@ -171,9 +171,17 @@ class Evaluator:
             self._he.rescale_to_next(out)
         return out
 
-    def multiply(self, a: PyCtxt, b: PyCtxt) -> PyCtxt:
-        """``a * b``, relinearised, and for CKKS rescaled (one level spent)."""
-        self._check_aligned(a, b, "multiply")
+    def multiply(self, a: PyCtxt, b: PyCtxt, *, any_scales: bool = False) -> PyCtxt:
+        """``a * b``, relinearised, and for CKKS rescaled (one level spent).
+
+        With ``any_scales`` (CKKS) the operands need only share a level: the product's scale is the
+        product of theirs (over the prime), which is correct whatever they are; only sums need equal
+        scales.  Without it, differing scales are refused as a likely mistake."""
+        if any_scales and not self.params.is_integer:
+            if self.level(a) != self.level(b):
+                raise ValueError(f"cannot multiply ciphertexts at levels {self.level(a)} and {self.level(b)}")
+        else:
+            self._check_aligned(a, b, "multiply")
         self._need_relin_key()
         if not self.params.is_integer:
             self._need_level(a, "a multiplication")

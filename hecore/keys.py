@@ -22,14 +22,14 @@ import json
 import logging
 import os
 import shutil
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .context import HEContext, PublicMaterial
-from .errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
+from .errors import KeyDirectoryError, KeyMismatch
 from .params import Params
+from .secretfile import make_private_directory, read_owner_only, write_private
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,11 @@ ROTATE = "rotate.key"
 SECRET = "secret.key"
 PUBLIC_FILES = (CONTEXT, PUBLIC, RELIN, ROTATE)
 FORMAT = 1
+#: The scheme of a TFHE key directory's manifest (:mod:`hecore.tfhe.keys`; its secret is ``client.key``).
+TFHE_SCHEME = "tfhe"
+#: Every file that holds the data owner's secret, whatever the scheme: a processing job refuses a key
+#: directory holding any of them, without opening it.
+SECRET_FILES = (SECRET, "client.key")
 
 
 @dataclass(frozen=True)
@@ -51,18 +56,6 @@ class KeyInfo:
     fingerprint: str
     created: str
     has_secret: bool
-
-
-def _write_private(path: Path, data: bytes, mode: int) -> None:
-    """Create ``path`` with ``mode`` from the start (no window where it is world-readable)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    os.chmod(path, mode)  # umask may have narrowed it; make it exactly ``mode``
 
 
 def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False, rotations: bool = True) -> KeyInfo:
@@ -80,17 +73,16 @@ def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False, r
                 "to replace its keys -- ciphertexts made with the old keys can then no longer be decrypted)"
             )
         shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(out, 0o700)
+    make_private_directory(out)
     ctx, secret = HEContext.generate(params, rotations=rotations)
     pub = ctx.public
-    _write_private(out / CONTEXT, pub.context, 0o644)
-    _write_private(out / PUBLIC, pub.public_key, 0o644)
+    write_private(out / CONTEXT, pub.context, 0o644)
+    write_private(out / PUBLIC, pub.public_key, 0o644)
     if pub.relin_key is not None:
-        _write_private(out / RELIN, pub.relin_key, 0o644)
+        write_private(out / RELIN, pub.relin_key, 0o644)
     if pub.rotate_key is not None:
-        _write_private(out / ROTATE, pub.rotate_key, 0o644)
-    _write_private(out / SECRET, secret, 0o600)
+        write_private(out / ROTATE, pub.rotate_key, 0o644)
+    write_private(out / SECRET, secret, 0o600)
     info = KeyInfo(params=params, fingerprint=ctx.fingerprint,
                    created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_secret=True)
     _write_manifest(out, info, _public_checksums(out))
@@ -122,6 +114,10 @@ def read_info(keys: str | os.PathLike) -> KeyInfo:
         )
     try:
         doc = json.loads(path.read_text())
+        if isinstance(doc, dict) and doc.get("scheme") == TFHE_SCHEME:
+            raise KeyDirectoryError(
+                f"{keys} is a TFHE key directory (client.key / server.key); this needs CKKS, BFV or BGV keys "
+                "(`hepix keygen --preset NAME`), or use TFHE ops with these keys")
         if doc.get("format") != FORMAT:
             raise KeyDirectoryError(f"{path}: key directory format {doc.get('format')!r} is not {FORMAT}")
         params = Params.from_json(doc["params"])
@@ -130,6 +126,25 @@ def read_info(keys: str | os.PathLike) -> KeyInfo:
     except (ValueError, KeyError) as e:
         raise KeyDirectoryError(f"{path} is malformed: {e}") from e
     return KeyInfo(params, fingerprint, created, has_secret=(keys / SECRET).exists())
+
+
+def key_scheme(keys: str | os.PathLike) -> str:
+    """The scheme of a key directory, from its manifest alone (reads no key): ``tfhe`` for TFHE keys,
+    else the parameters' scheme (``ckks``, ``bfv``, ``bgv``).  What a job looks at to pick the op
+    vocabulary (:func:`hecore.ops.spec.parse_chain`'s ``scheme``) and the key loader."""
+    keys = Path(keys)
+    path = keys / MANIFEST
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise KeyDirectoryError(
+            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --out {keys}`"
+        ) from None
+    except (OSError, ValueError) as e:
+        raise KeyDirectoryError(f"{path} is malformed: {e}") from None
+    if isinstance(doc, dict) and doc.get("scheme") == TFHE_SCHEME:
+        return TFHE_SCHEME
+    return read_info(keys).params.scheme
 
 
 def _read(keys: Path, name: str, required: bool = True) -> bytes | None:
@@ -198,45 +213,10 @@ def read_secret_key(keys: str | os.PathLike) -> bytes:
     """
     keys = Path(keys)
     read_info(keys)
-    path = keys / SECRET
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise SecretKeyMissing(
-            f"{keys} holds no {SECRET} (a public-only key directory); this needs the data owner's key "
-            "directory with its secret key"
-        ) from None
-    except OSError as e:
-        if path.is_symlink():
-            raise KeyDirectoryError(
-                f"{path} is a symbolic link: the secret key must be a regular file in the key directory "
-                f"(replace the link with the file itself, mode 0600)"
-            ) from None
-        raise KeyDirectoryError(f"{path} cannot be opened: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise KeyDirectoryError(f"{path} is not a regular file; the secret key must be one (mode 0600)")
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & 0o077:
-            raise KeyDirectoryError(
-                f"{path} has mode {mode:04o}: the secret key is readable by other users; "
-                f"run `chmod 600 {path}` (and check who may have read it)"
-            )
-        if st.st_uid != os.geteuid():
-            raise KeyDirectoryError(
-                f"{path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}): another user "
-                f"controls the secret key; use a key directory of your own (`chown` it if it is yours)"
-            )
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return read_owner_only(
+        keys / SECRET, what="the secret key",
+        missing=(f"{keys} holds no {SECRET} (a public-only key directory); this needs the data owner's key "
+                 "directory with its secret key"))
 
 
 def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:

@@ -1,4 +1,4 @@
-"""Parameter planning: the smallest 128-bit preset that can run an op chain in a layout.
+"""Parameter planning: which scheme runs each op, and the smallest 128-bit preset that can run an op chain.
 
 Like OpenFHE's automatic parameter selection, but over hepix's fixed,
 checked presets: from the ops (and a match, if any) it derives what the
@@ -7,6 +7,13 @@ exactness, room for the largest raw value -- and returns the presets that
 offer it, smallest ring (then smallest modulus) first.  :func:`check` is
 what the jobs call on the key they are given: it fails with a message that
 names the preset that would work.
+
+Across schemes, :func:`support` says for every (op, scheme) pair whether that scheme can run the
+op and why not: TFHE (:mod:`hecore.tfhe`) runs comparisons and any 8-bit function of a pixel
+exactly (saturating brightness, ``brightness-wrap``, ``threshold``, ``min``, ``max``, ``lut``) but
+not the ops that sum or scale ciphertexts (contrast, watermark, mean filter, DFT filter, matching,
+inference); CKKS, BFV and BGV run those and cannot compare.  :func:`plan` with ``scheme="tfhe"``
+returns TFHE's one parameter set when every op is a TFHE op.
 """
 from __future__ import annotations
 
@@ -16,13 +23,18 @@ from typing import Sequence
 
 from .layouts import Layout
 from hecore.ops.spec import Match
-from hecore.ops.spec import Brightness, Contrast, MeanFilter, Op, Watermark, raw_range
+from hecore.ops.spec import (NOT_IN_TFHE, SEAL_SCHEMES, TFHE_ONLY, Brightness, Contrast, MeanFilter, Op, Watermark,
+                             op_name, raw_range)
 
 from .errors import InvalidParameters
 from .params import PRESETS, Params
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "at_rest",
-           "at_rest_problems", "check_at_rest", "rounding_bound"]
+           "at_rest_problems", "check_at_rest", "rounding_bound", "ALL_SCHEMES", "Support", "support",
+           "chain_support", "describe_support"]
+
+#: Every scheme hepix runs: the SEAL ones (presets in hecore.params) and TFHE (hecore.tfhe).
+ALL_SCHEMES = SEAL_SCHEMES + ("tfhe",)
 
 
 #: The largest image (pixels x channels) whose exact BFV/BGV distance the bounds are checked for.
@@ -153,7 +165,14 @@ def _size(p: Params) -> tuple[int, int]:
 
 
 def plan(ops: Sequence[Op], layout: str, *, scheme: str | None = None, match: Match | None = None) -> list[Params]:
-    """Every preset that runs the chain, smallest first (CKKS before BFV before BGV on a tie)."""
+    """Every preset that runs the chain, smallest first (CKKS before BFV before BGV on a tie).
+
+    ``scheme="tfhe"``: ``ops`` are TFHE ops (:func:`hecore.ops.spec.parse_chain` with ``scheme="tfhe"``)
+    and the answer is TFHE's parameter set when the layout is the pixel layout and there is no match."""
+    if scheme == "tfhe":
+        from hecore.tfhe.params import TFHE_DEFAULT
+
+        return [TFHE_DEFAULT] if not _tfhe_layout_problem(layout) and match is None else []
     req = requirements(ops, layout, match)
     order = {"ckks": 0, "bfv": 1, "bgv": 2}
     fits = [p for p in PRESETS.values() if (scheme is None or p.scheme == scheme) and not problems(p, req)]
@@ -334,3 +353,124 @@ def check_at_rest(params: Params, stored, ops: Sequence[Op], layout: "Layout | s
     raise InvalidParameters(
         f"{chain} cannot run on ciphertexts stored compact for {planned} ({stored.describe()}): {'; '.join(why)}; "
         f"encrypt again with --store compact --for-op for this chain (or --store seal)")
+
+
+# --- which scheme runs which op --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Support:
+    """Whether ``scheme`` runs ``spec``: ``ok``, and ``why`` (the reason when not; what it computes
+    and with which keys when it does)."""
+
+    spec: str
+    scheme: str
+    ok: bool
+    why: str
+
+    def describe(self) -> str:
+        return f"{'yes' if self.ok else 'no'}: {self.why}"
+
+
+def _tfhe_layout_problem(layout) -> str:
+    if layout is None or Layout.parse(layout) is Layout.PIXEL:
+        return ""
+    return f"TFHE encrypts one pixel value per ciphertext (the pixel layout), not the {Layout.parse(layout)} layout"
+
+
+def _tfhe_support(spec: str, layout) -> Support:
+    from hecore.tfhe.ops import BrightnessWrap, Lut, Max, Min, Threshold, parse_op
+
+    name = op_name(spec)
+    if name in NOT_IN_TFHE:
+        return Support(spec, "tfhe", False, f"{NOT_IN_TFHE[name]}; use --scheme ckks (or bfv, bgv)")
+    try:
+        op = parse_op(spec)
+    except ValueError as e:
+        if name in TFHE_ONLY:       # malformed for the one scheme that has the op: the user's error
+            raise
+        return Support(spec, "tfhe", False, str(e))
+    where = _tfhe_layout_problem(layout)
+    if where:
+        return Support(spec, "tfhe", False, where)
+    what = {Threshold: f"exact: 255 where x >= {getattr(op, 't', '')}, else 0",
+            Min: "exact", Max: "exact", BrightnessWrap: "exact, modulo 256 (no clipping)",
+            Lut: "exact: any 8-bit function"}.get(type(op), "exact, saturating at 0 and 255 after every op")
+    return Support(spec, "tfhe", True, f"{what} (tfhe-default, pixel layout)")
+
+
+def _seal_support(spec: str, scheme: str, layout) -> Support:
+    from hecore.ops.spec import parse_match, parse_op
+
+    name = op_name(spec)
+    if name in TFHE_ONLY:
+        return Support(spec, scheme, False, f"{TFHE_ONLY[name]}; use --scheme tfhe")
+    layout = Layout.parse(layout) if layout is not None else Layout.PACKED
+    if name == "infer":
+        return Support(spec, scheme, True, "a run of its own; the infer job checks the preset's levels (CKKS) or t")
+    if name == "match":
+        ops, match = [], parse_match(spec)
+    else:
+        ops, match = [parse_op(spec)], None
+    try:
+        fits = plan(ops, layout.value, scheme=scheme, match=match)
+    except InvalidParameters as e:          # e.g. a match in the complex-packed layout
+        return Support(spec, scheme, False, str(e))
+    if fits:
+        note = " (clipped to 0..255 once, by the owner after decryption)" if name == "brightness" else ""
+        return Support(spec, scheme, True, f"{fits[0].name} and larger, {layout} layout{note}")
+    req = requirements(ops, layout, match)
+    largest = max((p for p in PRESETS.values() if p.scheme == scheme), key=_size)
+    return Support(spec, scheme, False, "; ".join(problems(largest, req)) or "no preset")
+
+
+def support(spec: str, scheme: str, layout: "Layout | str | None" = None) -> Support:
+    """Whether ``scheme`` can run the op ``spec`` (alone) in ``layout`` (None: the packed layout for
+    CKKS/BFV/BGV, the pixel layout for TFHE), and why (not).  A spec that is malformed for the scheme
+    that knows its name raises ValueError naming the problem."""
+    if scheme == "tfhe":
+        return _tfhe_support(spec, layout)
+    if scheme not in SEAL_SCHEMES:
+        raise InvalidParameters(f"unknown scheme {scheme!r}; expected one of {', '.join(ALL_SCHEMES)}")
+    return _seal_support(spec, scheme, layout)
+
+
+def chain_support(specs: Sequence[str], scheme: str, layout: "Layout | str | None" = None) -> Support:
+    """Whether ``scheme`` runs the whole chain: every op (:func:`support`), and for CKKS/BFV/BGV one
+    preset for all of them together (:func:`plan`), named when there is one."""
+    chain = " | ".join(specs)
+    each = [support(s, scheme, layout) for s in specs]
+    bad = [s for s in each if not s.ok]
+    if bad:
+        return Support(chain, scheme, False, "; ".join(f"{s.spec}: {s.why}" for s in bad))
+    if scheme == "tfhe":
+        return Support(chain, scheme, True, "tfhe-default (`hepix keygen --scheme tfhe`)")
+    if any(op_name(s) == "infer" for s in specs):
+        return Support(chain, scheme, True, "an infer run; the job checks the preset")
+    from hecore.ops.spec import parse_match, parse_ops
+
+    specs, match = list(specs), None
+    if specs and op_name(specs[-1]) == "match":         # a match comes last, after the ops it will see
+        match = parse_match(specs.pop())
+    lay = Layout.parse(layout) if layout is not None else Layout.PACKED
+    try:
+        fits = plan(parse_ops(specs), lay.value, scheme=scheme, match=match)
+    except InvalidParameters as e:
+        return Support(chain, scheme, False, str(e))
+    if not fits:
+        return Support(chain, scheme, False, f"no {scheme.upper()} preset runs the ops together in the {lay} layout")
+    return Support(chain, scheme, True, f"{fits[0].name} (`hepix keygen --preset {fits[0].name}`)")
+
+
+def describe_support(specs: Sequence[str], layout: "Layout | str | None" = None,
+                     schemes: Sequence[str] = ALL_SCHEMES) -> str:
+    """Lines for every op and scheme (yes/no and why), then the whole chain per scheme."""
+    lines = []
+    for spec in specs:
+        lines.append(f"  {spec}")
+        for scheme in schemes:
+            lines.append(f"    {scheme:<5} {support(spec, scheme, layout).describe()}")
+    if len(specs) > 1:
+        lines.append(f"  the chain {' | '.join(specs)}")
+        for scheme in schemes:
+            lines.append(f"    {scheme:<5} {chain_support(specs, scheme, layout).describe()}")
+    return "\n".join(lines)

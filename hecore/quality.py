@@ -139,14 +139,33 @@ def _ssim(reference: np.ndarray, image: np.ndarray) -> float:
     if side < 3:
         return _global_ssim(reference, image)
     win = _DEFAULT_WIN if side >= _DEFAULT_WIN else (side if side % 2 else side - 1)
-    kwargs = {"data_range": MAX_VALUE, "win_size": win}
-    if reference.ndim == 3:
-        kwargs["channel_axis"] = -1
-    return float(
-        structural_similarity(
-            reference.astype(np.float64), image.astype(np.float64), **kwargs
-        )
-    )
+    if reference.ndim == 2:
+        return _ssim_plane(reference, image, win)
+    return float(np.mean([_ssim_plane(reference[..., c], image[..., c], win) for c in range(reference.shape[-1])]))
+
+
+#: Rows of the SSIM map computed at once: bounds the memory of a large image's SSIM (scikit-image holds a
+#: dozen float64 copies of the whole plane) without changing its value.
+SSIM_STRIP_ROWS = 128
+
+
+def _ssim_plane(reference: np.ndarray, image: np.ndarray, win: int) -> float:
+    """scikit-image's mean SSIM of one plane (the map's mean without its ``(win - 1) // 2`` border), computed
+    in strips of :data:`SSIM_STRIP_ROWS` rows: each strip is filtered with the rows its windows reach, and
+    only the rows every window of which lies inside the strip are kept, so each kept value is the one the
+    whole plane gives."""
+    pad = (win - 1) // 2
+    h = reference.shape[0]
+    total, count = 0.0, 0
+    for r0 in range(pad, h - pad, SSIM_STRIP_ROWS):
+        r1 = min(r0 + SSIM_STRIP_ROWS, h - pad)
+        _, smap = structural_similarity(reference[r0 - pad:r1 + pad].astype(np.float64),
+                                        image[r0 - pad:r1 + pad].astype(np.float64),
+                                        data_range=MAX_VALUE, win_size=win, full=True)
+        kept = smap[pad:pad + (r1 - r0), pad:smap.shape[1] - pad]
+        total += float(kept.sum(dtype=np.float64))
+        count += kept.size
+    return total / count
 
 
 def compare(reference: np.ndarray, decrypted: np.ndarray) -> Quality:

@@ -95,9 +95,14 @@ class EncryptRun:
         self.owner_dir = owner_dir
         self.fingerprint = setup.material.fingerprint()
         self.settings = setup.resumable(args, self.fingerprint)
-        self.ctx = HEContext.from_public(setup.material)
-        cls = strategy_class(setup.strategy, allow_leaky=args.allow_leaky)
-        self.strategy = cls(self.ctx, **setup.strategy_options)
+        if getattr(setup, "tfhe", False):
+            from hecore.tfhe.encryptor import TfheFresh
+
+            self.ctx, self.strategy = None, TfheFresh(setup.encoding)
+        else:
+            self.ctx = HEContext.from_public(setup.material)
+            cls = strategy_class(setup.strategy, allow_leaky=args.allow_leaky)
+            self.strategy = cls(self.ctx, **setup.strategy_options)
         sc = spark.sparkContext
         self.rebuilds = sc.accumulator([], ListAccumulator())
         self.tasks = sc.accumulator([], ListAccumulator())
@@ -335,7 +340,8 @@ class EncryptRun:
             options={"tile": list(s.tile), "halo": s.halo, "resize": a.resize, "conversions": list(a.convert),
                      **self.strategy.options(), "settings": self.settings,
                      **({"encryption": "symmetric", "compression": s.compression}
-                        if s.secret_key is not None else {}),
+                        if s.secret_key is not None and not getattr(s, "tfhe", False) else {}),
+                     **({"encryption": "client-key", "encoding": s.encoding} if getattr(s, "tfhe", False) else {}),
                      **({"store": s.store.to_json()} if s.store is not None else {})},
             counts=self.counts, timings=self.timings, workers=worker_report(self.rebuilds, self.tasks),
             versions=runinfo.versions(), spark=spark_info(self.spark), files=self.files,

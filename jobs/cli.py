@@ -34,11 +34,13 @@ def _resolve(target: str):
 
 JOBS = {
     "keygen": Command("jobs.keygen:add_arguments", "jobs.keygen:run",
-                      "generate a key directory (secret key in its own 0600 file)"),
+                      "generate a key directory (secret key in its own 0600 file; --scheme tfhe: a TFHE client key "
+                      "(0600) and server key)"),
     "export-public": Command("jobs.keygen:add_export_arguments", "jobs.keygen:run_export",
-                             "copy a key directory without its secret key, for the cluster"),
+                             "copy a key directory without its secret (or TFHE client) key, for the cluster"),
     "plan": Command("jobs.plan:add_arguments", "jobs.plan:run",
-                    "which parameter presets can run an op chain in a layout, smallest first"),
+                    "which scheme runs each op (CKKS, BFV, BGV, TFHE) and which presets can run an op chain "
+                    "in a layout, smallest first"),
     "encrypt": Command("jobs.encrypt:add_arguments", "jobs.encrypt:run",
                        "encrypt images (a directory, glob or URI) into a ciphertext table for the cluster, and an "
                        "owner map that stays with you"),

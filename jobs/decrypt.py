@@ -28,16 +28,16 @@ from hecore.errors import HepixError, KeyMismatch
 from hecore.images import DEFAULT_MAX_PIXELS
 from jobs.tasks.decode import DecodeOptions, originals_partition
 from jobs.tasks.decrypt import SecretPayload, assemble_group, decrypt_partition
-from jobs.tasks.metrics import SCORED, metrics_partition
+from jobs.tasks.metrics import SCORED, assemble_and_score, metrics_partition
 from schemas.manifest import Counts
-from schemas.stages import DECRYPTED, IMAGES, ORIGINALS, OWNER_NAMES
+from schemas.stages import DECRYPTED, IMAGES, ORIGINALS, OWNER_NAMES, REFERENCES
 from schemas.tables import METRICS, spark_schema
 
 from .console import table
 from .owner import OwnerMap
 from .progress import Progress
 from .rowcheck import reject_row
-from .runs import add_reject_arguments, add_spark_arguments, exit_status, table_function
+from .runs import add_reject_arguments, add_spark_arguments, cogroup_function, exit_status, table_function
 from .session import add_trust_argument
 from .sources import read_images
 from .tables import write_rejects
@@ -116,7 +116,9 @@ def originals(run, owner: OwnerMap | None):
                              "larger --max-pixels")
     dopts = DecodeOptions(1, 1, resize, conversions, limit)
     return read_images(run.spark, run.args.images, run.args.recursive).mapInArrow(
-        functools.partial(originals_partition, opts=dopts, ops=tuple(run.parent.ops)), spark_schema(ORIGINALS))
+        functools.partial(originals_partition, opts=dopts, ops=tuple(run.parent.ops), preset=run.parent.preset,
+                          match_key=owner is None),
+        spark_schema(ORIGINALS))
 
 
 def owner_names(run, owner: OwnerMap | None, ids: list[str]):
@@ -133,22 +135,53 @@ def owner_names(run, owner: OwnerMap | None, ids: list[str]):
     return run.spark.createDataFrame(t.to_pandas(), spark_schema(OWNER_NAMES))
 
 
-def metrics_plan(run, df, png_dir: str | None, owner: OwnerMap | None, ids: list[str]):
-    """Decrypt ``df``'s rows, reassemble each image, join its names and reference and score it: SCORED rows."""
+def check_public(run):
+    """The public material the owner's row checks and decryptors need (no evaluation keys; TFHE's as it is)."""
+    if getattr(run.keys.public, "scheme", None) == "tfhe":
+        return run.keys.public
+    return dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+
+
+def references(run, owner: OwnerMap, ids: list[str]):
+    """The originals of ``--images`` by image id (REFERENCES): each file found by the SHA-256 of its bytes
+    that the owner map recorded for the id; an id without one has no row."""
     from pyspark.sql import functions as F
 
-    public = dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+    known = owner.images()
+    pairs = [(i, known[i].content_sha256) for i in ids if i in known and known[i].content_sha256]
+    if not run.args.images or not pairs:
+        return run.spark.createDataFrame([], spark_schema(REFERENCES))
+    by_id = run.spark.createDataFrame(pairs, "image_id string, content_sha256 string")
+    found = originals(run, owner).dropDuplicates(["content_sha256"])
+    return found.join(F.broadcast(by_id), "content_sha256").select(*REFERENCES.names)
+
+
+def metrics_plan(run, df, png_dir: str | None, owner: OwnerMap | None, ids: list[str]):
+    """Decrypt ``df``'s rows, reassemble each image, join its names and reference and score it: SCORED rows.
+
+    Each ciphertext is decrypted in the task that reads it, into one block of values; the blocks of an image
+    are grouped by its id.  With an owner map the original's id is known before anything is decrypted, so
+    each image is assembled and scored in one task (its blocks cogrouped with its original): the image
+    itself never goes through Spark.  Without one, the assembled image is matched to its original by what
+    it decrypts to, then scored."""
+    from pyspark.sql import functions as F
+
+    public = check_public(run)
     bc, token = run.broadcast(SecretPayload(public=public, secret_key=run.keys.secret_key_bytes()))
     values = df.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds,
                                              tasks=run.tasks, flood_std=run.args.flood_std), spark_schema(DECRYPTED))
     limit = 3 * int(expectation(run, owner).max_pixels)
+    if owner is not None:
+        known = owner.images()
+        names = {i: (known[i].source, known[i].content_sha256) if i in known else (i, "") for i in ids}
+        score = cogroup_function(assemble_and_score, names=names, run_id=run.run_id, png_dir=png_dir,
+                                 max_values=limit)
+        return (values.groupBy("image_id").cogroup(references(run, owner, ids).groupBy("image_id"))
+                .applyInArrow(score, spark_schema(SCORED)))
     images = values.groupBy("image_id").applyInArrow(table_function(assemble_group, max_values=limit),
                                                      spark_schema(IMAGES))
-    images = images.join(F.broadcast(owner_names(run, owner, ids)), "image_id", "left")
-    if run.args.images and owner is not None:
-        found = originals(run, owner).dropDuplicates(["content_sha256"]).drop("result_sha256", "orig_source")
-        images = images.join(found, "content_sha256", "left")
-    elif run.args.images:
+    images = images.join(F.broadcast(owner_names(run, None, ids)), "image_id", "left")
+    if run.args.images:
         found = originals(run, None).dropDuplicates(["result_sha256"]).withColumnRenamed(
             "content_sha256", "orig_sha256")
         images = (images.join(found, "result_sha256", "left")
@@ -175,11 +208,13 @@ def run(run) -> int:
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
         progress.stage("checking the input rows")
-        public = dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
+        public = check_public(run)
         checked = run.checked_input("decrypt", expectation(run, owner), public=public, owner=owner)
+        run.timings["check_seconds"] = time.perf_counter() - t0
         progress.stage("decrypting")
         scored_dir = run.out.table("_scored")
         run.write(metrics_plan(run, checked.df, png_dir, owner, checked.good_ids), "_scored", "metrics")
+        run.timings["scored_seconds"] = time.perf_counter() - t0 - run.timings["check_seconds"]
         scored = run.spark.read.parquet(scored_dir)
         run.write(scored.where(F.col("reject_reason").isNull()).select(*METRICS.names), "metrics")
         late = [r.asDict() for r in scored.where(F.col("reject_reason").isNotNull())

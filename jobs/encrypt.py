@@ -53,7 +53,8 @@ DEFAULT_BATCH_IMAGES = 256  # a crashed run loses at most one batch of work
 
 def add_arguments(p) -> None:
     p.add_argument("--keys", required=True, help="key directory: only its public part is read (never secret.key), "
-                        "except with --encryption symmetric, which reads secret.key too")
+                        "except with --encryption symmetric, which reads secret.key too; TFHE keys: tfhe-rs "
+                        "encrypts with client.key (0600), one seeded ciphertext per pixel value")
     p.add_argument("--input", required=True, help="directory, glob or URI (file://, hdfs://) of images")
     p.add_argument("--out", required=True, help="output directory, the one to hand to the cluster: ciphertexts/ "
                         "(random image ids; no file names, no hashes of images) and _manifest.json")
@@ -61,8 +62,9 @@ def add_arguments(p) -> None:
                    help="the owner map: which image id is which file, the rejects, the settings (a local "
                         "directory kept by the owner, never handed to the cluster; default: <--out>.owner beside "
                         "a local --out). decrypt --owner and audit --owner read it")
-    p.add_argument("--layout", choices=Layout.names(), default=Layout.PACKED.value,
-                   help="packed: one fresh ciphertext per tile channel, a pixel per slot (default); "
+    p.add_argument("--layout", choices=Layout.names(), default=None,
+                   help="packed: one fresh ciphertext per tile channel, a pixel per slot (default; TFHE keys: "
+                        "pixel, their only layout); "
                         "packed-complex: the same with two pixels per slot (CKKS only, twice the pixels per "
                         "ciphertext; no matching); pixel: one ciphertext per pixel value (iCHEETAH, with its "
                         "caching strategies)")
@@ -146,7 +148,7 @@ def symmetric_secret(args, material, keys) -> bytes | None:
             raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
                              "uncompressed")
         return None
-    if not Layout.parse(args.layout).packed or args.strategy != "fresh":
+    if not Layout.parse(args.layout or Layout.PACKED.value).packed or args.strategy != "fresh":
         raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layouts), each fresh: use "
                          "--layout packed or packed-complex without --strategy")
     from hecore.encrypt.symmetric import SymmetricEncryptor
@@ -170,14 +172,22 @@ class EncryptSettings:
     secret_key: bytes | None = field(repr=False)
     compression: str
     store: object = None        # hecore.atrest.AtRest with --store compact; None: SEAL bytes
+    encoding: str | None = None  # TFHE keys: how each value's ciphertext is serialized (seeded); None: SEAL
 
     @property
     def params(self):
         return self.material.params
 
     @property
+    def tfhe(self) -> bool:
+        return self.encoding is not None
+
+    @property
     def label(self) -> str:
-        """The ``strategy`` column of the rows: the pixel strategy, or ``symmetric``."""
+        """The ``strategy`` column of the rows: the pixel strategy, ``symmetric``, or TFHE's encoding."""
+        if self.tfhe:
+            from hecore.tfhe.encryptor import strategy_name
+            return strategy_name(self.encoding)
         return "symmetric" if self.secret_key is not None else self.strategy
 
     def resumable(self, args, fingerprint: str) -> dict:
@@ -215,7 +225,9 @@ def settings_from(args, material, keys=None) -> EncryptSettings:
     ``keys``: the local key directory (``--encryption symmetric`` reads its secret key)."""
     check_numbers(args)
     params = material.params
-    layout = Layout.parse(args.layout)
+    if getattr(material, "scheme", None) == "tfhe":
+        return tfhe_settings(args, material, keys if keys is not None else args.keys)
+    layout = Layout.parse(args.layout or Layout.PACKED.value)
     secret_key = symmetric_secret(args, material, keys if keys is not None else args.keys)
     tile_spec = parse_tile(args.tile)
     if layout.packed:
@@ -243,6 +255,30 @@ def settings_from(args, material, keys=None) -> EncryptSettings:
     return EncryptSettings(material=material, layout=layout, tile=tuple(tile), halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), secret_key=secret_key,
                            compression=args.compression, store=storage(args, params, layout, secret_key))
+
+
+def tfhe_settings(args, material, keys) -> EncryptSettings:
+    """The settings of an encryption under TFHE keys: the pixel layout (one ciphertext per value), each value
+    encrypted fresh with the client key (read from ``keys`` with the owner-only discipline and proven to belong
+    to the server key), seeded.  Options of the SEAL schemes are refused by name."""
+    from hecore.tfhe.keys import check_key_pair, read_client_key
+
+    if args.layout not in (None, Layout.PIXEL.value):
+        raise HepixError(f"--layout {args.layout}: TFHE encrypts one pixel value per ciphertext (--layout pixel, "
+                         "the default for TFHE keys)")
+    for flag, given in (("--strategy", args.strategy != "fresh"), ("--halo", bool(args.halo)),
+                        ("--encryption symmetric", args.encryption == "symmetric"),
+                        ("--compression", args.compression != DEFAULT_COMPRESSION),
+                        ("--store compact", args.store != "seal"), ("--for-op", bool(args.for_op))):
+        if given:
+            raise HepixError(f"{flag} is for CKKS/BFV/BGV keys; TFHE keys encrypt every value fresh with the client "
+                             "key, in the pixel layout: drop it")
+    client = read_client_key(keys)
+    check_key_pair(client, material.server_key)
+    tile = parse_tile(args.tile) or parse_tile_spec(DEFAULT_TILE)
+    return EncryptSettings(material=material, layout=Layout.PIXEL, tile=tuple(tile), halo=0, strategy="fresh",
+                           strategy_options={}, secret_key=client, compression=DEFAULT_COMPRESSION, store=None,
+                           encoding="seeded")
 
 
 def storage(args, params, layout, secret_key):
@@ -278,13 +314,24 @@ def owner_dir(args) -> str:
 
 
 def run(args) -> int:
+    from hecore.keys import key_scheme
+
     strategy_class(args.strategy, allow_leaky=args.allow_leaky)    # a leaking strategy: refused, saying what leaks
     check_numbers(args)
     owner = owner_dir(args)
     symmetric = args.encryption == "symmetric"
     with remote_keys(args.keys, secret=symmetric) as keys:
-        material = read_public(keys, eval_keys=False)   # never opens secret.key; no eval keys needed
-        setup = settings_from(args, material, keys)
+        tfhe = key_scheme(keys) == "tfhe"
+        if not tfhe:
+            material = read_public(keys, eval_keys=False)   # never opens secret.key; no eval keys needed
+            setup = settings_from(args, material, keys)
+    if tfhe:        # TFHE encrypts with the client key: the owner's job, like --encryption symmetric
+        from hecore.tfhe.keys import read_public as read_tfhe_public
+
+        symmetric = True
+        with remote_keys(args.keys, secret=True) as keys:
+            material = read_tfhe_public(keys)
+            setup = settings_from(args, material, keys)
     run_id, started = runinfo.new_run_id(), runinfo.now()
     session = (secret_session("encrypt", args.master, args.conf, trusted=trusted_cluster(args)) if symmetric
                else plain_session("encrypt", args.master, args.conf))
@@ -313,7 +360,9 @@ def run(args) -> int:
           f"into {counts.ciphertexts} ciphertexts, {mb:,.1f} MB, in {secs:.1f} s "
           f"({counts.ciphertexts / secs:,.0f} ciphertexts/s, {mb / secs:,.1f} MB/s); "
           f"cache rebuilds {manifest.workers['cache_rebuilds']} for {manifest.workers['tasks']} tasks"
-          + (f"; {len(manifest.runs)} runs" if len(manifest.runs) > 1 else ""))
+          + (f"; {len(manifest.runs)} runs" if len(manifest.runs) > 1 else "")
+          + (f"; {counts.ciphertext_bytes / counts.ciphertexts:,.0f} bytes per pixel value"
+             if setup.tfhe and counts.ciphertexts else ""))
     if counts.images_rejected:
         print(f"rejected files are listed in the owner map, {owner}/rejects/, with the reason")
     return 0

@@ -1,9 +1,10 @@
-"""`hepix plan`: which parameter presets can run an op chain in a layout, smallest first (hecore.planner)."""
+"""`hepix plan`: which scheme runs each op of a chain, and which parameter presets can run the chain in a
+layout, smallest first (hecore.planner)."""
 from __future__ import annotations
 
 from hecore.errors import HepixError
 from hecore.layouts import Layout
-from hecore.params import SCHEMES
+from hecore.planner import ALL_SCHEMES
 
 
 def add_chain_arguments(p, required: bool) -> None:
@@ -11,20 +12,26 @@ def add_chain_arguments(p, required: bool) -> None:
     p.add_argument("--op", action="append", default=[], required=required, metavar="SPEC",
                    help="an op the keys must serve (as for `hepix process`); repeat for a chain, and a "
                         "match:QUERY last if the images will be matched")
-    p.add_argument("--layout", choices=Layout.names(), default=Layout.PACKED.value,
-                   help="layout (default packed)")
-    p.add_argument("--scheme", choices=SCHEMES, help="restrict the choice to one scheme")
+    p.add_argument("--layout", choices=Layout.names(), default=None,
+                   help="layout (default: packed for CKKS/BFV/BGV, pixel for TFHE, which has only that one)")
+    p.add_argument("--scheme", choices=ALL_SCHEMES,
+                   help="restrict the choice to one scheme (tfhe: exact comparisons and 8-bit tables)")
+
+
+def seal_layout(args) -> str:
+    """The layout of a CKKS/BFV/BGV plan: as given, else packed."""
+    return args.layout or Layout.PACKED.value
 
 
 def planned_chain(args):
-    """(ops, match) of the ``--op`` specs: a match:QUERY may come last, after the ops it will see."""
-    from hecore.ops.spec import parse_match
-    from hecore.ops.spec import parse_ops
+    """(ops, match) of the ``--op`` specs in the CKKS/BFV/BGV vocabulary: a match:QUERY may come last,
+    after the ops it will see."""
+    from hecore.ops.spec import op_name, parse_match, parse_ops
 
     specs = list(args.op)
     match = None
     try:
-        if specs and specs[-1].strip().lower().startswith("match:"):
+        if specs and op_name(specs[-1]) == "match":
             match = parse_match(specs.pop())
         return parse_ops(specs), match
     except ValueError as e:
@@ -36,14 +43,33 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from hecore.planner import describe_plan, plan
+    from hecore.ops.spec import SEAL_SCHEMES, TFHE_ONLY, op_name
+    from hecore.planner import chain_support, describe_plan, describe_support, plan
 
-    ops, match = planned_chain(args)
-    fits = plan(ops, args.layout, scheme=args.scheme, match=match)
-    print(f"{' | '.join(args.op)} in the {args.layout} layout:")
-    print(describe_plan(ops, args.layout, scheme=args.scheme, match=match))
-    if not fits:
-        print("no preset can run it")
+    schemes = (args.scheme,) if args.scheme else ALL_SCHEMES
+    chain = " | ".join(args.op)
+    try:
+        text = describe_support(args.op, args.layout, schemes)
+        verdicts = {s: chain_support(args.op, s, args.layout) for s in schemes}
+    except ValueError as e:
+        raise HepixError(str(e)) from None
+    print(f"{chain}: which scheme runs each op (layout: {args.layout or 'packed for CKKS/BFV/BGV, pixel for TFHE'})")
+    print(text)
+    seal = [s for s in schemes if s in SEAL_SCHEMES]
+    smallest = None
+    if seal and not any(op_name(s) in TFHE_ONLY or op_name(s) == "infer" for s in args.op):
+        ops, match = planned_chain(args)
+        only = args.scheme if args.scheme in SEAL_SCHEMES else None
+        print(f"CKKS/BFV/BGV presets, {seal_layout(args)} layout:")
+        print(describe_plan(ops, seal_layout(args), scheme=only, match=match))
+        fits = plan(ops, seal_layout(args), scheme=only, match=match)
+        smallest = fits[0] if fits else None
+    runs = [s for s in schemes if verdicts[s].ok]
+    if not runs:
+        print("no scheme can run it" if len(schemes) > 1 else f"{schemes[0].upper()} cannot run it")
         return 1
-    print(f"smallest: {fits[0].name}  (hepix keygen --preset {fits[0].name} --out KEYS)")
+    if smallest is not None:
+        print(f"smallest: {smallest.name}  (hepix keygen --preset {smallest.name} --out KEYS)")
+    if "tfhe" in runs:
+        print("tfhe: tfhe-default  (hepix keygen --scheme tfhe --out KEYS)")
     return 0

@@ -22,7 +22,14 @@ import time
 import pyarrow as pa
 
 from hecore.errors import HepixError
-from jobs.tasks.process import mean_filter_group, packed_partition, pointwise_partition, scatter_partition
+from jobs.tasks.process import (
+    TFHE_PROCESSED,
+    mean_filter_group,
+    packed_partition,
+    pointwise_partition,
+    scatter_partition,
+    tfhe_partition,
+)
 from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS, spark_schema
@@ -33,7 +40,8 @@ from .tables import write_rejects
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--keys", required=True, help="PUBLIC key directory (one with secret.key is refused)")
+    p.add_argument("--keys", required=True, help="PUBLIC key directory (one with secret.key or TFHE's client.key "
+                        "is refused)")
     p.add_argument("--input", required=True, help="output directory of `hepix encrypt` (or of process)")
     p.add_argument("--out", required=True, help="output directory for the processed ciphertexts")
     p.add_argument("--op", action="append", required=True, metavar="SPEC",
@@ -42,7 +50,9 @@ def add_arguments(p) -> None:
                         "a low-pass filter per tile through the encrypted DFT); repeat to chain, applied "
                         "in order. Or, alone: match:QUERY[,l2|,l1] -- encrypted distances from the image QUERY "
                         "(its id or file name) to every other image; or, alone, on `hepix encrypt-digits` "
-                        "output: infer:MODEL[,task=01|all] with MODEL logreg or tinycnn")
+                        "output: infer:MODEL[,task=01|all] with MODEL logreg or tinycnn. With TFHE keys: "
+                        "brightness:B (saturating at 0 and 255), brightness-wrap:B, threshold:T, min:C, max:C, "
+                        "lut:gamma-G|stretch-LO-HI|invert|hex-... (exact, server key only)")
     add_spark_arguments(p)
     add_reject_arguments(p)
 
@@ -86,6 +96,22 @@ def with_tiles(ops, parent):
     return out
 
 
+def planned_tfhe_ops(run, ops) -> list:
+    """TFHE ``ops`` checked against the input run: its ciphertexts are TFHE pixel ciphertexts of this key set's
+    parameters (the fingerprint was checked already), and the ops it records are TFHE ops."""
+    from hecore.ops.spec import is_tfhe_preset, recorded_chain
+
+    parent = run.parent
+    if not is_tfhe_preset(parent.preset) or parent.preset != run.keys.params.name:
+        raise HepixError(f"{run.args.input} holds {parent.preset} ciphertexts; TFHE ops run on ciphertexts made "
+                         "with these TFHE keys (`hepix encrypt --keys TFHE_KEYS`)")
+    try:
+        recorded_chain(list(parent.ops), parent.preset)
+    except ValueError as e:
+        raise HepixError(str(e)) from None
+    return ops
+
+
 def planned_ops(run, ops) -> list:
     """``ops`` checked against the input run and the keys: the parameters can run the whole chain (the
     planner names a preset that can when they cannot), a packed chain fits the tiles' halo, and a
@@ -125,6 +151,9 @@ def processed(run, df, ops):
     bc, token = run.broadcast(run.keys)
     common = dict(token=token, broadcast=bc, run_id=run.run_id, rebuilds=run.rebuilds)
     schema = spark_schema(CIPHERTEXTS)
+    if getattr(run.keys, "scheme", None) == "tfhe":        # the whole chain per ciphertext, one pass
+        return df.mapInArrow(functools.partial(tfhe_partition, specs=[o.spec for o in ops], tasks=run.tasks,
+                                               **common), schema)
     if Layout.parse(run.parent.layout).packed:
         return df.mapInArrow(functools.partial(packed_partition, specs=[o.spec for o in ops], tasks=run.tasks,
                                                **common), schema)
@@ -142,9 +171,12 @@ def processed(run, df, ops):
 
 
 def check_public(run):
-    """The public material the row checks load ciphertexts with (no evaluation keys: they are not needed)."""
+    """The public material the row checks load ciphertexts with (no evaluation keys: they are not needed;
+    TFHE's checks need its parameters only, :mod:`hecore.tfhe.checks`)."""
     import dataclasses
 
+    if getattr(run.keys, "scheme", None) == "tfhe":
+        return run.keys.params
     return dataclasses.replace(run.keys, relin_key=None, rotate_key=None)
 
 
@@ -154,11 +186,12 @@ def run(args, chain) -> int:
 
     from hecore.layouts import Layout
 
+    tfhe = chain.scheme == "tfhe"
     with open_run(args, "process") as run:
         parent = run.parent
-        ops = planned_ops(run, list(chain.ops))
+        ops = planned_tfhe_ops(run, list(chain.ops)) if tfhe else planned_ops(run, list(chain.ops))
         print(f"hepix process {run.run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
-              f"key {run.fingerprint[:16]} (public only)")
+              f"key {run.fingerprint[:16]} ({'TFHE server key' if tfhe else 'public'} only)")
         with Progress(run.spark, "process", enabled=not args.quiet) as progress:
             progress.stage("checking the input rows")
             pixel = not Layout.parse(parent.layout).packed
@@ -181,11 +214,11 @@ def run(args, chain) -> int:
                              f"({checked.bad_image_rows} of them left out with their images), {counts.ciphertexts} "
                              "out; nothing was committed")
         manifest = run.manifest(ops=list(parent.ops) + [o.spec for o in ops], counts=counts, files=files,
-                                checksums=checksums)
+                                checksums=checksums, **({"strategy": TFHE_PROCESSED} if tfhe else {}))
         run.commit(manifest, ["ciphertexts", "rejects"])
     secs = run.timings["process_seconds"]
     print(f"processed {counts.ciphertexts} ciphertexts of {counts.images_encrypted} images in {secs:.1f} s "
-          f"({counts.ciphertexts / secs:,.0f} ciphertexts/s); ops now: {' | '.join(manifest.ops)}")
+          f"({counts.ciphertexts / secs:,.1f} ciphertexts/s); ops now: {' | '.join(manifest.ops)}")
     if checked.rejects:
         print(f"{len(checked.rejects)} ciphertext rows or images failed their checks; {len(checked.bad_images)} "
               f"images were left out and the reasons are listed in {args.out}/rejects/")

@@ -109,8 +109,8 @@ def read_text(uri: str) -> str:
 @contextlib.contextmanager
 def remote_keys(keys: str | os.PathLike, *, secret: bool = False):
     """``keys`` as a local directory: itself when local; an ``hdfs://`` one copied to a private
-    temporary directory (without ``secret.key`` unless ``secret``), deleted afterwards."""
-    from hecore.keys import SECRET
+    temporary directory (without ``secret.key`` or TFHE's ``client.key`` unless ``secret``), deleted afterwards."""
+    from hecore.keys import SECRET_FILES
 
     if not is_hdfs(keys):
         yield keys
@@ -121,12 +121,12 @@ def remote_keys(keys: str | os.PathLike, *, secret: bool = False):
     local = tempfile.mkdtemp(prefix="hepix-keys-")           # 0700
     try:
         for name in names:
-            if name == SECRET and not secret:
+            if name in SECRET_FILES and not secret:
                 continue                                   # the processing side never copies it
-            if name == SECRET:
+            if name in SECRET_FILES:
                 check_secret_transfer(c, f"{path.rstrip('/')}/{name}", f"{uri}/{name}")
             target = os.path.join(local, name)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if name == SECRET else 0o644)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if name in SECRET_FILES else 0o644)
             with os.fdopen(fd, "wb") as out, c.read(f"{path.rstrip('/')}/{name}") as src:
                 shutil.copyfileobj(src, out)
         yield local

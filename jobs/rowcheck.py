@@ -5,9 +5,11 @@ allocation or names anything: the row's checksum (storage faults), its key finge
 layout, parameters, ops and ``post_scale`` (those of the run), its image id (a strict pattern: ids
 never become file names unchecked), its geometry (tile size and halo of the run, position inside the
 image, channel and index in range, the image no larger than the owner's pixel limit) and its
-ciphertext bytes (:class:`hecore.checks.CiphertextChecker`: size, and SEAL's own validation).  Then per
-image: every row agrees on the image's size, no key twice, and exactly the rows the geometry says;
-with an owner map, the id is one the owner made and the size is the one it recorded.
+ciphertext bytes (:class:`hecore.checks.CiphertextChecker`: size, and SEAL's own validation; for TFHE,
+:class:`hecore.tfhe.checks.TfheCiphertextChecker`: size, and tfhe-rs's deserialization with its
+conformance check).  Then per image: every row agrees on the image's size, no key twice, and exactly
+the rows the geometry says; with an owner map, the id is one the owner made and the size is the one
+it recorded.
 
 A bad row becomes a rejects row naming it (reason, detail, key); its whole image is left out; the job
 goes on with the rest.  ``process``, ``decrypt`` and ``verify`` run this with Spark
@@ -55,10 +57,10 @@ class RowExpect:
         if not self.check_ops or self.layout == DIGITS:
             return None
         try:
-            from hecore.ops.spec import finish_for, parse_ops
+            from hecore.ops.spec import recorded_finish
 
-            return float(finish_for(parse_ops([o for o in self.ops if not o.startswith(("match:", "infer:"))]))
-                         .post_scale)
+            return float(recorded_finish([o for o in self.ops if not o.startswith(("match:", "infer:"))],
+                                         self.preset).post_scale)
         except (ValueError, TypeError):
             return None
 
@@ -135,7 +137,8 @@ def _geometry_problem(r: dict, expect: RowExpect) -> tuple[str, str] | None:
 
 def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[str, str] | None]:
     """The problem of every row of ``rb`` (None for a good one): metadata first, then the checksum,
-    then the ciphertext (``checker``: :class:`hecore.checks.CiphertextChecker`, or None to skip it)."""
+    then the ciphertext (``checker``: :class:`hecore.checks.CiphertextChecker` or
+    :class:`hecore.tfhe.checks.TfheCiphertextChecker`, asked once for the batch; or None to skip it)."""
     names = rb.schema.names
     meta = rb.select([n for n in names if n not in ("ct", "ct_xxh3")]).to_pylist()
     ct = rb.column("ct") if "ct" in names else pa.nulls(rb.num_rows, pa.binary())
@@ -146,6 +149,7 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
     st = stored.fill_null(0).to_numpy(zero_copy_only=False)
     post_scale = expect.post_scale
     out = []
+    unchecked = []                  # rows whose ciphertext is checked next, in one call per batch
     for i, r in enumerate(meta):
         p = _row_problem(r, expect, post_scale)
         if p is None and lengths[i] == 0:
@@ -154,17 +158,25 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
             p = ("checksum-mismatch", f"ct ({int(lengths[i])} bytes) hashes to {int(computed[i])}, the row says "
                                       f"{int(st[i])} ({ALGORITHM}): truncated or corrupted bytes")
         if p is None and checker is not None:
-            bad = checker.problem(ct[i].as_buffer())
-            if bad is not None:
-                p = (bad.reason, bad.detail)
+            unchecked.append(i)
         out.append(p)
+    if unchecked:
+        for i, bad in zip(unchecked, checker.problems([ct[i].as_buffer() for i in unchecked])):
+            if bad is not None:
+                out[i] = (bad.reason, bad.detail)
     return out
 
 
 def _ciphertext_checker(expect: RowExpect, public):
     from hecore.checks import CiphertextChecker
     from hecore.context import HEContext
+    from hecore.ops.spec import is_tfhe_preset
 
+    if is_tfhe_preset(expect.preset):        # TFHE: its parameter set, no key (hecore.tfhe.checks)
+        from hecore.tfhe.checks import TfheCiphertextChecker
+        from hecore.tfhe.params import TFHE_PRESETS
+
+        return TfheCiphertextChecker(TFHE_PRESETS[expect.preset])
     if public is None:
         from hecore.params import preset
         return CiphertextChecker.for_params(preset(expect.preset))

@@ -20,7 +20,7 @@ from pathlib import Path
 from pyspark.accumulators import AccumulatorParam
 
 from hecore.errors import HepixError, KeyDirectoryError
-from hecore.keys import SECRET, check_fingerprint
+from hecore.keys import SECRET_FILES, check_fingerprint
 from schemas.manifest import RunManifest
 
 from . import runinfo
@@ -83,6 +83,18 @@ def table_function(fn, **kwargs):
     return apply
 
 
+def cogroup_function(fn, **kwargs):
+    """``fn`` with ``kwargs`` bound, as a plain ``(pa.Table, pa.Table) -> pa.Table`` function for a cogroup's
+    ``applyInArrow`` (type hints, as :func:`table_function`)."""
+    import pyarrow as pa
+
+    def apply(left: pa.Table, right: pa.Table) -> pa.Table:
+        return fn(left, right, **kwargs)
+
+    apply.__annotations__ = {"left": pa.Table, "right": pa.Table, "return": pa.Table}
+    return apply
+
+
 def complete_run(storage: Storage, directory: str, jobs: tuple[str, ...]) -> RunManifest:
     """The manifest of a complete run of one of ``jobs`` in ``directory``, or a clear error."""
     manifest = read_manifest(storage, directory)
@@ -102,12 +114,15 @@ def same_key(manifest: RunManifest, fingerprint: str, directory: str) -> None:
 
 
 def refuse_secret_key_directory(keys: str) -> None:
-    """The processing side never opens a key directory that holds a secret key (it only looks)."""
+    """The processing side never opens a key directory that holds a secret key -- SEAL's ``secret.key`` or
+    TFHE's ``client.key`` -- (it only looks)."""
     from .remote import is_hdfs, list_names
 
-    if (SECRET in list_names(keys)) if is_hdfs(keys) else (Path(keys) / SECRET).exists():
+    names = set(list_names(keys)) if is_hdfs(keys) else {n for n in SECRET_FILES if (Path(keys) / n).exists()}
+    held = [n for n in SECRET_FILES if n in names]
+    if held:
         raise KeyDirectoryError(
-            f"{keys} holds a secret key ({SECRET}); processing runs where the data owner's secret must "
+            f"{keys} holds a secret key ({held[0]}); processing runs where the data owner's secret must "
             f"not be, so it refuses this directory without opening the file. Give it the public part: "
             f"`hepix export-public --keys {keys} --out PUBLIC_DIR`, then --keys PUBLIC_DIR"
         )
@@ -126,7 +141,8 @@ class Run:
     spark: object
     storage: Storage
     out: Output
-    keys: object                # PublicMaterial (public side) or HEContext with the secret key (owner)
+    keys: object                # PublicMaterial (public side) or HEContext with the secret key (owner); TFHE:
+                                # TfhePublicMaterial, or TfheOwnerKeys with the client key
     fingerprint: str
     parent: RunManifest | None
     timings: dict = field(default_factory=dict)
@@ -256,19 +272,27 @@ def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = 
     made with the same key (checked before any work).  The staged output is removed when the body raises;
     the session is stopped in every case.
     """
-    from hecore.keys import load_secret, read_public
+    from hecore.keys import key_scheme, load_secret, read_public
 
     from .remote import remote_keys
     from .session import plain_session, secret_session, trusted_cluster
 
     if secret:
         with remote_keys(args.keys, secret=True) as keys:
-            held = load_secret(keys)
+            if key_scheme(keys) == "tfhe":
+                from hecore.tfhe.keys import load_owner_keys
+                held = load_owner_keys(keys)
+            else:
+                held = load_secret(keys)
         fingerprint = held.fingerprint
     else:
         refuse_secret_key_directory(args.keys)
         with remote_keys(args.keys) as keys:
-            held = read_public(keys, eval_keys=eval_keys)
+            if key_scheme(keys) == "tfhe":
+                from hecore.tfhe.keys import read_public as read_tfhe_public
+                held = read_tfhe_public(keys)
+            else:
+                held = read_public(keys, eval_keys=eval_keys)
         fingerprint = held.fingerprint()
     run_id, started = runinfo.new_run_id(), runinfo.now()
     session = (secret_session(app or job, args.master, args.conf, trusted=trusted_cluster(args)) if secret

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-
 #: One row per measured configuration of the pixel-layout benchmark (``hepix bench --suite pixel``).
 BENCH_PIXEL = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
@@ -66,6 +65,42 @@ BENCH_SPARK = pa.schema([
     pa.field("vs_hecore_alone", pa.float64(), nullable=False),
     pa.field("speedup_vs_local1", pa.float64()),
     pa.field("workers", pa.string()),                      # JSON: cache rebuilds, python workers, tasks
+])
+
+
+#: One row per configuration and repeat of ``hepix bench --suite cluster``: the encrypt job on a Spark
+#: standalone cluster on this machine's loopback with one one-core worker, then with two.  ``seconds`` is what the
+#: job's manifest times (decode + cache build + encrypt + write); ``startup_seconds`` the rest of the
+#: submit's wall time (driver, executors unpacking the packed environment, shutdown);
+#: ``cluster_start_seconds`` the master and workers coming up (for two workers: the added one).
+BENCH_CLUSTER = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores_available", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("images", pa.int32(), nullable=False),
+    pa.field("corpus", pa.string(), nullable=False),        # DIV2K 2048x1024 | generated 2048x1024
+    pa.field("size", pa.string(), nullable=False),          # WxH the job encrypted
+    pa.field("config", pa.string(), nullable=False),        # standalone, N worker(s) of 1 core
+    pa.field("repeat", pa.int32(), nullable=False),
+    pa.field("workers", pa.int32(), nullable=False),
+    pa.field("cores", pa.int32(), nullable=False),
+    pa.field("partitions", pa.int32(), nullable=False),     # encrypt tasks (--partitions), the same in both
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("ciphertext_bytes", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("decode_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("wall_seconds", pa.float64(), nullable=False),
+    pa.field("startup_seconds", pa.float64(), nullable=False),
+    pa.field("cluster_start_seconds", pa.float64()),
+    pa.field("ciphertexts_per_second", pa.float64(), nullable=False),
+    pa.field("speedup_vs_one_worker", pa.float64()),
+    pa.field("load_1m_before", pa.float64()),
+    pa.field("load_1m_after", pa.float64()),
+    pa.field("python_workers", pa.string()),                # JSON: the job's worker report
 ])
 
 
@@ -328,13 +363,134 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
 ])
 
 
+#: One row per measurement of ``hepix bench --suite tfhe`` (jobs.bench.suites.tfhe): a stage (keygen, encrypt,
+#: decrypt, expand, op, compress) of TFHE on a measured crop of pixel values, per pixel value, and the figure
+#: extrapolated (``extrapolated`` true: nothing that size is run) to one 512x512 RGB image.
+BENCH_TFHE = pa.schema(_RUN_FIELDS + [
+    pa.field("stage", pa.string(), nullable=False),
+    pa.field("op", pa.string()),                                 # the op spec of an op row, else ""
+    pa.field("variant", pa.string()),                            # encoding (seeded/full/list) or circuit
+    pa.field("image", pa.string()),                              # the crop measured, e.g. astronaut[0:8,0:8]
+    pa.field("pixels", pa.int64()),                              # pixel values measured
+    pa.field("threads", pa.int32()),
+    pa.field("seconds_per_pixel", pa.float64()),
+    pa.field("ms_per_pixel", pa.float64()),
+    pa.field("extrapolated_512x512x3_seconds", pa.float64()),
+    pa.field("extrapolated", pa.bool_()),
+    pa.field("bytes_per_pixel", pa.float64()),
+    pa.field("exact", pa.bool_()),                               # decrypted == the plaintext reference
+    pa.field("peak_rss_mb", pa.float64()),                       # of this process, so far (MiB)
+    pa.field("load_average_1min", pa.float64()),
+    pa.field("keygen_seconds", pa.float64()),
+    pa.field("client_key_bytes", pa.int64()),
+    pa.field("server_key_bytes", pa.int64()),
+    pa.field("compressed_server_key_bytes", pa.int64()),
+    pa.field("server_key_load_seconds", pa.float64()),
+    pa.field("compressed_server_key_load_seconds", pa.float64()),
+    # stage "ckks-sign": CKKS's polynomial approximation of threshold:T (hecore.ops.sign) against the exact mask
+    pa.field("preset", pa.string()),                             # the CKKS preset of a ckks-sign row
+    pa.field("max_abs_err", pa.float64()),                       # max |decrypted mask - exact mask| (0..255)
+    pa.field("wrong_side_fraction", pa.float64()),               # (mask >= 127.5) != (p >= T)
+    pa.field("off_fraction", pa.float64()),                      # |mask - exact| > 0.5: wrong after rounding
+    pa.field("near_off_fraction", pa.float64()),                 # the same among pixels with |p - T| <= near_band
+    pa.field("near_band", pa.int32()),
+    pa.field("off_band", pa.float64()),                          # every pixel with |p - T + 1/2| > this is right
+    pa.field("max_err_vs_polynomial", pa.float64()),             # vs the same polynomial in float64: CKKS's own error
+])
+
+
+#: One row per (mode, job, implementation) of ``hepix bench --suite corpus``: encrypt -> process
+#: (``op``) -> decrypt of an image corpus by the Spark jobs on ``local[2]`` and, as the baseline, the same
+#: work by hecore in one process on one core, in the same run.  ``seconds`` is the work (a job's own time,
+#: from its manifest), ``wall_seconds`` adds the session start-up and commit (``startup_seconds``);
+#: ``vs_core`` is the job's rate over the baseline's, ``vs_core_x2`` over twice it (2 cores).
+BENCH_CORPUS = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores_available", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("load_1m", pa.float64()),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("dataset", pa.string(), nullable=False),       # div2k 2048x1024, or generated images of that size
+    pa.field("op", pa.string(), nullable=False),
+    pa.field("layout", pa.string(), nullable=False),
+    pa.field("encryption", pa.string(), nullable=False),    # public | symmetric
+    pa.field("job", pa.string(), nullable=False),           # encrypt | process | decrypt
+    pa.field("implementation", pa.string(), nullable=False),  # hecore, one core | spark local[2]
+    pa.field("cores", pa.int32(), nullable=False),
+    pa.field("images", pa.int32(), nullable=False),
+    pa.field("pixels", pa.int64(), nullable=False),         # channel values of the corpus
+    pa.field("ciphertexts", pa.int64(), nullable=False),
+    pa.field("seconds", pa.float64(), nullable=False),
+    pa.field("seconds_per_ciphertext", pa.float64(), nullable=False),
+    pa.field("pixels_per_second", pa.float64(), nullable=False),
+    pa.field("wall_seconds", pa.float64()),
+    pa.field("startup_seconds", pa.float64()),
+    pa.field("vs_core", pa.float64()),
+    pa.field("vs_core_x2", pa.float64()),
+    pa.field("bytes_at_rest", pa.int64()),
+    pa.field("bytes_per_pixel", pa.float64()),
+    pa.field("driver_peak_rss", pa.int64()),                # this process and the Spark JVM, bytes
+    pa.field("workers_peak_rss", pa.int64()),               # the Python workers together (sampled)
+    pa.field("min_psnr", pa.float64()),
+    pa.field("min_exact_fraction", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+])
+
+
+#: One row per (image, encryption path) of ``hepix bench --suite atrest``: bytes at rest and the speed of
+#: each secure encryption path against the pixel layout's ``full`` caching, one process, one thread
+#: (``jobs.bench.suites.atrest.AtRestRow``).
+BENCH_ATREST = pa.schema([
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("machine", pa.string()),
+    pa.field("cores", pa.int32()),
+    pa.field("git_commit", pa.string()),
+    pa.field("load_1m", pa.float64()),
+    pa.field("repeats", pa.int32()),
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("implementation", pa.string(), nullable=False),
+    pa.field("encryption", pa.string(), nullable=False),      # cached | symmetric | public
+    pa.field("security", pa.string(), nullable=False),        # leaks | ind-cpa
+    pa.field("chain", pa.string()),                           # the ops the storage was planned for
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("level", pa.int32()),
+    pa.field("primes", pa.int32()),
+    pa.field("scale_bits", pa.int32()),
+    pa.field("drop0", pa.int32()),
+    pa.field("drop1", pa.int32()),
+    pa.field("halo", pa.int32()),
+    pa.field("tile", pa.string()),
+    pa.field("pixels", pa.int64()),
+    pa.field("ciphertexts", pa.int64()),
+    pa.field("seconds", pa.float64()),                        # median over the repeats
+    pa.field("pixels_per_second", pa.float64()),
+    pa.field("bytes", pa.int64()),
+    pa.field("bytes_per_pixel", pa.float64()),
+    pa.field("vs_pixel_full", pa.float64()),
+    pa.field("expand_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("expand_us_per_ciphertext", pa.float64()),
+    pa.field("decrypt_us_per_ciphertext", pa.float64()),
+    pa.field("exact_fraction", pa.float64()),
+    pa.field("max_abs_err", pa.float64()),
+    pa.field("error_bound", pa.float64()),
+])
+
+
 #: Every benchmark table by its directory name under ``hepix bench --out``.
 BENCH_TABLES = {
     "bench": BENCH,
     "bench_pixel": BENCH_PIXEL,
     "bench_spark": BENCH_SPARK,
+    "bench_cluster": BENCH_CLUSTER,
     "bench_packed": BENCH_PACKED,
     "bench_ops": BENCH_OPS,
     "bench_dft": BENCH_DFT,
     "bench_infer": BENCH_INFER,
+    "bench_tfhe": BENCH_TFHE,
+    "bench_corpus": BENCH_CORPUS,
+    "bench_atrest": BENCH_ATREST,
 }

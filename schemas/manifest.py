@@ -192,12 +192,21 @@ def _layouts():
 
 def _strategies():
     from hecore.encrypt.strategies import strategy_names
-    return set(strategy_names()) | {"symmetric"}
+    from hecore.tfhe.encryptor import strategy_name
+    from hecore.tfhe.params import ENCODINGS
+    return set(strategy_names()) | {"symmetric"} | {strategy_name(e) for e in ENCODINGS}
 
 
 def _presets():
     from hecore.params import PRESETS
-    return set(PRESETS)
+    from hecore.tfhe.params import TFHE_PRESETS
+    return set(PRESETS) | set(TFHE_PRESETS)
+
+
+def _preset_params(preset: str) -> dict:
+    from hecore.params import PRESETS
+    from hecore.tfhe.params import TFHE_PRESETS
+    return (TFHE_PRESETS[preset] if preset in TFHE_PRESETS else PRESETS[preset]).to_json()
 
 
 def _conversions():
@@ -217,11 +226,24 @@ def op_list(v, path):
                 from hecore.infer.models import parse_infer
                 parse_infer(spec.partition(":")[2])
             else:
-                from hecore.ops.spec import parse_op
-                parse_op(spec)
+                _parse_image_op(spec)
         except (ValueError, TypeError) as e:
             _fail(f"{path}[{i}]", f"is not an operation hepix applies: {e}")
     return specs
+
+
+def _parse_image_op(spec: str) -> None:
+    """An image op of either vocabulary (CKKS/BFV/BGV's, else TFHE's); :func:`validated` then checks the
+    ops against the run's preset (:func:`hecore.ops.spec.recorded_chain`)."""
+    from hecore.ops.spec import parse_op
+    try:
+        parse_op(spec)
+    except ValueError as seal_error:
+        from hecore.tfhe.ops import parse_op as parse_tfhe_op
+        try:
+            parse_tfhe_op(spec)
+        except ValueError:
+            raise seal_error from None
 
 
 #: How a run's ciphertexts are stored (hecore.atrest.AtRest.to_json; ``hepix encrypt --store compact``).
@@ -240,11 +262,24 @@ def store(v, path):
 FILE_ENTRY = record({"name": text(255, FILE_NAME), "rows": integer(), "bytes": integer(),
                      "xxh3_xor": integer(-2**63, 2**63 - 1)})
 TILE = listing(integer(1, 4096), 2)
+SEAL_PARAMS = record({
+    "scheme": text(8), "n": integer(1, 2**17), "qi_sizes": listing(integer(1, 64), 64),
+    "scale_bits": integer(0, 128), "security_bits": integer(0, 1024), "name": text(64),
+    "plain_modulus_bits": integer(0, 64)})
+#: hecore.tfhe.params.TfheParams.to_json
+TFHE_PARAMS = record({
+    "name": text(64), "scheme": text(8), "parameters": text(128), "compression": text(128), "library": text(64),
+    "bits": integer(1, 64), "blocks": integer(1, 64), "security_bits": integer(0, 1024),
+    "failure_log2": integer(-1024, 0), "layouts": listing(text(32, choices=_layouts), 4)})
+
+
+def key_params(v, path):
+    """A key's parameters: a TFHE parameter set's record, or a CKKS/BFV/BGV preset's."""
+    return TFHE_PARAMS(v, path) if isinstance(v, dict) and v.get("scheme") == "tfhe" else SEAL_PARAMS(v, path)
+
+
 SETTINGS = record({
-    "key_fingerprint": text(64, FINGERPRINT), "preset": text(64, choices=_presets), "params": record({
-        "scheme": text(8), "n": integer(1, 2**17), "qi_sizes": listing(integer(1, 64), 64),
-        "scale_bits": integer(0, 128), "security_bits": integer(0, 1024), "name": text(64),
-        "plain_modulus_bits": integer(0, 64)}),
+    "key_fingerprint": text(64, FINGERPRINT), "preset": text(64, choices=_presets), "params": key_params,
     "layout": text(32, choices=_layouts), "strategy": text(32, choices=_strategies),
     "strategy_options": record({}, open_keys=anything_small), "tile": TILE, "encryption": text(16),
     "compression": text(16), "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
@@ -256,6 +291,7 @@ OPTIONS = record({
     "pool_size": integer(1, 2**20, optional=True), "top_k": integer(1, 256, optional=True),
     "radix": integer(2, 256, optional=True), "sigma": number(0, 1e6, optional=True),
     "encryption": text(16), "compression": text(16), "max_pixels": integer(1, 2**40), "store": store,
+    "encoding": text(16, choices=lambda: {"seeded", "full", "list"}),
     "images": text(optional=True), "owner": boolean, "flood_std": number(0, 1e12), "seed": integer(0, 2**63, optional=True),
     "match": record({"query": text(), "query_image_id": text(), "metrics": listing(text(8), 4),
                      "bound": number(0, 1e300)}),
@@ -292,6 +328,21 @@ FIELDS = {
 }
 
 
+def _check_ops_of_scheme(ops: list, preset) -> None:
+    """The image ops of a run are those of its scheme's vocabulary: TFHE's for a TFHE preset, CKKS/BFV/BGV's
+    otherwise (:func:`op_list` accepted each in either)."""
+    from hecore.ops.spec import is_tfhe_preset, parse_op, recorded_chain
+    try:
+        if is_tfhe_preset(preset):
+            recorded_chain(ops, preset)
+        else:
+            for o in ops:
+                if not o.startswith(("match:", "infer:")):
+                    parse_op(o)
+    except (ValueError, TypeError) as e:
+        _fail("ops", f"are not operations of the run's scheme ({_show(preset)}): {e}")
+
+
 def validated(d) -> RunManifest:
     """``d`` (parsed JSON) as a :class:`RunManifest`, every field checked against :data:`FIELDS`."""
     if not isinstance(d, dict):
@@ -308,9 +359,9 @@ def validated(d) -> RunManifest:
         if k not in out:
             _fail(k, "is missing")
     if out.get("params") is not None:
-        from hecore.params import PRESETS
         preset = out.get("preset")
-        if preset is None or PRESETS[preset].to_json() != out["params"]:
+        if preset is None or _preset_params(preset) != out["params"]:
             _fail("params", f"are not the parameters of preset {_show(preset)}: hepix keys are always a preset's")
+    _check_ops_of_scheme(out.get("ops") or [], out.get("preset"))
     out["counts"] = Counts(**out.get("counts", {}))
     return RunManifest(**out)

@@ -2,7 +2,8 @@
 
 ``TILES``: decoded tiles (or a reject) from decode to encrypt; ``WRITTEN``: the files the encrypt tasks
 wrote; ``HALO_COLUMNS``: the target tile a pixel ciphertext is sent to by the pixel layout's mean filter;
-``DECRYPTED``, ``IMAGES``, ``ORIGINALS``: decrypt's pixel values, assembled images and reference images;
+``DECRYPTED``, ``IMAGES``, ``ORIGINALS``, ``REFERENCES``: decrypt's blocks of values, assembled images and
+reference images (by content and result; by image id);
 ``CHECKED``: one row per checked ciphertext row (verify, and before process and decrypt use a table).
 """
 from __future__ import annotations
@@ -37,16 +38,20 @@ TILES = pa.schema([
 ])
 
 
-#: decrypt's stages: decrypted values, then one row per assembled image (or why it was not assembled:
-#: ``reject_reason``/``reject_detail``); sources come from the owner map later, joined by image id.
+#: decrypt's stages: one row per decrypted ciphertext -- the block of raw values it held (its tile channel's
+#: valid ``h x w`` values at ``(y, x)``; 1x1 in the pixel layout) --, then one row per assembled image (or why
+#: it was not assembled: ``reject_reason``/``reject_detail``); sources come from the owner map later, joined
+#: by image id.
 DECRYPTED = pa.schema([
     ("image_id", pa.string()),
     ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
     ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
-    ("ops", pa.list_(pa.string())), ("channel", pa.int32()), ("py", pa.int32()), ("px", pa.int32()),
-    ("raw", pa.float64()), ("cts", pa.int64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
+    ("ops", pa.list_(pa.string())), ("channel", pa.int32()),
+    ("y", pa.int32()), ("x", pa.int32()), ("h", pa.int32()), ("w", pa.int32()),
+    ("raw", pa.binary()),           # float64 h x w raw values (before post_scale), row-major
+    ("cts", pa.int64()), ("ct_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
     ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
-    ("error", pa.string()),         # SEAL refused the ciphertext when it was decrypted (one row, py = px = -1)
+    ("error", pa.string()),         # SEAL refused the ciphertext when it was decrypted (no values, h = w = 0)
 ])
 
 
@@ -54,8 +59,8 @@ IMAGES = pa.schema([
     ("image_id", pa.string()),
     ("height", pa.int32()), ("width", pa.int32()), ("channels", pa.int32()),
     ("layout", pa.string()), ("strategy", pa.string()), ("security", pa.string()), ("preset", pa.string()),
-    ("ops", pa.list_(pa.string())), ("values", pa.binary()),      # float64 H x W x C true values
-    ("unsnapped", pa.binary()),     # float64 raw x post_scale, before snapping to the exact grid
+    ("ops", pa.list_(pa.string())),
+    ("raw", pa.binary()),           # float64 H x W x C raw values, before the ops' Finish (post_scale, snapping)
     ("ciphertexts", pa.int64()), ("ciphertext_bytes", pa.int64()), ("encrypt_seconds", pa.float64()),
     ("process_seconds", pa.float64()), ("decrypt_seconds", pa.float64()),
     ("reject_reason", pa.string()), ("reject_detail", pa.string()),
@@ -71,6 +76,12 @@ OWNER_NAMES = pa.schema([("image_id", pa.string()), ("source", pa.string()), ("c
 ORIGINALS = pa.schema([("content_sha256", pa.string()), ("original", pa.binary()),
                        ("orig_height", pa.int32()), ("orig_width", pa.int32()), ("orig_channels", pa.int32()),
                        ("result_sha256", pa.string()), ("orig_source", pa.string())])
+
+
+#: The originals of the images an owner map names, by image id (decrypt assembles and scores each image in
+#: one task, its decrypted blocks cogrouped with this row).
+REFERENCES = pa.schema([("image_id", pa.string()), ("original", pa.binary()), ("orig_height", pa.int32()),
+                        ("orig_width", pa.int32()), ("orig_channels", pa.int32())])
 
 
 WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())])

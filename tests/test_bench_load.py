@@ -1,6 +1,6 @@
 """The load benchmark's machinery (jobs.bench.suites.load) on a handful of tiny images.
 
-The benchmark itself (1,000+ images) is run by hand; see README "Load".
+The benchmark itself (1,000+ images) is run by hand; see docs/benchmarks.md, "Load".
 """
 from __future__ import annotations
 

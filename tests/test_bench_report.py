@@ -98,11 +98,11 @@ def test_report_fills_every_section_and_draws_the_plots(report):
     for title in ("Fig. 3", "Table 2", "Fig. 10", "TenSEAL study", "Physical limits", "Packed layout"):
         assert title in md
     # Only the secure fast path (absent from this table), TFHE, the Spark run (in tests/test_notebook.py's
-    # table, not this one's) and the dft / infer suites (tables of their own) may be missing
+    # table, not this one's) and the dft / infer / tfhe suites (tables of their own) may be missing
     missing = [line for line in md.splitlines() if "not measured" in line]
-    allowed = ("symmetric fast path", "TFHE", "Spark step", "--suite dft", "--suite infer")
+    allowed = ("symmetric fast path", "TFHE", "Spark step", "--suite dft", "--suite infer", "--suite tfhe")
     assert all(any(a in line for a in allowed) for line in missing), missing
-    assert "concrete-python" in md
+    assert "bench --suite tfhe" in md        # TFHE: where its figures come from
 
 
 def test_report_names_the_papers_and_never_by_number(report):

@@ -570,7 +570,8 @@ def test_assembling_never_allocates_what_the_rows_claim(h, w, c, rows):
     n = rows
     t = pa.Table.from_pylist([{"image_id": "a" * 32, "image_height": h, "image_width": w, "image_channels": c,
                                "layout": "packed", "strategy": "fresh", "security": "ind-cpa", "preset": "p",
-                               "ops": [], "channel": 0, "py": k, "px": 0, "raw": 1.0, "cts": 1, "ct_bytes": 1,
+                               "ops": [], "channel": 0, "y": k, "x": 0, "h": 1, "w": 1,
+                               "raw": np.ones(1).tobytes(), "cts": 1, "ct_bytes": 1,
                                "encrypt_seconds": 0.0, "process_seconds": 0.0, "decrypt_seconds": 0.0, "error": None}
                               for k in range(n)], schema=DECRYPTED)
     tracemalloc.start()

@@ -230,3 +230,19 @@ def test_difference_map_does_not_wrap_uint8():
 def test_difference_map_below_threshold_is_empty():
     ref = _gray(8, 8)
     assert not difference_map(ref, ref.astype(np.float64) + 4.9, threshold=5).any()
+
+
+@pytest.mark.parametrize("shape", [(300, 40), (257, 31, 3), (129, 9)])
+def test_ssim_in_strips_is_scikit_images_whole_plane_value(shape):
+    """The SSIM map is computed in strips of rows (bounded memory); its mean is the whole plane's."""
+    from skimage.metrics import structural_similarity
+
+    from hecore import quality
+
+    rng = np.random.default_rng(7)
+    ref = rng.integers(0, 256, shape).astype(np.uint8)
+    img = np.clip(ref.astype(int) + rng.integers(-12, 13, shape), 0, 255).astype(np.uint8)
+    assert shape[0] > quality.SSIM_STRIP_ROWS          # more than one strip
+    whole = structural_similarity(ref.astype(np.float64), img.astype(np.float64), data_range=255.0, win_size=7,
+                                  **({"channel_axis": -1} if len(shape) == 3 else {}))
+    assert quality._ssim(ref, img) == pytest.approx(whole, rel=1e-12, abs=1e-12)

@@ -87,7 +87,7 @@ import numpy as np
 __all__ = [
     "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops",
     "Chain", "parse_chain", "Match", "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets",
-    "MAX_MEAN_K",
+    "MAX_MEAN_K", "SEAL_SCHEMES", "TFHE_ONLY", "NOT_IN_TFHE", "op_name",
 ]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
@@ -313,12 +313,49 @@ _PATTERNS = {
 }
 
 
+#: The schemes whose op vocabulary is this module's (Pyfhel/SEAL); TFHE's is :mod:`hecore.tfhe.ops`.
+SEAL_SCHEMES = ("ckks", "bfv", "bgv")
+
+#: TFHE ops that CKKS, BFV and BGV cannot evaluate, with why (what the planner and the parser say).
+TFHE_ONLY = {
+    "threshold": "a comparison",
+    "min": "a comparison (min with a constant)",
+    "max": "a comparison (max with a constant)",
+    "lut": "an arbitrary 8-bit function (a table lookup)",
+    "brightness-wrap": "a reduction modulo 256 (a comparison)",
+}
+
+#: Ops of this vocabulary that hepix's TFHE does not run, with why.
+NOT_IN_TFHE = {
+    "contrast": "not a TFHE op here (a contrast is an 8-bit function of one pixel: write it as a table, "
+                "lut:hex-..., with hecore.tfhe.ops.Lut.from_table)",
+    "watermark": "not implemented for TFHE (its ops apply one function to every pixel)",
+    "meanfilter": "not implemented for TFHE (its ops are functions of one pixel; a filter sums neighbours)",
+    "dftfilter": "a CKKS frequency-domain filter (complex slots, packed layout)",
+    "match": "matching is CKKS/BFV/BGV (squared or absolute differences summed over slots)",
+    "infer": "inference is CKKS/BFV (plaintext weights times packed ciphertexts)",
+}
+
+
+def op_name(spec) -> str:
+    """The name part of a spec (``threshold`` of ``threshold:128``), lower case; "" for a non-string."""
+    return spec.strip().partition(":")[0].strip().lower() if isinstance(spec, str) else ""
+
+
+def _tfhe_only(spec: str, name: str) -> ValueError:
+    return ValueError(f"{spec.strip()} is {TFHE_ONLY[name]}, which CKKS, BFV and BGV cannot evaluate on encrypted "
+                      "pixels; TFHE runs it exactly: make TFHE keys (`hepix keygen --scheme tfhe`) and encrypt "
+                      "with them")
+
+
 def parse_op(spec: str) -> Op:
     """The operation of a command-line spec: ``brightness:B``, ``watermark:X,Y,V``, ``meanfilter:K``."""
     if not isinstance(spec, str):
         raise ValueError(f"operation spec must be a string like {_FORMS}, got {spec!r}")
     name, sep, args = spec.strip().partition(":")
     name = name.strip().lower()
+    if name in TFHE_ONLY:
+        raise _tfhe_only(spec, name)
     if name == "dftfilter":                    # CKKS frequency-domain filter, packed layout (hecore.ops.dft)
         from .dft import parse_dftfilter
 
@@ -357,6 +394,7 @@ class Chain:
     ops: tuple = ()
     match: object = None
     infer: object = None
+    scheme: str | None = None       # "tfhe": TFHE ops (hecore.tfhe.ops); None: this module's vocabulary
 
     @property
     def kind(self) -> str:
@@ -369,15 +407,25 @@ class Chain:
         return [one.spec] if one is not None else [op.spec for op in self.ops]
 
 
-def parse_chain(specs: Sequence[str]) -> Chain:
+def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     """The one parser of a command line's ops: image ops (:func:`parse_op`), ``match:QUERY[,l1|,l2]`` or
-    ``infer:MODEL[,task=01|all]``; the last two must be the only op of their run."""
+    ``infer:MODEL[,task=01|all]``; the last two must be the only op of their run.
+
+    ``scheme`` is the scheme of the keys the ops will run under (:func:`hecore.keys.key_scheme`):
+    ``"tfhe"`` parses TFHE's vocabulary (:func:`hecore.tfhe.ops.parse_op`: ``brightness:B`` saturating,
+    ``brightness-wrap:B``, ``threshold:T``, ``min:C``, ``max:C``, ``lut:NAME``) into a chain with
+    ``scheme="tfhe"``; ``None`` or a SEAL scheme parses this module's, and a TFHE-only op is refused
+    saying why and which keys run it."""
     if isinstance(specs, str):
         raise ValueError(f"parse_chain takes a list of specs, got the single string {specs!r}")
     specs = list(specs)
+    if scheme == "tfhe":
+        return _parse_tfhe_chain(specs)
+    if scheme not in (None,) + SEAL_SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SEAL_SCHEMES + ('tfhe',))}")
     if not specs:
         raise ValueError(f"no operation given: expected {_FORMS}, or match:QUERY, or infer:MODEL")
-    kinds = [s.strip().partition(":")[0].strip().lower() if isinstance(s, str) else "" for s in specs]
+    kinds = [op_name(s) for s in specs]
     if "match" in kinds:
         if len(specs) != 1:
             raise ValueError("match:QUERY must be the only --op of its run: apply the other ops first, in their "
@@ -390,6 +438,20 @@ def parse_chain(specs: Sequence[str]) -> Chain:
 
         return Chain(infer=parse_infer(specs[0].strip().partition(":")[2]))
     return Chain(ops=tuple(parse_ops(specs)))
+
+
+def _parse_tfhe_chain(specs: list) -> Chain:
+    from hecore.tfhe.ops import parse_op as parse_tfhe_op
+
+    if not specs:
+        raise ValueError("no operation given: expected TFHE ops such as brightness:60, threshold:128, min:C, "
+                         "max:C, brightness-wrap:B or lut:NAME")
+    for spec in specs:
+        name = op_name(spec)
+        if name in NOT_IN_TFHE:
+            raise ValueError(f"{spec.strip()} cannot run on TFHE keys: {NOT_IN_TFHE[name]}; use CKKS/BFV/BGV keys "
+                             "for it (`hepix plan --op ...` says which)")
+    return Chain(ops=tuple(parse_tfhe_op(s) for s in specs), scheme="tfhe")
 
 
 def raw_range(ops: Sequence[Op], lo: float = 0.0, hi: float = 255.0) -> tuple[float, float]:
@@ -564,3 +626,40 @@ def parse_match(spec: str) -> Match:
                          "QUERY being an image id or source name of the input")
     metrics = tuple(dict.fromkeys(x.strip().lower() for x in m.group(2).split(",") if x.strip())) or METRICS
     return Match(m.group(1).strip(), tuple(sorted(metrics, key=METRICS.index)))
+
+
+# --- a run's recorded ops, whichever scheme ran them ----------------------------------------------------
+
+def is_tfhe_preset(preset) -> bool:
+    """Whether a run's or a row's ``preset`` names a TFHE parameter set (:mod:`hecore.tfhe.params`):
+    its ops are then TFHE ops (``brightness:B`` saturates after every op) and its values exact bytes."""
+    return isinstance(preset, str) and preset.startswith("tfhe-")
+
+
+def recorded_chain(specs: Sequence[str], preset) -> list:
+    """The op objects of a run's recorded op specs, in the vocabulary of the scheme that ran them."""
+    if is_tfhe_preset(preset):
+        from hecore.tfhe.ops import parse_op as parse_tfhe_op
+
+        return [parse_tfhe_op(s) for s in specs]
+    return parse_ops(list(specs))
+
+
+def recorded_reference(img_uint8: np.ndarray, specs: Sequence[str], preset) -> np.ndarray:
+    """The plaintext result (float64) of a run's recorded ops on an original image: :func:`reference`
+    for CKKS/BFV/BGV (one clipping at the end, by the caller); for TFHE the exact 8-bit result, with
+    the same saturation after every op that the encrypted circuits apply."""
+    if is_tfhe_preset(preset):
+        from hecore.tfhe.ops import reference_chain
+
+        return reference_chain(np.asarray(img_uint8, dtype=np.uint8), recorded_chain(specs, preset)).astype(np.float64)
+    return reference(img_uint8, parse_ops(list(specs)))
+
+
+def recorded_finish(specs: Sequence[str], preset) -> Finish:
+    """The :class:`Finish` of a run's recorded ops: TFHE values are the exact bytes (no scaling, the
+    integer grid), the SEAL schemes' that of :func:`finish_for`."""
+    if is_tfhe_preset(preset):
+        recorded_chain(specs, preset)          # refuses an op TFHE did not run
+        return Finish(Fraction(1), Fraction(0), Fraction(1))
+    return finish_for(parse_ops(list(specs)))

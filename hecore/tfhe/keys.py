@@ -2,15 +2,17 @@
 
 Layout (the directory is created with mode 0700)::
 
-    hepix-keys.json   scheme "tfhe", the tfhe-rs parameters, fingerprint, sha256 of server.key
+    hepix-keys.json   scheme "tfhe", the parameter set (TfheParams.to_json), fingerprint, sha256 of server.key
     server.key        the server (evaluation) key, mode 0644: public, what the cluster gets
     client.key        the client key, mode 0600: secret, only on the data owner's side
 
-The client key decrypts; the server key evaluates and cannot decrypt.  The fingerprint is the
-sha256 of ``server.key``'s bytes; it is recorded with every ciphertext so that ciphertexts of
-another key set are refused by name.  :func:`read_server_key` never opens ``client.key``, so a
-processing job can be pointed at the owner's directory without the secret entering its memory;
-:func:`export_public` writes a copy without it, to hand to the cluster.
+The client key encrypts and decrypts; the server key evaluates and cannot decrypt.  The fingerprint
+is the sha256 of ``server.key``'s bytes; it is recorded with every ciphertext so that ciphertexts of
+another key set are refused by name.  :func:`read_public` / :func:`read_server_key` never open
+``client.key``, so a processing job can be pointed at the owner's directory without the secret
+entering its memory (the processing job goes further and refuses such a directory);
+:func:`export_public` writes a copy without it, to hand to the cluster.  ``client.key`` is written
+and read with the same discipline as CKKS's ``secret.key`` (:mod:`hecore.secretfile`).
 """
 from __future__ import annotations
 
@@ -19,35 +21,39 @@ import json
 import logging
 import os
 import shutil
-import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
-from ..keys import MANIFEST, _write_private
+from ..errors import KeyDirectoryError, KeyMismatch
+from ..keys import MANIFEST
+from ..secretfile import make_private_directory, read_owner_only, write_private
 from .native import native_module
+from .params import PARAMETERS, SCHEME, TFHE_DEFAULT, TfheParams, TfhePublicMaterial
 
 log = logging.getLogger(__name__)
 
-SCHEME = "tfhe"
 CLIENT = "client.key"
 SERVER = "server.key"
 FORMAT = 1
-#: The tfhe-rs parameter sets the keys are generated with (the library's defaults for 8-bit
-#: integers, 128-bit security, failure probability 2^-128, with list compression enabled).
-PARAMETERS = "PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128 + COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128"
 
 
 @dataclass(frozen=True)
 class TfheKeyInfo:
     """What ``hepix-keys.json`` of a TFHE key directory records."""
 
+    params: TfheParams
     fingerprint: str
-    parameters: str
-    library: str
     created: str
     has_client_key: bool
+
+    @property
+    def parameters(self) -> str:
+        return self.params.parameters
+
+    @property
+    def library(self) -> str:
+        return self.params.library
 
 
 def fingerprint(server_key: bytes) -> str:
@@ -56,12 +62,13 @@ def fingerprint(server_key: bytes) -> str:
 
 
 def keygen(out: str | os.PathLike, *, overwrite: bool = False, threads: int = 1,
-           compressed_server_key: bool = False) -> TfheKeyInfo:
+           compressed_server_key: bool = False, params: TfheParams = TFHE_DEFAULT) -> TfheKeyInfo:
     """Generate a TFHE key set into a new key directory ``out``.
 
-    ``compressed_server_key`` stores the server key in tfhe-rs's seeded form (smaller on disk
-    and on the wire, expanded when loaded).
+    ``compressed_server_key`` stores the server key in tfhe-rs's seeded form (a third of the bytes
+    on disk and on the wire, expanded when loaded: seconds per load instead of under one).
     """
+    params.validate()
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
@@ -75,12 +82,10 @@ def keygen(out: str | os.PathLike, *, overwrite: bool = False, threads: int = 1,
     client, server, server_compressed = native.keygen(threads=threads)
     seconds = time.perf_counter() - t0
     server = server_compressed if compressed_server_key else server
-    out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(out, 0o700)
-    _write_private(out / SERVER, server, 0o644)
-    _write_private(out / CLIENT, client, 0o600)
-    info = TfheKeyInfo(fingerprint=fingerprint(server), parameters=PARAMETERS,
-                       library=f"tfhe-rs {native.TFHE_RS_VERSION}",
+    make_private_directory(out)
+    write_private(out / SERVER, server, 0o644)
+    write_private(out / CLIENT, client, 0o600)
+    info = TfheKeyInfo(params=params, fingerprint=fingerprint(server),
                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_client_key=True)
     _write_manifest(out, info, server)
     log.info("generated TFHE keys %s in %s (%.1f s; server key %d bytes%s)", info.fingerprint[:16], out,
@@ -89,7 +94,8 @@ def keygen(out: str | os.PathLike, *, overwrite: bool = False, threads: int = 1,
 
 
 def _write_manifest(out: Path, info: TfheKeyInfo, server: bytes) -> None:
-    doc = {"format": FORMAT, "scheme": SCHEME, "parameters": info.parameters, "library": info.library,
+    doc = {"format": FORMAT, "scheme": SCHEME, "params": info.params.to_json(),
+           "parameters": info.params.parameters, "library": info.params.library,
            "fingerprint": info.fingerprint, "created": info.created,
            "sha256": {SERVER: hashlib.sha256(server).hexdigest()}}
     tmp = out / (MANIFEST + ".tmp")
@@ -111,22 +117,29 @@ def read_info(keys: str | os.PathLike) -> TfheKeyInfo:
     path = keys / MANIFEST
     if not path.is_file():
         raise KeyDirectoryError(
-            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with hecore.tfhe.keys.keygen"
+            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --scheme tfhe`"
         )
     try:
         doc = json.loads(path.read_text())
         if doc.get("scheme") != SCHEME:
             raise KeyDirectoryError(
-                f"{path} is a key directory of scheme {doc.get('scheme', 'ckks/bfv (hecore.keys)')!r}, not "
-                f"{SCHEME!r}; use a TFHE key directory"
+                f"{path} is a key directory of scheme {doc.get('scheme', 'ckks/bfv/bgv (hecore.keys)')!r}, not "
+                f"{SCHEME!r}; use a TFHE key directory (`hepix keygen --scheme tfhe`)"
             )
         if doc.get("format") != FORMAT:
             raise KeyDirectoryError(f"{path}: key directory format {doc.get('format')!r} is not {FORMAT}")
-        return TfheKeyInfo(fingerprint=str(doc["fingerprint"]), parameters=str(doc["parameters"]),
-                           library=str(doc["library"]), created=str(doc.get("created", "")),
+        params = TfheParams.from_json(doc["params"]) if "params" in doc else _legacy_params(doc)
+        return TfheKeyInfo(params=params, fingerprint=str(doc["fingerprint"]), created=str(doc.get("created", "")),
                            has_client_key=(keys / CLIENT).exists())
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise KeyDirectoryError(f"{path} is malformed: {e}") from e
+
+
+def _legacy_params(doc: dict) -> TfheParams:
+    """Directories written before the manifest recorded ``params``: the one parameter set there was."""
+    if not str(doc["parameters"]).startswith(PARAMETERS):
+        raise KeyDirectoryError(f"unknown TFHE parameters {doc['parameters']!r}; make new keys")
+    return TFHE_DEFAULT
 
 
 def read_server_key(keys: str | os.PathLike) -> bytes:
@@ -145,24 +158,23 @@ def read_server_key(keys: str | os.PathLike) -> bytes:
     return data
 
 
+def read_public(keys: str | os.PathLike) -> TfhePublicMaterial:
+    """The public material of a TFHE key directory (parameters and checked server key).  Never opens
+    ``client.key``: what the processing side loads, like :func:`hecore.keys.read_public`."""
+    info = read_info(keys)
+    return TfhePublicMaterial(params=info.params, server_key=read_server_key(keys))
+
+
 def read_client_key(keys: str | os.PathLike) -> bytes:
-    """The client (secret) key bytes, for the data owner's jobs.  Refuses a missing key and one
-    that group or others can read."""
+    """The client (secret) key bytes, for the data owner's jobs (encryption, decryption).  Refuses a
+    missing key, a symbolic link, anything but a regular file, a key that group or others can read and
+    one owned by another user (:func:`hecore.secretfile.read_owner_only`, as for ``secret.key``)."""
     keys = Path(keys)
     read_info(keys)
-    path = keys / CLIENT
-    if not path.is_file():
-        raise SecretKeyMissing(
-            f"{keys} holds no {CLIENT} (a public-only key directory); this needs the data owner's key "
-            "directory with its client key"
-        )
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyDirectoryError(
-            f"{path} has mode {mode:04o}: the client key is readable by other users; "
-            f"run `chmod 600 {path}` (and check who may have read it)"
-        )
-    return path.read_bytes()
+    return read_owner_only(
+        keys / CLIENT, what="the client key",
+        missing=(f"{keys} holds no {CLIENT} (a public-only key directory); this needs the data owner's key "
+                 "directory with its client key"))
 
 
 def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> TfheKeyInfo:
@@ -172,9 +184,9 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> TfheKeyInf
     if out.exists() and any(out.iterdir()):
         raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
-    _write_private(out / SERVER, server, 0o644)
+    write_private(out / SERVER, server, 0o644)
     info = read_info(keys)
-    info = TfheKeyInfo(info.fingerprint, info.parameters, info.library, info.created, has_client_key=False)
+    info = TfheKeyInfo(info.params, info.fingerprint, info.created, has_client_key=False)
     _write_manifest(out, info, server)
     log.info("exported TFHE server key %s to %s", info.fingerprint[:16], out)
     return info
@@ -187,3 +199,56 @@ def check_fingerprint(expected: str, actual: str, what: str = "ciphertexts") -> 
             f"{what} were made with TFHE key {expected[:16]}, the key directory holds {actual[:16]}; "
             "use the key directory the ciphertexts were encrypted with"
         )
+
+
+def check_key_pair(client_key: bytes, server_key: bytes, *, threads: int = 1) -> None:
+    """Raise :class:`KeyMismatch` unless ``client_key`` and ``server_key`` belong to one key set.
+
+    Nothing in a tfhe-rs server key names its client key, so this is a functional check: two values
+    encrypted with the client key go through one op with the server key (one bootstrap per block),
+    and must decrypt to the op's result.  Under a foreign server key each of the four blocks decodes
+    to noise, so both results come out right by chance with probability about 2^-16.  A few
+    bootstraps: do it once (the driver), not per task.
+    """
+    native = native_module()
+    ck, sk = native.ClientKey(client_key), native.ServerKey(server_key)
+    cts = ck.encrypt(bytes([3, 200]), threads=threads)
+    got = ck.decrypt(sk.apply("ge-mask", cts, constant=128, threads=threads), threads=threads)
+    if got != bytes([0, 255]):
+        raise KeyMismatch(
+            "the client key does not belong to the server key (an op evaluated with the server key does not "
+            "decrypt under the client key): the key directory was mixed from two key sets; use one "
+            "directory made by `hepix keygen --scheme tfhe`")
+
+
+@dataclass(frozen=True)
+class TfheOwnerKeys:
+    """What the data owner's jobs hold for a TFHE key set: the public material and the client key.
+
+    Plays the part :class:`hecore.context.HEContext` with a secret key plays for the SEAL schemes in
+    the owner's jobs (``params``, ``public``, ``fingerprint``, :meth:`secret_key_bytes`); the client
+    key never shows in its repr."""
+
+    public: TfhePublicMaterial
+    client_key: bytes = field(repr=False)
+
+    @property
+    def params(self) -> TfheParams:
+        return self.public.params
+
+    @property
+    def fingerprint(self) -> str:
+        return self.public.fingerprint()
+
+    def secret_key_bytes(self) -> bytes:
+        """The client key, only for shipping to the data owner's own executors."""
+        return self.client_key
+
+
+def load_owner_keys(keys: str | os.PathLike) -> TfheOwnerKeys:
+    """The public material and the client key of a TFHE key directory (the client key read with the
+    owner-only discipline), proven to belong together (:func:`check_key_pair`)."""
+    public = read_public(keys)
+    client = read_client_key(keys)
+    check_key_pair(client, public.server_key)
+    return TfheOwnerKeys(public, client)

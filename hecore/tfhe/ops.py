@@ -20,12 +20,19 @@ spec                      result on a pixel value ``x`` (uint8)       native op
 
 Named tables (``lut:NAME``): ``gamma-G`` (``round(255 (x/255)^G)``, 0.1 <= G <= 10),
 ``stretch-LO-HI`` (the contrast stretch of LO..HI onto 0..255, clipped: ``round(255 (x - LO) /
-(HI - LO))``), ``invert`` (``255 - x``).  Every op's :meth:`reference` is the exact result the
-decrypted ciphertexts must equal; every op also has a :meth:`table`, so any of them can be
-evaluated through the generic table circuit.
+(HI - LO))``), ``invert`` (``255 - x``), and any 8-bit function as ``hex-`` followed by its 256
+values in hex (512 digits; :meth:`Lut.from_table` writes it).  Every op's :meth:`reference` is the
+exact result the decrypted ciphertexts must equal; every op also has a :meth:`table`, so any of
+them can be evaluated through the generic table circuit, and a chain is one 8-bit function
+(:func:`chain_table`): :func:`fuse` runs a chain as one cheaper op when its function is one
+(``brightness:60 | threshold:200`` is ``threshold:140``: 3 bootstraps per block set instead of 12).
+
+Parsing: :func:`hecore.ops.spec.parse_chain` with ``scheme="tfhe"`` is the entry point the jobs use
+(one parser for every op); :func:`parse_op` here is the TFHE vocabulary it calls.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import ClassVar, Union
@@ -180,8 +187,9 @@ class Max(_Op):
 
 
 _GAMMA = re.compile(r"gamma-(\d+(?:\.\d+)?)")
+_HEX = re.compile(r"hex-([0-9a-fA-F]*)")
 _STRETCH = re.compile(r"stretch-(\d{1,3})-(\d{1,3})")
-_LUT_FORMS = "gamma-G (0.1 <= G <= 10), stretch-LO-HI (0 <= LO < HI <= 255), invert"
+_LUT_FORMS = "gamma-G (0.1 <= G <= 10), stretch-LO-HI (0 <= LO < HI <= 255), invert, hex-<512 hex digits>"
 
 
 def named_table(name: str) -> np.ndarray:
@@ -189,6 +197,11 @@ def named_table(name: str) -> np.ndarray:
     x = np.arange(256, dtype=np.float64)
     if name == "invert":
         return (255 - np.arange(256)).astype(np.uint8)
+    m = _HEX.fullmatch(name)
+    if m:
+        if len(m.group(1)) != 512:
+            raise ValueError(f"lut:hex-...: an 8-bit function is 256 values, 512 hex digits; got {len(m.group(1))}")
+        return np.frombuffer(bytes.fromhex(m.group(1)), dtype=np.uint8).copy()
     m = _GAMMA.fullmatch(name)
     if m:
         g = float(m.group(1))
@@ -206,13 +219,21 @@ def named_table(name: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Lut(_Op):
-    """``table[x]`` for a named 8-bit function (gamma, contrast stretch, invert)."""
+    """``table[x]`` for a named 8-bit function (gamma, contrast stretch, invert, or any as hex)."""
 
     name: str
     native_op: ClassVar[str] = "table"
 
     def __post_init__(self):
         named_table(self.name)  # validates the name
+
+    @classmethod
+    def from_table(cls, table) -> Lut:
+        """The op of any 8-bit function: ``table`` holds its 256 values (uint8, or integers in 0..255)."""
+        arr = np.asarray(table)
+        if arr.shape != (256,) or not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0 or arr.max() > 255:
+            raise ValueError(f"an 8-bit function is 256 integers in 0..255; got shape {arr.shape}, dtype {arr.dtype}")
+        return cls("hex-" + arr.astype(np.uint8).tobytes().hex())
 
     @property
     def spec(self) -> str:
@@ -265,4 +286,42 @@ def reference_chain(pixels, ops) -> np.ndarray:
     for op in ops:
         out = op.reference(out)
     return out
+
+
+def chain_table(ops) -> np.ndarray:
+    """The 256-entry table of a chain: its result on every 8-bit input."""
+    return reference_chain(np.arange(256, dtype=np.uint8), ops)
+
+
+#: Programmable bootstraps per pixel of each op's nibble circuit (native/tfhe/README.md): what a
+#: chain costs; a table's is an upper bound (parts of a table that are constant cost less).
+BOOTSTRAPS = {"add-wrap": 5, "add-sat": 9, "ge-mask": 3, "min": 7, "max": 7, "table": 164}
+
+
+def bootstraps(ops) -> int:
+    """The bootstraps per pixel a chain costs with the nibble circuits (tables: their upper bound)."""
+    return sum(BOOTSTRAPS[op.native_op] for op in ops)
+
+
+@functools.lru_cache(maxsize=1)
+def _cheap_ops() -> tuple[list, np.ndarray]:
+    """Every op with a closed-form circuit, and their tables (one row each)."""
+    ops = ([Threshold(t) for t in range(256)] + [Min(c) for c in range(256)] + [Max(c) for c in range(256)]
+           + [BrightnessWrap(b) for b in range(256)] + [Brightness(b) for b in range(-255, 256)])
+    return ops, np.stack([op.table() for op in ops])
+
+
+def fuse(ops) -> list:
+    """``ops`` as one op with a closed-form circuit when the chain's 8-bit function is one such op
+    and that costs fewer bootstraps (:data:`BOOTSTRAPS`); else ``ops`` unchanged.  The result is the
+    same function, so it decrypts to the same values."""
+    ops = list(ops)
+    if len(ops) < 2:
+        return ops
+    candidates, tables = _cheap_ops()
+    same = np.flatnonzero((tables == chain_table(ops)).all(axis=1))
+    if not same.size:
+        return ops
+    best = min((candidates[i] for i in same), key=lambda op: BOOTSTRAPS[op.native_op])
+    return [best] if BOOTSTRAPS[best.native_op] < bootstraps(ops) else ops
 

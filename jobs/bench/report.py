@@ -1,7 +1,8 @@
 """`hepix report`: the tables of ``hepix bench`` as PNG plots and a Markdown report.
 
 Reads, under a ``hepix bench --out`` directory, the ``bench`` table of the default suite (one run:
-the newest, or ``--run``) and, when present, the newest runs of ``bench_dft`` and ``bench_infer``.
+the newest, or ``--run``) and, when present, the newest runs of ``bench_dft``, ``bench_infer`` and
+``bench_tfhe``.
 Every number under "ours" is read from those tables; the papers' figures come from
 :mod:`jobs.bench.seeds` as *reference* figures, each with its source, set next to ours with the
 ratio.  A section whose rows are missing says "not measured" instead of inventing a number.
@@ -19,12 +20,12 @@ from jobs.bench import seeds
 
 MIB = 2**20
 #: The table names under a ``hepix bench --out`` directory that the report reads.
-BENCH, BENCH_DFT, BENCH_INFER = "bench", "bench_dft", "bench_infer"
+BENCH, BENCH_DFT, BENCH_INFER, BENCH_TFHE = "bench", "bench_dft", "bench_infer", "bench_tfhe"
 
 TFHE_WHY = (
-    "TFHE (the TenSEAL study's third scheme) is not measured in this table: the only maintained Python "
-    "TFHE here is `concrete-python`, whose wheel pins numpy < 2 and pulls torch, so it cannot share "
-    "Pyfhel's environment (numpy >= 2.1). The study's TFHE figures are listed for reference only.")
+    "TFHE (the TenSEAL study's third scheme) runs in hepix through its own tfhe-rs extension (hepix_tfhe); "
+    "its figures come from `hepix bench --suite tfhe` (the bench_tfhe table): not measured in this run "
+    "unless that table is beside this one.")
 
 
 def add_arguments(p):
@@ -494,10 +495,96 @@ def _fig10_section(f10, out: Path) -> list[str]:
         f"{_f(mse, '.4f')} (paper {seeds.FIG10_MSE.value}, {seeds.FIG10_MSE.where}).", ""]
 
 
-def _brightness60_section(df, bright, out: Path) -> list[str]:
+def tfhe_stages(tfhe) -> dict | None:
+    """From the bench_tfhe rows: seconds per 512x512 RGB image (extrapolated from the measured crop) of
+    encrypt (seeded), brightness +60 (saturating) and decrypt (of full ciphertexts, as a processed image's
+    are), the peak RSS (MB of 10^6 bytes), bytes per pixel value, and the crop; None without the rows (or
+    without one of the three stages)."""
+    if tfhe is None:
+        return None
+
+    def one(stage, op, variant):
+        g = tfhe[(tfhe.stage == stage) & (tfhe.op.fillna("") == op) & (tfhe.variant == variant)]
+        return g.iloc[0] if len(g) else None
+
+    # decrypt: of full ciphertexts, what a processed image is (a computed ciphertext has no seed)
+    enc, op, dec = one("encrypt", "", "seeded"), one("op", "brightness:60", "nibble"), one("decrypt", "", "full")
+    if enc is None or op is None or dec is None:
+        return None
+    return {"seconds": tuple(float(r.extrapolated_512x512x3_seconds) for r in (enc, op, dec)),
+            "mb": tuple(float(r.peak_rss_mb) * MIB / 1e6 for r in (enc, op, dec)),
+            "bytes_per_pixel": float(enc.bytes_per_pixel), "image": str(enc.image), "pixels": int(op.pixels),
+            "exact": bool(op.exact) and bool(dec.exact)}
+
+
+def _ckks_sign_lines(tfhe) -> list[str]:
+    """The ``ckks-sign`` rows (CKKS's polynomial approximation of threshold:T) set against TFHE's exact
+    threshold on the same op: cost per value and how far from the exact mask."""
+    if "max_abs_err" not in tfhe.columns:
+        return []
+    sign = tfhe[tfhe.stage == "ckks-sign"]
+    if not len(sign):
+        return []
+    md = ["CKKS's arithmetic stand-in for the exact threshold (a composite polynomial of the sign, Cheon, Kim, "
+          "Kim, Lee, \"Efficient homomorphic comparison methods with optimal complexity\"; `variant` is "
+          "steps@preset; the time is the polynomial on one packed ciphertext over the values in it, "
+          "encryption not counted):", ""]
+    for _, r in sign.iterrows():
+        exact = tfhe[(tfhe.stage == "op") & (tfhe.op == r.op) & (tfhe.variant == "nibble")]
+        vs = (f"; TFHE's exact {r.op} {_f(exact.iloc[0].ms_per_pixel, ',.2f')} ms/value, "
+              f"{_ratio(exact.iloc[0].ms_per_pixel, r.ms_per_pixel)}x this") if len(exact) else ""
+        md.append(f"- {r.op} by {r.variant} on {r.image} ({int(r.pixels)} values): {_f(r.ms_per_pixel, '.4f')} "
+                  f"ms/value{vs}; max |error| {_f(r.max_abs_err, '.1f')} of 255, wrong side "
+                  f"{r.wrong_side_fraction:.2%}, off by more than 0.5 {r.off_fraction:.2%} "
+                  f"({r.near_off_fraction:.2%} of the pixels within {int(r.near_band)} of T); right to 0.5 only where "
+                  f"|p - T + 1/2| > {_f(r.off_band, '.1f')}.")
+    return md + [""]
+
+
+def _tfhe_section(tfhe) -> list[str]:
+    md = ["## TFHE (tfhe-rs through hepix_tfhe): per pixel value, extrapolated to 512x512 RGB", ""]
+    if tfhe is None:
+        return md + ["**not measured** here (`hepix bench --suite tfhe --out DIR` writes the bench_tfhe table).", ""]
+    first = tfhe.iloc[0]
+    key = tfhe[tfhe.stage == "keygen"]
+    rows = []
+    for _, r in tfhe[tfhe.stage != "keygen"].iterrows():
+        rows.append([r.stage, r.op or "", r.variant, int(r.pixels), _f(r.ms_per_pixel, ".2f"),
+                     _f(r.extrapolated_512x512x3_seconds, ",.0f"), _f(r.bytes_per_pixel, ",.0f"),
+                     "-" if r.exact is None or (isinstance(r.exact, float) and math.isnan(r.exact))
+                     else ("yes" if r.exact else "NO"), _f(r.peak_rss_mb, ",.0f")])
+    md += [f"Measured on {first.image} ({int(tfhe[tfhe.stage == 'op'].pixels.max())} pixel values at most per "
+           f"row; one thread) on {first.machine}; each figure is seconds per pixel value times 786,432 values "
+           "(512x512x3): **extrapolated**, nothing that size was run. `exact`: decrypted equals the plaintext "
+           "reference (brightness saturates at 0 and 255 after the op).", "",
+           _md(rows, ["stage", "op", "variant", "values", "ms / value", "512x512x3 s (extrapolated)",
+                      "bytes / value", "exact", "peak MiB"]), ""]
+    md += _ckks_sign_lines(tfhe)
+    ours, paper = tfhe_stages(tfhe), seeds.TENSEAL_STAGES["tfhe"]
+    if ours is not None:
+        rows = [[stage, _f(paper.seconds[i]), _f(ours["seconds"][i], ",.1f"), _ratio(ours["seconds"][i], paper.seconds[i]),
+                 _f(paper.mb[i]), _f(ours["mb"][i], ",.0f"), _ratio(ours["mb"][i], paper.mb[i])]
+                for i, stage in enumerate(("encrypt", "+60 (saturating)", "decrypt"))]
+        md += ["Against the TenSEAL study's TFHE figures for brightness +60 on a 512x512 RGB image (ours "
+               "extrapolated from the crop, one thread; memory: the peak RSS of the measuring process, keys "
+               "included, MB of 10^6 bytes):", "",
+               _md(rows, ["stage", "paper s", "ours s (extrapolated)", "ours / paper", "paper MB", "ours MB (peak)",
+                          "ours / paper"]),
+               "", f"Source: {seeds.TENSEAL_STUDY.short}, Table 2 (seconds per stage) and Table 3 (MB per stage).", ""]
+    if len(key):
+        k = key.iloc[0]
+        md += [f"Keys: {_f(k.keygen_seconds, '.1f')} s; server key {_f(_mib(k.server_key_bytes), ',.0f')} MiB "
+               f"({_f(_mib(k.compressed_server_key_bytes), ',.0f')} MiB seeded, "
+               f"{_f(k.compressed_server_key_load_seconds, '.1f')} s to load against "
+               f"{_f(k.server_key_load_seconds, '.1f')} s), client key {_f(k.client_key_bytes / 1e3, ',.0f')} kB.", ""]
+    return md
+
+
+def _brightness60_section(df, bright, out: Path, tfhe=None) -> list[str]:
     md = ["## The TenSEAL study: brightness +60 on DIV2K (CKKS vs BFV/BGV, packed layout)", ""]
     if not len(bright):
-        return md + ["**not measured** (no DIV2K images found).", "", TFHE_WHY, ""]
+        return md + ["**not measured** (no DIV2K images found).", "",
+                     TFHE_WHY if tfhe_stages(tfhe) is None else "TFHE: see its own section.", ""]
     plot_brightness60(df, out / "brightness60.png")
     rows = []
     for _, r in bright.iterrows():
@@ -526,9 +613,22 @@ def _brightness60_section(df, bright, out: Path) -> list[str]:
             rows.append([scheme.upper(), stage, _f(ref.seconds[i] if ref else None), _f(ours[i], ".3f"),
                          _ratio(ours[i], ref.seconds[i] if ref else None), _f(ref.mb[i] if ref else None),
                          _f(mem[i], ",.0f"), _ratio(mem[i], ref.mb[i] if ref else None)])
-    tfhe = seeds.TENSEAL_STAGES["tfhe"]
-    rows.append(["TFHE", "all", " / ".join(f"{v:g}" for v in tfhe.seconds), "not measured", "-",
-                 " / ".join(f"{v:g}" for v in tfhe.mb), "not measured", "-"])
+    paper = seeds.TENSEAL_STAGES["tfhe"]
+    ours = tfhe_stages(tfhe)
+    if ours is None:
+        rows.append(["TFHE", "all", " / ".join(f"{v:g}" for v in paper.seconds), "not measured", "-",
+                     " / ".join(f"{v:g}" for v in paper.mb), "not measured", "-"])
+    else:
+        for i, stage in enumerate(("encrypt", "+60", "decrypt")):
+            rows.append(["TFHE", stage, _f(paper.seconds[i]), _f(ours["seconds"][i], ",.1f") + " (extrapolated)",
+                         _ratio(ours["seconds"][i], paper.seconds[i]), _f(paper.mb[i]), _f(ours["mb"][i], ",.0f"),
+                         _ratio(ours["mb"][i], paper.mb[i])])
+    tfhe_note = (TFHE_WHY if ours is None else
+                 f"TFHE rows: hepix's own measurement (`hepix bench --suite tfhe`) on {ours['image']}, one thread, "
+                 f"per pixel value times 786,432 values (extrapolated, not run at that size); +60 saturates "
+                 f"(exact against the plaintext: {'yes' if ours['exact'] else 'NO'}); "
+                 f"{ours['bytes_per_pixel']:,.0f} bytes per encrypted pixel value (seeded); memory is the peak RSS of "
+                 "the measuring process (keys included) at that stage.")
     return md + [
         "Against the TenSEAL study's Tables 2 and 3 (512x512 RGB; the paper's seconds, stated \"for 1000 images\", "
         "are read as per image; our memory is the highest peak RSS of the preset's process over the 512x512 "
@@ -536,7 +636,7 @@ def _brightness60_section(df, bright, out: Path) -> list[str]:
         _md(rows, ["scheme", "stage", "paper s", "ours s", "ours / paper", "paper MB", "ours MB (peak)",
                    "ours / paper"]),
         "", f"Sources: {seeds.TENSEAL_STUDY.short}, Table 2 (seconds per stage) and Table 3 (MB per stage).", "",
-        TFHE_WHY, ""]
+        tfhe_note, ""]
 
 
 def _spark_section(df) -> list[str]:
@@ -647,9 +747,9 @@ def _infer_section(infer, out: Path) -> list[str]:
         "(samples/s), accuracy, ciphertext size.", ""]
 
 
-def render(df, out: Path, *, dft=None, infer=None) -> Path:
+def render(df, out: Path, *, dft=None, infer=None, tfhe=None) -> Path:
     """Write ``out/report.md`` and its plots from the ``bench`` rows ``df`` (or None) and, when given,
-    the ``bench_dft`` and ``bench_infer`` rows."""
+    the ``bench_dft``, ``bench_infer`` and ``bench_tfhe`` rows."""
     out.mkdir(parents=True, exist_ok=True)
     md: list[str] = []
     if df is not None:
@@ -664,7 +764,7 @@ def render(df, out: Path, *, dft=None, infer=None) -> Path:
             md.append(f"1-minute load average during the run: {load.min():.2f} to {load.max():.2f} on {first.cores} "
                       "cores (the machine is shared: absolute times are noisy; ratios within the run are what we claim).")
     else:
-        first = (dft if dft is not None else infer).iloc[0]
+        first = next(t for t in (dft, infer, tfhe) if t is not None).iloc[0]
         md += [f"# hepix benchmark report: {first.machine}", "",
                "No `bench` table (the default suite) in this directory: only the suites below."]
     md += ["The papers' figures are *reference* figures typed in from the papers (source given with each); every "
@@ -687,19 +787,22 @@ def render(df, out: Path, *, dft=None, infer=None) -> Path:
         md += _packed_section(df, meas3, out)
         md += _fig3_section(df, fig3, meas3, out)
         md += _fig10_section(f10, out)
-        md += _brightness60_section(df, bright, out)
+        md += _brightness60_section(df, bright, out, tfhe)
         md += _spark_section(df)
         md += _limits_section(df, meas3, out)
     md += _dft_section(dft, out)
     md += _infer_section(infer, out)
+    md += _tfhe_section(tfhe)
 
     md += ["## What is extrapolated or missing", ""]
     if df is not None:
         md += [f"- Extrapolated rows: {int(df.extrapolated.fillna(False).astype(bool).sum())} of {len(df)} "
                "(Fig. 3 sizes beyond the largest run, Fig. 10 whole-image times from centre crops).",
-               "- TFHE: not measured (see the TenSEAL study's section).",
+               ("- TFHE: not measured (see the TenSEAL study's section)." if tfhe is None else
+                "- TFHE: whole-image figures are extrapolated from a measured crop (see its section)."),
                f"- Experiments in this run: {', '.join(sorted(set(df.experiment)))}."]
-    md += [f"- Suites beside the bench table: {', '.join(n for n, t in (('dft', dft), ('infer', infer)) if t is not None) or 'none'}.", ""]
+    md += [f"- Suites beside the bench table: "
+           f"{', '.join(n for n, t in (('dft', dft), ('infer', infer), ('tfhe', tfhe)) if t is not None) or 'none'}.", ""]
     path = out / "report.md"
     path.write_text("\n".join(md))
     return path
@@ -713,12 +816,12 @@ def _holds_bench_table(root: Path) -> bool:
 def run(args) -> int:
     root = Path(args.bench)
     df = load_rows(root, args.run) if _holds_bench_table(root) else None
-    dft, infer = load_suite(root, BENCH_DFT), load_suite(root, BENCH_INFER)
-    if df is None and dft is None and infer is None:
+    dft, infer, tfhe = load_suite(root, BENCH_DFT), load_suite(root, BENCH_INFER), load_suite(root, BENCH_TFHE)
+    if df is None and dft is None and infer is None and tfhe is None:
         raise SystemExit(f"hepix report: no bench tables in {root}; run `hepix bench --out {root}` first")
-    path = render(df, Path(args.out), dft=dft, infer=infer)
+    path = render(df, Path(args.out), dft=dft, infer=infer, tfhe=tfhe)
     pngs = sorted(p.name for p in Path(args.out).glob("*.png"))
-    rows = sum(len(t) for t in (df, dft, infer) if t is not None)
+    rows = sum(len(t) for t in (df, dft, infer, tfhe) if t is not None)
     what = f"run {df.run_id.iloc[0]}" if df is not None else "suites"
     print(f"hepix report: {what}, {rows} rows -> {path} ({', '.join(pngs)})")
     return 0

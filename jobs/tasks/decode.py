@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -102,14 +102,16 @@ def result_sha256(values: np.ndarray) -> str:
 
 
 def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions,
-                        ops: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
-    """Reference images, preprocessed exactly as ``encrypt`` did, keyed by the file's sha256 and by the
-    sha256 of the rounded result ``ops`` give on them (:func:`result_sha256`)."""
+                        ops: tuple[str, ...] = (), preset: str | None = None, match_key: bool = True
+                        ) -> Iterator[pa.RecordBatch]:
+    """Reference images, preprocessed exactly as ``encrypt`` did, keyed by the file's sha256 and (``match_key``:
+    without an owner map, which names them by the first) by the sha256 of the rounded result ``ops`` (of the
+    scheme of ``preset``) give on them (:func:`result_sha256`)."""
     from hecore.errors import ImageError
     from hecore.images import ImagePolicy, load_image, preprocess
-    from hecore.ops.spec import parse_ops, reference
+    from hecore.ops.spec import recorded_chain, recorded_reference
 
-    chain = parse_ops(list(ops))
+    recorded_chain(list(ops), preset)           # refuses bad ops before any image
 
     policy = ImagePolicy(max_pixels=opts.max_pixels, conversions=frozenset(opts.conversions))
     for batch in batches:
@@ -128,6 +130,8 @@ def originals_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions,
             rows.append({"content_sha256": hashlib.sha256(content).hexdigest(),
                          "original": np.ascontiguousarray(img.pixels).tobytes(),
                          "orig_height": img.height, "orig_width": img.width, "orig_channels": img.channels,
-                         "result_sha256": result_sha256(reference(img.pixels, chain)), "orig_source": source})
+                         "result_sha256": (result_sha256(recorded_reference(img.pixels, list(ops), preset))
+                                           if match_key else None),
+                         "orig_source": source})
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=ORIGINALS)

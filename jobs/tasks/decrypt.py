@@ -1,21 +1,27 @@
-"""The decrypt stage (the key owner's job): ciphertext rows in, decrypted pixel values out, then one row
-per image with its values reassembled and the ops' public post-scale applied."""
+"""The decrypt stage (the key owner's job): ciphertext rows in, one row of decrypted values per ciphertext
+out (its tile's block of raw values, or one value in the pixel layout), then one row per image with its
+blocks put in place.
+
+A ciphertext is decrypted in the task that read it and its values leave that task as one float64 block:
+what is grouped by image is one row per tile channel, not one per pixel value (which cost a
+shuffle of every pixel and most of the job's time)."""
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from hecore.layouts import Layout
+from hecore.ops.spec import parse_ops, recorded_finish
 from schemas.stages import DECRYPTED, IMAGES
 
 from .decode import result_sha256
-from .rows import constant_column, pc_unique, pixel_positions
+from .rows import pc_unique, pixel_positions
 from .worker import worker_state
 
 
@@ -27,18 +33,22 @@ class SecretPayload:
     secret_key: bytes = field(repr=False)   # never in a log line or an error message
 
 
-
-
 def build_decryptor(payload: SecretPayload):
+    if getattr(payload.public, "scheme", None) == "tfhe":
+        from hecore.tfhe.decryptor import TfheDecryptor
+        return TfheDecryptor(payload.secret_key)
     from hecore.context import HEContext
     return HEContext.from_public(payload.public, secret_key=payload.secret_key)
 
 
-def plausible_range(ops: list[str]) -> tuple[float, float]:
+def plausible_range(ops: list[str], preset: str | None = None) -> tuple[float, float]:
     """The raw values (before ``post_scale``) the op chain can produce from pixels, widened by a margin far
     above the decryption error: a value outside it was not made from an image by these ops (a ciphertext
-    of another key, or forged)."""
-    from hecore.ops.spec import parse_ops, raw_range
+    of another key, or forged).  TFHE values are bytes, exact: 0..255."""
+    from hecore.ops.spec import is_tfhe_preset, raw_range
+
+    if is_tfhe_preset(preset):
+        return 0.0, 255.0
 
     lo, hi = raw_range(parse_ops(list(ops)))
     margin = 0.5 + 1e-3 * (hi - lo)
@@ -46,11 +56,41 @@ def plausible_range(ops: list[str]) -> tuple[float, float]:
 
 
 def _error_batch(rb: pa.RecordBatch, i: int, error: str) -> pa.RecordBatch:
-    """One DECRYPTED row saying that ciphertext ``i`` of ``rb`` could not be used (py = px = -1)."""
+    """One DECRYPTED row saying that ciphertext ``i`` of ``rb`` could not be used (no values)."""
     r = rb.slice(i, 1).to_pylist()[0]
     row = {name: r.get(name) for name in DECRYPTED.names if name in r}
-    row.update(py=-1, px=-1, raw=float("nan"), cts=1, ct_bytes=len(r["ct"] or b""), decrypt_seconds=0.0, error=error)
+    row.update(y=-1, x=-1, h=0, w=0, raw=b"", cts=1, ct_bytes=len(r["ct"] or b""), decrypt_seconds=0.0, error=error)
     return pa.RecordBatch.from_pylist([row], schema=DECRYPTED)
+
+
+def blocks_column(blocks) -> pa.Array:
+    """A binary column of float64 blocks (each row-major), built from one buffer: a list of arrays, or a
+    2-D array of one equal-size block per row."""
+    if isinstance(blocks, np.ndarray):
+        n, k = blocks.shape
+        offsets = np.arange(n + 1, dtype=np.int32) * (8 * k)
+        data = np.ascontiguousarray(blocks, dtype=np.float64)
+    else:
+        n = len(blocks)
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum([b.size * 8 for b in blocks], out=offsets[1:])
+        data = np.concatenate([np.asarray(b, dtype=np.float64).reshape(-1) for b in blocks]) if blocks else np.zeros(0)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _values_batch(rb: pa.RecordBatch, keep: np.ndarray, y, x, h, w, blocks,
+                  seconds: np.ndarray) -> pa.RecordBatch:
+    """DECRYPTED rows of the ciphertexts ``keep`` of ``rb``: their metadata, block positions and values."""
+    idx = pa.array(keep, type=pa.int64())
+    cols = {name: rb.column(name).take(idx) for name in DECRYPTED.names if name in rb.schema.names}
+    n = len(keep)
+    cols.update(y=pa.array(y, type=pa.int32()), x=pa.array(x, type=pa.int32()), h=pa.array(h, type=pa.int32()),
+                w=pa.array(w, type=pa.int32()), raw=blocks_column(blocks),
+                cts=pa.array(np.ones(n, dtype=np.int64)),
+                ct_bytes=pc.binary_length(cols.pop("ct", rb.column("ct").take(idx))).cast(pa.int64()),
+                decrypt_seconds=pa.array(seconds, type=pa.float64()), error=pa.nulls(n, pa.string()))
+    return pa.RecordBatch.from_arrays([cols[n].cast(DECRYPTED.field(n).type) for n in DECRYPTED.names],
+                                      schema=DECRYPTED)
 
 
 def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast,
@@ -67,27 +107,29 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     for rb in batches:
         if rb.num_rows == 0:
             continue
-        bounds = plausible_range(rb.column("ops")[0].as_py() or [])       # one op chain per run (rows checked)
+        bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, flood_std)
         else:
-            for i in range(rb.num_rows):
-                yield _decrypt_packed_row(ctx, rb, i, bounds, flood_std)
+            yield from _decrypt_packed_rows(ctx, rb, bounds, flood_std)
 
 
 def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0):
+    """Pixel layout: one value per ciphertext, a 1x1 block at its pixel."""
     from hecore.ciphertexts import CiphertextBatch
     from hecore.flooding import flooding_noise
 
+    refused = "tfhe-refused" if getattr(ctx, "scheme", None) == "tfhe" else "seal-refused"
     t = time.perf_counter()
-    try:
-        raw = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks"))
-    except Exception:  # noqa: BLE001 -- SEAL's refusal of one of them: find which, one by one
+    try:        # float64 whatever the scheme (TFHE decrypts to the bytes themselves)
+        raw = np.asarray(ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")),
+                         dtype=np.float64)
+    except Exception:  # noqa: BLE001 -- the library's refusal of one of them: find which, one by one
         for i in range(rb.num_rows):
             try:
                 ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct").slice(i, 1), "pipeline", "leaks"))
             except Exception as e:  # noqa: BLE001
-                yield _error_batch(rb, i, f"seal-refused: {str(e).splitlines()[0][:160]}")
+                yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
                 return
         raise
     outside = np.flatnonzero(~((raw >= bounds[0]) & (raw <= bounds[1])))
@@ -98,99 +140,127 @@ def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0)
         return
     if flood_std:      # raw x post_scale is the pixel value: scale the noise into raw units
         raw = raw + flooding_noise(len(raw), flood_std) / np.abs(rb.column("post_scale").to_numpy())
-    dt = (time.perf_counter() - t) / rb.num_rows
+    n = rb.num_rows
+    dt = (time.perf_counter() - t) / n
     pos = pixel_positions(rb)
-    cols = {name: rb.column(name) for name in DECRYPTED.names if name in rb.schema.names}
-    cols.update(py=pa.array(pos[:, 0], type=pa.int32()), px=pa.array(pos[:, 1], type=pa.int32()),
-                raw=pa.array(raw), cts=constant_column(1, rb.num_rows, pa.int64()),
-                ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
-                decrypt_seconds=constant_column(dt, rb.num_rows, pa.float64()),
-                error=pa.nulls(rb.num_rows, pa.string()))
-    yield pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
+    ones = np.ones(n, dtype=np.int32)
+    yield _values_batch(rb, np.arange(n), pos[:, 0], pos[:, 1], ones, ones, raw.reshape(n, 1), np.full(n, dt))
 
 
-def _decrypt_packed_row(ctx, rb: pa.RecordBatch, i: int, bounds, flood_std: float = 0.0) -> pa.RecordBatch:
-    """One packed ciphertext -> one row per valid pixel of its tile channel (or one error row)."""
-    r = rb.slice(i, 1).to_pylist()[0]
+def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0):
+    """Packed layouts: each ciphertext -> the block of its tile channel's valid values (or one error row)."""
+    from hecore.flooding import flood
     from hecore.layouts.packed import decrypt_block
 
-    th, tw, h, w = r["tile_h"], r["tile_w"], r["h"], r["w"]
-    layout = Layout.parse(r["layout"])
-    t = time.perf_counter()
-    try:
-        slots = decrypt_block(ctx, r["ct"], th, tw, r["halo"], layout.complex_packing)[:h, :w]
-    except Exception as e:  # noqa: BLE001 -- SEAL refused it
-        return _error_batch(rb, i, f"seal-refused: {str(e).splitlines()[0][:160]}")
-    ok = (slots >= bounds[0]) & (slots <= bounds[1])
-    if not ok.all():
-        v = float(slots[~ok][0])
-        return _error_batch(rb, i, f"implausible-values: decrypts to {v:.6g}, outside the {bounds[0]:.6g}.."
-                                   f"{bounds[1]:.6g} its ops can give (another key's ciphertext, or forged)")
-    if flood_std:
-        from hecore.flooding import flood
-        slots = flood(slots, flood_std / abs(r["post_scale"]))
-    dt = time.perf_counter() - t
-    n = h * w
-    yy, xx = np.divmod(np.arange(n), w)
-    first = np.zeros(n)
-    first[0] = 1.0
-    cols = {name: constant_column(r[name], n, DECRYPTED.field(name).type) for name in
-            ("image_id", "image_height", "image_width", "image_channels", "layout", "strategy", "security",
-             "preset", "channel")}
-    cols.update(ops=pa.array([r["ops"]] * n, type=pa.list_(pa.string())),
-                py=pa.array(r["y"] + yy, type=pa.int32()), px=pa.array(r["x"] + xx, type=pa.int32()),
-                raw=pa.array(slots.reshape(-1)), cts=pa.array(first.astype(np.int64)),
-                ct_bytes=pa.array((first * len(r["ct"])).astype(np.int64)),
-                encrypt_seconds=pa.array(first * r["encrypt_seconds"]),
-                process_seconds=pa.array(first * r["process_seconds"]), decrypt_seconds=pa.array(first * dt),
-                error=pa.nulls(n, pa.string()))
-    return pa.RecordBatch.from_arrays([cols[n] for n in DECRYPTED.names], schema=DECRYPTED)
+    cols = {k: rb.column(k).to_numpy(zero_copy_only=False)
+            for k in ("tile_h", "tile_w", "halo", "h", "w", "y", "x", "post_scale")}
+    complex_packing = [Layout.parse(v).complex_packing for v in rb.column("layout").to_pylist()]
+    ct = rb.column("ct")
+    keep, blocks, seconds = [], [], []
+    for i in range(rb.num_rows):
+        t = time.perf_counter()
+        h, w = int(cols["h"][i]), int(cols["w"][i])
+        try:
+            slots = decrypt_block(ctx, ct[i].as_buffer(), int(cols["tile_h"][i]), int(cols["tile_w"][i]),
+                                  int(cols["halo"][i]), complex_packing[i])[:h, :w]
+        except Exception as e:  # noqa: BLE001 -- SEAL refused it
+            yield _error_batch(rb, i, f"seal-refused: {str(e).splitlines()[0][:160]}")
+            continue
+        ok = (slots >= bounds[0]) & (slots <= bounds[1])
+        if not ok.all():
+            v = float(slots[~ok][0])
+            yield _error_batch(rb, i, f"implausible-values: decrypts to {v:.6g}, outside the {bounds[0]:.6g}.."
+                                      f"{bounds[1]:.6g} its ops can give (another key's ciphertext, or forged)")
+            continue
+        if flood_std:
+            slots = flood(slots, flood_std / abs(float(cols["post_scale"][i])))
+        keep.append(i)
+        blocks.append(slots)
+        seconds.append(time.perf_counter() - t)
+    if keep:
+        k = np.asarray(keep)
+        yield _values_batch(rb, k, cols["y"][k], cols["x"][k], cols["h"][k], cols["w"][k], blocks,
+                            np.asarray(seconds))
 
 
-def _rejected_image(first: dict, reason: str, detail: str, table: pa.Table) -> pa.Table:
+def _rejected(first: dict, reason: str, detail: str, table: pa.Table) -> tuple[dict, None]:
     row = {k: first.get(k) for k in ("image_id", "layout", "strategy", "security", "preset", "ops")}
     row.update(height=first["image_height"], width=first["image_width"], channels=first["image_channels"],
                ciphertexts=int(np.sum(table.column("cts").to_numpy())),
                ciphertext_bytes=int(np.sum(table.column("ct_bytes").to_numpy())),
                reject_reason=reason, reject_detail=detail)
-    return pa.Table.from_pylist([row], schema=IMAGES)
+    return row, None
 
 
-def assemble_group(table: pa.Table, *, max_values: int = 3 * 2**26) -> pa.Table:
-    """All decrypted values of one image -> one row with the image's true values (float64), or a row
-    saying why the image is rejected (a ciphertext refused or implausible, values missing).
+def _offsets(chunk: pa.Array) -> np.ndarray:
+    return np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
+
+
+def _block_lengths(column: pa.ChunkedArray) -> np.ndarray:
+    """The byte length of every value of a binary column (nulls count 0)."""
+    parts = [np.diff(_offsets(c)) for c in column.chunks if len(c)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+
+def _flat_values(column: pa.ChunkedArray) -> np.ndarray:
+    """Every float64 of a binary column of blocks, in row order (the blocks' bytes are contiguous per chunk)."""
+    parts = []
+    for chunk in column.chunks:
+        if len(chunk):
+            o = _offsets(chunk)
+            parts.append(np.frombuffer(chunk.buffers()[2], dtype=np.uint8)[o[0]:o[-1]].view(np.float64))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def assemble(table: pa.Table, *, max_values: int = 3 * 2**26, match_key: bool = True
+             ) -> tuple[dict, np.ndarray | None]:
+    """All decrypted blocks of one image -> its IMAGES row (without ``raw``) and its raw values (float64
+    H x W x C, before the ops' post-scale); or a row saying why the image is rejected (a ciphertext refused
+    or implausible, values missing or out of place) and None.  ``match_key``: compute ``result_sha256``
+    (what finds the original without an owner map).
 
     The rows were checked before (jobs/rowcheck.py: complete, consistent, within the owner's pixel
     limit); ``max_values`` bounds the allocation once more, whatever the rows claim."""
-    from hecore.ops.spec import finish_for, parse_ops
-
     first = table.slice(0, 1).to_pylist()[0]
     errors = [e for e in table.column("error").to_pylist() if e]
     if errors:
         reason, _, detail = errors[0].partition(": ")
-        return _rejected_image(first, reason, f"{detail} ({len(errors)} of its ciphertexts)", table)
+        return _rejected(first, reason, f"{detail} ({len(errors)} of its ciphertexts)", table)
     h, w, c = first["image_height"], first["image_width"], first["image_channels"]
-    if not (0 < h and 0 < w and c in (1, 3)) or h * w * c > max_values or h * w * c > 2 * table.num_rows + 64:
-        return _rejected_image(first, "bad-geometry", f"{w}x{h}x{c} from {table.num_rows} decrypted values", table)
+    lengths = _block_lengths(table.column("raw")).astype(np.int64)
+    given = int(lengths.sum()) // 8
+    if not (0 < h and 0 < w and c in (1, 3)) or h * w * c > max_values or h * w * c > 2 * given + 64:
+        return _rejected(first, "bad-geometry", f"{w}x{h}x{c} from {given} decrypted values", table)
+    y, x, bh, bw, ch = (table.column(k).to_numpy() for k in ("y", "x", "h", "w", "channel"))
+    if ((y < 0) | (x < 0) | (bh < 1) | (bw < 1) | (y + bh > h) | (x + bw > w) | (ch < 0) | (ch >= c)).any() \
+            or (lengths != 8 * bh.astype(np.int64) * bw).any():
+        return _rejected(first, "bad-geometry", "decrypted values outside the image", table)
     raw = np.full((h, w, c), np.nan)
-    py, px, ch = (table.column(k).to_numpy() for k in ("py", "px", "channel"))
-    if (py < 0).any() or (py >= h).any() or (px < 0).any() or (px >= w).any() or (ch < 0).any() or (ch >= c).any():
-        return _rejected_image(first, "bad-geometry", "decrypted values outside the image", table)
-    raw[py, px, ch] = table.column("raw").to_numpy()
+    flat = _flat_values(table.column("raw"))
+    if (bh == 1).all() and (bw == 1).all():          # the pixel layout: one value per ciphertext
+        raw[y, x, ch] = flat
+    else:
+        ends = np.cumsum(lengths // 8)
+        for i in range(len(ends)):
+            raw[y[i]:y[i] + bh[i], x[i]:x[i] + bw[i], ch[i]] = flat[ends[i] - bh[i] * bw[i]:ends[i]].reshape(bh[i], bw[i])
     if np.isnan(raw).any():
         missing = int(np.isnan(raw).sum())
-        return _rejected_image(first, "incomplete-image", f"{missing} of {raw.size} pixel values have no ciphertext",
-                               table)
-    finish = finish_for(parse_ops(first["ops"]))
-    values = finish.apply(raw)
-    unsnapped = raw * finish.post_scale_float
+        return _rejected(first, "incomplete-image", f"{missing} of {raw.size} pixel values have no ciphertext", table)
     row = {k: first[k] for k in ("image_id", "layout", "strategy", "security", "preset", "ops")}
-    row.update(height=h, width=w, channels=c, values=values.astype(np.float64).tobytes(),
-               unsnapped=unsnapped.astype(np.float64).tobytes(),
+    row.update(height=h, width=w, channels=c,
                ciphertexts=int(np.sum(table.column("cts").to_numpy())),
                ciphertext_bytes=int(np.sum(table.column("ct_bytes").to_numpy())),
                encrypt_seconds=float(np.sum(table.column("encrypt_seconds").to_numpy())),
                process_seconds=float(np.sum(table.column("process_seconds").to_numpy())),
                decrypt_seconds=float(np.sum(table.column("decrypt_seconds").to_numpy())),
-               reject_reason=None, reject_detail=None, result_sha256=result_sha256(values))
+               reject_reason=None, reject_detail=None,
+               result_sha256=(result_sha256(recorded_finish(first["ops"], first["preset"]).apply(raw))
+                              if match_key else None))
+    return row, raw
+
+
+def assemble_group(table: pa.Table, *, max_values: int = 3 * 2**26) -> pa.Table:
+    """:func:`assemble` as one IMAGES row (``raw`` as bytes; null for a rejected image)."""
+    row, raw = assemble(table, max_values=max_values)
+    row["raw"] = raw.tobytes() if raw is not None else None
     return pa.Table.from_pylist([row], schema=IMAGES)

@@ -43,7 +43,8 @@ def build_encryptor(payload: EncryptPayload):
     from hecore.encrypt import encryptor_for
     from hecore.kernels import warm_up
 
-    warm_up()
+    if getattr(payload.public, "scheme", None) != "tfhe":
+        warm_up()
     # check_key=False: the driver already proved that a secret key belongs to the public key.
     enc = encryptor_for(payload.public, secret_key=payload.secret_key, packed=payload.packed,
                         strategy=payload.strategy, strategy_state=payload.strategy_state,
@@ -66,7 +67,9 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     enc = worker_state(token, broadcast, build_encryptor, rebuilds)
     params, layout = enc.params, Layout.parse(meta.layout)
     store = getattr(enc, "at_rest", None)
-    primes, scale_bits = (store.primes, store.scale_bits) if store else (params.data_primes, params.scale_bits)
+    # TFHE parameters have no modulus chain or scale: level and scale bits 0
+    primes, scale_bits = ((store.primes, store.scale_bits) if store else
+                          (getattr(params, "data_primes", 0), getattr(params, "scale_bits", 0)))
     for rb in batches:
         tiles = rb.to_pylist()
         if not tiles:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -43,55 +43,82 @@ def png_path(png_dir: str, image_id: str, source: str | None) -> str:
     return path
 
 
-def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None
-                      ) -> Iterator[pa.RecordBatch]:
-    """Quality of each decrypted image against its (plaintext-processed) original."""
+def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None = None) -> dict:
+    """The SCORED row of one image: ``r`` its IMAGES fields, its names (``source``, ``content_sha256``) and
+    its original (``original`` bytes and ``orig_*`` size, or None); ``raw`` its raw values (H x W x C), None
+    when it was rejected."""
     from hecore.images import array_to_image_bytes
-    from hecore.ops.spec import parse_ops, reference
+    from hecore.ops.spec import recorded_finish, recorded_reference
     from hecore.quality import compare, round_to_uint8
 
+    source = r.get("source") or r["image_id"]
+    base = {"run_id": run_id, "image_id": r["image_id"], "source": source,
+            "content_sha256": r.get("content_sha256") or "", "channel": -1, "ops": "|".join(r["ops"] or []),
+            "layout": r["layout"], "strategy": r["strategy"], "security": r["security"],
+            "preset": r["preset"], "width": r["width"], "height": r["height"],
+            "channels": r["channels"], "ciphertexts": r["ciphertexts"] or 0,
+            "ciphertext_bytes": r["ciphertext_bytes"] or 0, "encrypt_seconds": r.get("encrypt_seconds"),
+            "process_seconds": r.get("process_seconds"), "decrypt_seconds": r.get("decrypt_seconds"),
+            "reject_reason": r["reject_reason"], "reject_detail": r["reject_detail"]}
+    if r["reject_reason"] is not None or raw is None:
+        return {**base, "reference": "none"}
+    shape = (r["height"], r["width"], r["channels"])
+    if r["channels"] == 1:
+        raw = raw[:, :, 0]
+    ops = list(r["ops"] or [])
+    finish = recorded_finish(ops, r["preset"])      # TFHE: the exact bytes
+    values = finish.apply(raw)                      # the true values (the Finish decrypt applies)
+    original = r.get("original")
+    if original is not None and (r["orig_height"], r["orig_width"], r["orig_channels"]) != shape:
+        base.update(reject_reason="size-mismatch", reject_detail=(
+            f"decrypts to {r['width']}x{r['height']}x{r['channels']}, its original is "
+            f"{r['orig_width']}x{r['orig_height']}x{r['orig_channels']}"))
+        return {**base, "reference": "none"}
+    if original is not None:
+        orig = np.frombuffer(original, dtype=np.uint8).reshape(shape)
+        if r["orig_channels"] == 1:
+            orig = orig[:, :, 0]
+        expected = recorded_reference(orig, ops, r["preset"])   # TFHE: saturated after every op
+        q = compare(round_to_uint8(expected), values)
+        unsnapped = raw * finish.post_scale_float       # before snapping to the exact grid
+        base.update(reference="plaintext-processed" if ops else "original", mse=q.mse,
+                    psnr=q.psnr, ssim=q.ssim, exact_fraction=q.exact_fraction,
+                    max_abs_err=float(np.max(np.abs(unsnapped - expected))))
+    else:
+        base.update(reference="none")
+    if png_dir:
+        with open(png_path(png_dir, r["image_id"], r.get("source")), "wb") as f:
+            f.write(array_to_image_bytes(round_to_uint8(values), "PNG"))
+    return base
+
+
+def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None
+                      ) -> Iterator[pa.RecordBatch]:
+    """Quality of each assembled image (IMAGES rows joined with their names and originals) against its
+    (plaintext-processed) original."""
     for rb in batches:
         rows = []
         for r in rb.to_pylist():
-            source = r.get("source") or r["image_id"]
-            base = {"run_id": run_id, "image_id": r["image_id"], "source": source,
-                    "content_sha256": r.get("content_sha256") or "", "channel": -1, "ops": "|".join(r["ops"] or []),
-                    "layout": r["layout"], "strategy": r["strategy"], "security": r["security"],
-                    "preset": r["preset"], "width": r["width"], "height": r["height"],
-                    "channels": r["channels"], "ciphertexts": r["ciphertexts"] or 0,
-                    "ciphertext_bytes": r["ciphertext_bytes"] or 0, "encrypt_seconds": r["encrypt_seconds"],
-                    "process_seconds": r["process_seconds"], "decrypt_seconds": r["decrypt_seconds"],
-                    "reject_reason": r["reject_reason"], "reject_detail": r["reject_detail"]}
-            if r["reject_reason"] is not None:
-                rows.append({**base, "reference": "none"})
-                continue
-            shape = (r["height"], r["width"], r["channels"])
-            values = np.frombuffer(r["values"], dtype=np.float64).reshape(shape)
-            unsnapped = np.frombuffer(r["unsnapped"], dtype=np.float64).reshape(shape)
-            if r["channels"] == 1:
-                values, unsnapped = values[:, :, 0], unsnapped[:, :, 0]
-            ops = parse_ops(r["ops"])
-            original = r.get("original")
-            if original is not None and (r["orig_height"], r["orig_width"], r["orig_channels"]) != shape:
-                base.update(reject_reason="size-mismatch", reject_detail=(
-                    f"decrypts to {r['width']}x{r['height']}x{r['channels']}, its original is "
-                    f"{r['orig_width']}x{r['orig_height']}x{r['orig_channels']}"))
-                rows.append({**base, "reference": "none"})
-                continue
-            if original is not None:
-                orig = np.frombuffer(original, dtype=np.uint8).reshape(shape)
-                if r["orig_channels"] == 1:
-                    orig = orig[:, :, 0]
-                expected = reference(orig, ops)
-                q = compare(round_to_uint8(expected), values)
-                base.update(reference="plaintext-processed" if ops else "original", mse=q.mse,
-                            psnr=q.psnr, ssim=q.ssim, exact_fraction=q.exact_fraction,
-                            max_abs_err=float(np.max(np.abs(unsnapped - expected))))
-            else:
-                base.update(reference="none")
-            if png_dir:
-                with open(png_path(png_dir, r["image_id"], r.get("source")), "wb") as f:
-                    f.write(array_to_image_bytes(round_to_uint8(values), "PNG"))
-            rows.append(base)
+            raw = None
+            if r["raw"] is not None:
+                raw = np.frombuffer(r["raw"], dtype=np.float64).reshape(r["height"], r["width"], r["channels"])
+            rows.append(score(r, raw, run_id=run_id, png_dir=png_dir))
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=SCORED)
+
+
+def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tuple[str, str]], run_id: str,
+                       png_dir: str | None = None, max_values: int = 3 * 2**26) -> pa.Table:
+    """One image's decrypted blocks (DECRYPTED rows) and its original (0 or 1 REFERENCES row) -> its SCORED
+    row: assembled and scored in one task, so the image itself never leaves it.  ``names``: image id ->
+    (source, content SHA-256) of the owner map."""
+    from .decrypt import assemble
+
+    if values.num_rows == 0:            # an original no decrypted image asked for
+        return SCORED.empty_table()
+    row, raw = assemble(values, max_values=max_values, match_key=False)
+    source, digest = names.get(row["image_id"], (row["image_id"], ""))
+    row.update(source=source, content_sha256=digest)
+    if refs.num_rows:
+        row.update(refs.slice(0, 1).to_pylist()[0])
+    return pa.Table.from_pylist([score(row, raw, run_id=run_id, png_dir=png_dir)], schema=SCORED)

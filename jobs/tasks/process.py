@@ -202,3 +202,41 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
         encrypt_seconds=src.column("encrypt_seconds").to_numpy(),
         process_seconds=src.column("process_seconds").to_numpy() + dt)
     return pa.Table.from_batches([out])
+
+
+# --- TFHE: one ciphertext per pixel value, any chain of 8-bit ops, server key only ------------------
+
+#: The ``strategy`` of processed TFHE rows: one serialized ``FheUint8`` per value (a computed
+#: ciphertext has no seed; hecore.tfhe.encryptor).
+TFHE_PROCESSED = "tfhe-full"
+
+
+def build_tfhe_evaluator(public):
+    """A worker's TFHE evaluator from the broadcast public material (the server key; no client key)."""
+    from hecore.tfhe.evaluator import TfheEvaluator
+
+    return TfheEvaluator.from_public(public)
+
+
+def tfhe_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
+                   run_id: str, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
+    """The TFHE op chain on every pixel ciphertext of the partition (hecore.tfhe.evaluator: a chain whose
+    8-bit function is one cheaper op runs as that op), one native batch per record batch."""
+    from hecore.tfhe.ops import parse_op
+
+    ev = worker_state(token, broadcast, build_tfhe_evaluator, rebuilds)
+    if tasks is not None:
+        tasks.add([os.getpid()])
+    ops = [parse_op(s) for s in specs]
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        t = time.perf_counter()
+        out = ev.apply_chain(ops, rb.column("ct").to_pylist())
+        dt = (time.perf_counter() - t) / rb.num_rows
+        new_ct = pa.array(out, type=pa.binary())
+        yield replace_columns(
+            rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, rb.num_rows, pa.string()),
+            strategy=constant_column(TFHE_PROCESSED, rb.num_rows, pa.string()),
+            ops=pa.array([o + list(specs) for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
+            process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))

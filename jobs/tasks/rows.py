@@ -26,39 +26,53 @@ def constant_column(value, n: int, type_: pa.DataType) -> pa.Array:
     return pa.repeat(pa.scalar(value, type=type_), n)
 
 
+def constant_list(values: list[str], n: int) -> pa.Array:
+    """``n`` rows of the same list of strings (the ``ops`` column), built in one call."""
+    k = len(values)
+    return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32) * k),
+                                    pa.array(list(values) * n, type=pa.string()))
+
+
+def ciphertext_batch(meta: RowMeta, ct: pa.Array, **values) -> pa.RecordBatch:
+    """Rows of ``CIPHERTEXTS``: the ciphertexts ``ct`` and their checksums, ``meta``'s columns, and every
+    other column from ``values`` -- a NumPy array of one value per row, or one value for every row --
+    built column by column (a record batch per tile channel cost more than the encryption of a
+    symmetric ciphertext)."""
+    n = len(ct)
+    if ct.type != pa.binary():
+        ct = ct.cast(pa.binary())
+    given = {"run_id": meta.run_id, "layout": meta.layout, "preset": meta.preset,
+             "key_fingerprint": meta.key_fingerprint, **values}
+    cols = []
+    for f in CIPHERTEXTS:
+        if f.name == "ct":
+            cols.append(ct)
+        elif f.name == "ct_xxh3":
+            cols.append(ct_checksums(ct))
+        elif f.name == "ops":
+            ops = given["ops"]
+            cols.append(ops if isinstance(ops, pa.Array) else constant_list(list(ops), n))
+        else:
+            v = given[f.name]
+            cols.append(pa.array(v, type=f.type) if isinstance(v, np.ndarray) else constant_column(v, n, f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=CIPHERTEXTS)
+
+
 def ciphertext_rows(meta: RowMeta, tile: dict, channel: int, batch, strategy_name: str,
                     security: str, scheme: str, level: int, scale_bits: int, ops: list[str],
                     post_scale: float, encrypt_seconds: np.ndarray, process_seconds: np.ndarray,
                     run_id: str | None = None) -> pa.RecordBatch:
     """One record batch of ciphertext rows (schema ``CIPHERTEXTS``) for one tile and channel."""
     n = len(batch)
-    f = CIPHERTEXTS
-    cols = {
-        "run_id": constant_column(run_id or meta.run_id, n, pa.string()),
-        "image_id": constant_column(tile["image_id"], n, pa.string()),
-        "layout": constant_column(meta.layout, n, pa.string()),
-        "scheme": constant_column(scheme, n, pa.string()),
-        "preset": constant_column(meta.preset, n, pa.string()),
-        "strategy": constant_column(strategy_name, n, pa.string()),
-        "security": constant_column(security, n, pa.string()),
-        "key_fingerprint": constant_column(meta.key_fingerprint, n, pa.string()),
-    }
-    for name in ("image_height", "image_width", "image_channels", "tile_h", "tile_w", "halo", "tile_y", "tile_x",
-                 "y", "x", "h", "w"):
-        cols[name] = constant_column(int(tile[name]), n, pa.int32())
-    cols["channel"] = constant_column(channel, n, pa.int32())
-    cols["index"] = pa.array(np.arange(n, dtype=np.int32))
-    cols["ops"] = pa.array([ops] * n, type=pa.list_(pa.string()))
-    cols["post_scale"] = constant_column(float(post_scale), n, pa.float64())
-    cols["level"] = constant_column(level, n, pa.int32())
-    cols["scale_bits"] = constant_column(scale_bits, n, pa.int32())
-    cols["encrypt_seconds"] = pa.array(encrypt_seconds, type=pa.float64())
-    cols["process_seconds"] = pa.array(process_seconds, type=pa.float64())
-    cols["ct"] = batch.to_arrow()
-    if cols["ct"].type != pa.binary():
-        cols["ct"] = cols["ct"].cast(pa.binary())
-    cols["ct_xxh3"] = ct_checksums(cols["ct"])
-    return pa.RecordBatch.from_arrays([cols[name] for name in f.names], schema=f)
+    if run_id is not None:
+        meta = RowMeta(run_id=run_id, layout=meta.layout, preset=meta.preset, key_fingerprint=meta.key_fingerprint)
+    return ciphertext_batch(
+        meta, batch.to_arrow(), image_id=tile["image_id"], scheme=scheme, strategy=strategy_name, security=security,
+        **{name: int(tile[name]) for name in ("image_height", "image_width", "image_channels", "tile_h", "tile_w",
+                                              "halo", "tile_y", "tile_x", "y", "x", "h", "w")},
+        channel=int(channel), index=np.arange(n, dtype=np.int32), ops=ops, post_scale=float(post_scale),
+        level=level, scale_bits=scale_bits, encrypt_seconds=np.asarray(encrypt_seconds, dtype=np.float64),
+        process_seconds=np.asarray(process_seconds, dtype=np.float64))
 
 
 def replace_columns(rb: pa.RecordBatch, **columns) -> pa.RecordBatch:

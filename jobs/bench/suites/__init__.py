@@ -19,12 +19,22 @@ SUITES: dict[str, tuple[str, str]] = {
                                      "for `hepix report`"),
     "pixel": ("jobs.bench.suites.pixel", "every pixel-layout strategy against fresh encryption, one process"),
     "spark": ("jobs.bench.suites.spark", "the encrypt job against hecore alone, and local[1] against local[2]"),
+    "cluster": ("jobs.bench.suites.cluster", ("the encrypt job on a standalone cluster on loopback, one "
+                                              "one-core worker against two (DIV2K 2048x1024)")),
     "packed": ("jobs.bench.suites.packed", "the packed layout against TenSEAL (zstd as shipped, and "
                                            "uncompressed) and the pixel layout's full caching, one process"),
     "ops": ("jobs.bench.suites.ops", "iCHEETAH's 4.4 cases (mean filter, brightness, matching, watermark) "
                                      "encrypted in both layouts, encrypt / op / decrypt timed apart"),
     "dft": ("jobs.bench.suites.dft", "the DFT-Hadamard-iDFT pipeline, end to end and pipeline only, against "
                                      "Costache-Smart-Vivek, one core"),
+    "tfhe": ("jobs.bench.suites.tfhe", "TFHE per pixel value on a measured crop (encrypt, brightness +60 "
+                                       "saturating, threshold, min/max, a gamma table, decrypt), extrapolated to "
+                                       "512x512 RGB, bytes per value, peak memory"),
     "infer": ("jobs.bench.suites.infer", "encrypted logistic regression and TinyCNN on the digits, one sample "
                                          "alone and a batch, against Deonise et al., one core"),
+    "corpus": ("jobs.bench.suites.corpus", "encrypt -> process brightness:60 -> decrypt of the DIV2K 2048x1024 "
+                                           "images on local[2], per layout and encryption mode, against hecore "
+                                           "doing the same in one process on one core"),
+    "atrest": ("jobs.bench.suites.atrest", "bytes at rest and encryption speed of the secure paths (seeded, "
+                                           "compact) against the pixel layout's full caching, one process"),
 }

@@ -262,6 +262,55 @@ def _usc(name: str) -> np.ndarray:
     return load_image(Path(name) if Path(name).exists() else root / "usc-sipi" / name).pixels
 
 
+#: The options of ``hepix bench`` the ``atrest`` suite reads (besides --out and --quick).
+OPTIONS = frozenset({"images", "image", "preset", "repeats"})
+#: Its default images (USC-SIPI, read in place): one grey and one colour.
+DEFAULT_IMAGES = ("5.1.12.tiff", "4.2.07.tiff")
+
+
+def suite_images(count: int | None, image: str | None) -> dict[str, np.ndarray]:
+    """``image`` alone when given; else the first ``count`` of :data:`DEFAULT_IMAGES` read in place, or
+    scikit-image's samples when the data set is absent (logged)."""
+    import logging
+
+    from jobs.bench.datasets import SAMPLES, sample, source_image, usc_sipi_dir
+
+    if image:
+        name, pixels = source_image(image)
+        return {name: pixels}
+    names = DEFAULT_IMAGES[:count or len(DEFAULT_IMAGES)]
+    if all((usc_sipi_dir() / n).is_file() for n in names):
+        return {n: _usc(str(usc_sipi_dir() / n)) for n in names}
+    logging.getLogger(__name__).warning("no USC-SIPI images in %s: using scikit-image's samples", usc_sipi_dir())
+    return {f"skimage-{n}": sample(n) for n in SAMPLES[:len(names)]}
+
+
+def run(args) -> int:
+    """``hepix bench --suite atrest``: :func:`measure`, written to ``OUT/bench_atrest/<run_id>.parquet``."""
+    from pathlib import Path
+
+    from jobs import runinfo
+    from jobs.bench.rows import write_rows
+    from jobs.bench.timing import load_1m
+    from schemas.bench import BENCH_ATREST
+
+    preset_name = args.preset or DEFAULT_PRESET
+    repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)
+    images = suite_images(1 if args.quick and args.images is None else args.images, args.image)
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    print(f"hepix bench {run_id}: bytes at rest and encryption speed, {len(images)} images, {preset_name}, "
+          f"{repeats} repeats")
+    rows = measure(images, preset_name=preset_name, repeats=repeats)
+    common = {"run_id": run_id, "started": started, "machine": runinfo.machine(), "cores": runinfo.cores(),
+              "git_commit": runinfo.git_commit(), "repeats": repeats, "load_1m": load_1m()}
+    path = write_rows(rows, BENCH_ATREST, Path(args.out) / "bench_atrest", run_id, common)
+    for r in rows:
+        print(f"{r['image']:24s} {r['implementation']:28s} {r['pixels_per_second']:>12,.0f} px/s "
+              f"{r['vs_pixel_full']:>7.1f}x  {r['bytes_per_pixel']:>9.2f} B/px")
+    print(f"\nwrote {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     import argparse
 

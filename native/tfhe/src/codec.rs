@@ -88,6 +88,25 @@ pub fn pixel(
     }
 }
 
+/// Whether `bytes` is a pixel ciphertext conformant with `params` (as [`pixel`] loads it, without
+/// expanding a seeded one): Err says why not.
+pub fn check_pixel(
+    bytes: &[u8],
+    full: &FheUint8ConformanceParams,
+    seeded: &CompressedFheUint8ConformanceParams,
+) -> Result<(), String> {
+    if bytes.is_empty() {
+        return Err("empty byte string".into());
+    }
+    match safe_deserialize_conformant::<FheUint8>(bytes, CT_LIMIT, full) {
+        Ok(_) => Ok(()),
+        Err(as_full) => match safe_deserialize_conformant::<CompressedFheUint8>(bytes, CT_LIMIT, seeded) {
+            Ok(_) => Ok(()),
+            Err(as_seeded) => Err(format!("not an FheUint8 ({as_full}) nor a CompressedFheUint8 ({as_seeded})")),
+        },
+    }
+}
+
 pub fn list(bytes: &[u8]) -> Result<CompressedCiphertextList, String> {
     if bytes.is_empty() {
         return Err("empty byte string".into());

@@ -20,7 +20,9 @@ use rayon::ThreadPool;
 use tfhe::integer::{IntegerCiphertext, RadixCiphertext};
 use tfhe::shortint::ciphertext::{Degree, NoiseLevel};
 use tfhe::prelude::*;
-use tfhe::shortint::parameters::COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128;
+use tfhe::shortint::parameters::{
+    COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128, PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128,
+};
 use tfhe::{
     CompressedCiphertextListBuilder, CompressedFheUint8, CompressedFheUint8ConformanceParams,
     CompressedServerKey, ConfigBuilder, FheUint8, FheUint8ConformanceParams, ReRandomizationMetadata,
@@ -115,6 +117,13 @@ struct Conformance {
 }
 
 impl Conformance {
+    /// The parameters of the keys `keygen` makes (tfhe-rs's defaults: `ConfigBuilder::default()`),
+    /// known without a key.
+    fn of_keygen() -> Self {
+        let params = PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128;
+        Self { full: params.into(), seeded: params.into() }
+    }
+
     fn pixel(&self, bytes: &[u8]) -> Result<FheUint8, String> {
         codec::pixel(bytes, &self.full, &self.seeded)
     }
@@ -147,6 +156,28 @@ fn keygen(py: Python<'_>, threads: usize) -> PyResult<(Py<PyBytes>, Py<PyBytes>,
         })
         .map_err(|e| value_error(format!("key generation failed: {e}")))?;
     Ok((PyBytes::new(py, &ck).unbind(), PyBytes::new(py, &sk).unbind(), PyBytes::new(py, &csk).unbind()))
+}
+
+/// Why each of `cts` is not a pixel ciphertext of `keygen`'s parameter set: None for one that
+/// deserializes (an `FheUint8` or a seeded `CompressedFheUint8`, within the size limit) and is
+/// conformant with the parameters (the checks `ServerKey.apply` and `ClientKey.decrypt` make
+/// before they use it), else the message.  Needs no key, so a job checks its input rows before
+/// any work and leaves the bad ones out instead of failing a whole batch.
+#[pyfunction]
+#[pyo3(signature = (cts, threads = 1))]
+fn check_pixels(py: Python<'_>, cts: Vec<PyBackedBytes>, threads: usize) -> PyResult<Vec<Option<String>>> {
+    let pool = pool(threads)?;
+    let conf = Conformance::of_keygen();
+    Ok(py.detach(|| {
+        pool.install(|| {
+            cts.par_iter()
+                .map(|b| match catch_unwind(AssertUnwindSafe(|| codec::check_pixel(b, &conf.full, &conf.seeded))) {
+                    Ok(r) => r.err(),
+                    Err(panic) => Some(panic_message(&panic)),
+                })
+                .collect()
+        })
+    }))
 }
 
 /// The data owner's (secret) client key: encrypts and decrypts.
@@ -406,6 +437,7 @@ impl ServerKey {
 #[pymodule]
 fn hepix_tfhe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keygen, m)?)?;
+    m.add_function(wrap_pyfunction!(check_pixels, m)?)?;
     m.add_class::<ClientKey>()?;
     m.add_class::<ServerKey>()?;
     m.add("BUILD_KEY", option_env!("HEPIX_BUILD_KEY").unwrap_or("unknown"))?;
