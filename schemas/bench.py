@@ -399,11 +399,15 @@ BENCH_TFHE = pa.schema(_RUN_FIELDS + [
 ])
 
 
-#: One row per (mode, job, implementation) of ``hepix bench --suite corpus``: encrypt -> process
-#: (``op``) -> decrypt of an image corpus by the Spark jobs on ``local[2]`` and, as the baseline, the same
-#: work by hecore in one process on one core, in the same run.  ``seconds`` is the work (a job's own time,
-#: from its manifest), ``wall_seconds`` adds the session start-up and commit (``startup_seconds``);
-#: ``vs_core`` is the job's rate over the baseline's, ``vs_core_x2`` over twice it (2 cores).
+#: One row per (corpus size, mode, job, implementation) of ``hepix bench --suite corpus``: encrypt -> process
+#: (``op``) -> decrypt of an image corpus by the Spark jobs on ``local[2]``, each job its own process, and, as
+#: the baseline, the same work by hecore in one process on one core, in the same run.  ``seconds`` is the work
+#: (a job's own time, from its manifest), ``wall_seconds`` adds the process and session start-up and the commit
+#: (``startup_seconds``); ``vs_core`` is the job's rate over the baseline's, ``vs_core_x2`` over twice it
+#: (2 cores).  A job's row also has its manifest's stage timings and its process tree's peak memory and CPU
+#: seconds by role (driver Python, the Spark JVM, the Python workers), ``core_seconds`` the core work's own
+#: time summed over its output rows (encrypt_seconds, process_seconds of the ciphertexts; decrypt_seconds of
+#: the metrics).
 BENCH_CORPUS = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),
@@ -431,11 +435,29 @@ BENCH_CORPUS = pa.schema([
     pa.field("vs_core_x2", pa.float64()),
     pa.field("bytes_at_rest", pa.int64()),
     pa.field("bytes_per_pixel", pa.float64()),
-    pa.field("driver_peak_rss", pa.int64()),                # this process and the Spark JVM, bytes
-    pa.field("workers_peak_rss", pa.int64()),               # the Python workers together (sampled)
+    pa.field("driver_peak_rss", pa.int64()),                # a job: its driver Python + the Spark JVM, bytes
+    pa.field("workers_peak_rss", pa.int64()),               # a job: the largest Python worker, bytes
     pa.field("min_psnr", pa.float64()),
     pa.field("min_exact_fraction", pa.float64()),
     pa.field("max_abs_err", pa.float64()),
+    # a job: its manifest's timings (null where the job writes none), and all of them as JSON
+    pa.field("decode_seconds", pa.float64()),
+    pa.field("cache_build_seconds", pa.float64()),
+    pa.field("encrypt_seconds", pa.float64()),
+    pa.field("check_seconds", pa.float64()),
+    pa.field("process_seconds", pa.float64()),
+    pa.field("scored_seconds", pa.float64()),
+    pa.field("decrypt_seconds", pa.float64()),
+    pa.field("timings", pa.string()),
+    # a job: its process tree sampled from /proc (peaks are VmHWM; CPU is utime + stime, a lower bound)
+    pa.field("driver_python_peak_rss", pa.int64()),
+    pa.field("driver_jvm_peak_rss", pa.int64()),            # local mode: the driver and the executor
+    pa.field("workers_together_peak_rss", pa.int64()),      # the largest sum of the workers' RSS at one sample
+    pa.field("worker_processes", pa.int32()),
+    pa.field("driver_python_cpu_seconds", pa.float64()),
+    pa.field("jvm_cpu_seconds", pa.float64()),
+    pa.field("workers_cpu_seconds", pa.float64()),
+    pa.field("core_seconds", pa.float64()),                 # the core work's own wall time in the rows, summed
 ])
 
 

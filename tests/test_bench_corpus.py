@@ -88,3 +88,108 @@ def test_the_atrest_suite_writes_its_rows_to_its_table(tmp_path):
     rows = table.to_pylist()
     assert {r["image"] for r in rows} == {"small.png"} and atrest.PIXEL_FULL in {r["implementation"] for r in rows}
     assert all(r["bytes_per_pixel"] > 0 and r["pixels"] == 16 * 24 for r in rows)
+
+
+# --- the jobs' rows and report (no Spark: a fake manifest and fake process-tree peaks) ----------------
+
+def _peaks(py: float, jvm: float, worker: float, cpu=(1.0, 30.0, 20.0)):
+    from jobs.bench.proctree import MemoryPeaks
+
+    return MemoryPeaks(driver_python_mb=py, driver_jvm_mb=jvm, worker_python_max_mb=worker,
+                       workers_together_mb=2 * worker, worker_processes=2, samples=50,
+                       driver_python_cpu=cpu[0], driver_jvm_cpu=cpu[1], worker_python_cpu=cpu[2])
+
+
+def _manifest(timings: dict) -> dict:
+    return {"counts": {"ciphertexts": 10, "ciphertext_bytes": 6000}, "timings": timings}
+
+
+def test_a_job_row_has_its_stages_and_its_process_tree_by_role():
+    run = corpus.JobRun(_manifest({"decode_seconds": 1.5, "encrypt_seconds": 4.0, "commit_seconds": 0.5}),
+                        wall=12.0, peaks=_peaks(200.0, 1000.0, 300.0))
+    r = corpus.job_row("packed", "public", "encrypt", run, core=3.5)
+    assert r.seconds == 5.5 and r.startup_seconds == 6.5            # the stages of the work; the rest start-up
+    assert (r.decode_seconds, r.cache_build_seconds, r.encrypt_seconds) == (1.5, None, 4.0)
+    assert r.driver_peak_rss == 1200 * 2**20 and r.workers_peak_rss == 300 * 2**20
+    assert r.workers_together_peak_rss == 600 * 2**20 and r.worker_processes == 2
+    assert (r.driver_python_cpu_seconds, r.jvm_cpu_seconds, r.workers_cpu_seconds, r.core_seconds) == \
+        (1.0, 30.0, 20.0, 3.5)
+    assert "commit 0.5" in corpus._stages(r)                        # every timing the job wrote is shown
+
+
+def test_a_decrypt_without_its_check_timing_still_has_a_row():
+    run = corpus.JobRun(_manifest({"decrypt_seconds": 8.0}), wall=20.0, peaks=_peaks(1, 1, 1))
+    r = corpus.job_row("packed", "public", "decrypt", run, core=None)
+    assert r.seconds == 8.0 and r.check_seconds is None and r.scored_seconds is None
+
+
+def test_core_seconds_sums_the_output_rows_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "metrics").mkdir()
+    pq.write_table(pa.table({"decrypt_seconds": [1.0, 2.5, None]}), tmp_path / "metrics" / "part-0.parquet")
+    assert corpus.core_seconds("decrypt", tmp_path) == 3.5
+    assert corpus.core_seconds("process", tmp_path) is None         # no ciphertexts table
+
+
+def _suite_rows(sizes=(4, 10)) -> list[corpus.CorpusRow]:
+    rows = []
+    for n in sizes:
+        for layout, encryption in corpus.MODES:
+            core = {j: _row(j, "hecore, one core", 2.0) for j in corpus.JOBS}
+            spark = {}
+            for j in corpus.JOBS:
+                grow = 1.0 if n == sizes[0] else 1.05
+                run = corpus.JobRun(_manifest({corpus.WORK[j][-1]: 1.0}), wall=5.0,
+                                    peaks=_peaks(200.0 * grow, 800.0 * grow, 400.0 * grow))
+                spark[j] = corpus.job_row(layout, encryption, j, run, core=0.5)
+            for r in corpus.compare_rows(core, spark):
+                r.layout, r.encryption, r.images = layout, encryption, n
+                rows.append(r)
+    return rows
+
+
+def test_the_report_breaks_each_job_down_and_shows_memory_growth_by_corpus_size():
+    text = corpus.report(_suite_rows(), "generated", "paper-4096")
+    assert "where the jobs' time and memory go" in text and "JVM cpu s" in text and "core s" in text
+    growth = [line for line in text.splitlines() if line.strip().startswith(("encrypt:", "process:", "decrypt:"))]
+    assert len(growth) == 3
+    assert all("1,000 -> 1,050 MB" in line and "driver +5.0%" in line and "worker +5.0%" in line
+               for line in growth)
+    assert "memory of packed public at 4, 10 images" in text and "largest here 420 MB" in text
+
+
+def test_the_rows_fit_the_corpus_table(tmp_path):
+    import pyarrow.parquet as pq
+
+    from jobs.bench.rows import write_rows
+    from schemas.bench import BENCH_CORPUS
+
+    common = {"run_id": "r", "started": corpus.runinfo.now(), "preset": "paper-4096", "dataset": "generated",
+              "op": corpus.OP}
+    path = write_rows(_suite_rows(), BENCH_CORPUS, tmp_path, "r", common)
+    table = pq.read_table(path)
+    assert table.schema.equals(BENCH_CORPUS, check_metadata=False)
+    jobs = [r for r in table.to_pylist() if r["implementation"].startswith("spark")]
+    assert {r["images"] for r in jobs} == {4, 10} and all(r["jvm_cpu_seconds"] == 30.0 for r in jobs)
+
+
+@pytest.mark.parametrize("given, counts", [(None, [corpus.DEFAULT_IMAGES]), (1, [1]), ([10, 4, 10], [4, 10])])
+def test_images_takes_a_count_or_a_list_of_sizes(given, counts):
+    from types import SimpleNamespace
+
+    assert corpus.image_counts(SimpleNamespace(images=given, quick=False)) == counts
+
+
+def test_only_the_corpus_suite_takes_a_list_of_image_counts(tmp_path):
+    from jobs.bench.command import _counts
+    from jobs.cli import main
+
+    assert (_counts("4"), _counts("4,10")) == (4, [4, 10])      # one count stays a number for the other suites
+
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--suite", "packed", "--images", "4,10", "--out", str(tmp_path)])
+    assert "takes one --images count" in str(e.value)
+    with pytest.raises(SystemExit):                          # not a count: argparse's error
+        main(["bench", "--suite", "corpus", "--images", "4,x", "--out", str(tmp_path)])

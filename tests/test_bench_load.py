@@ -1,17 +1,21 @@
-"""The load benchmark's machinery (jobs.bench.suites.load) on a handful of tiny images.
+"""The load benchmark's machinery (jobs.bench.suites.load) on a handful of tiny images, and the process-tree
+sampler it shares with the corpus suite (jobs.bench.proctree): peaks and CPU seconds by role.
 
 The benchmark itself (1,000+ images) is run by hand; see docs/benchmarks.md, "Load".
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from jobs.bench.suites.load import TreeSampler, make_corpus, run_load
+from jobs.bench.proctree import TreeSampler, cpu_seconds
+from jobs.bench.suites.load import make_corpus, run_load
 
 
 def test_generated_corpus_has_the_asked_images(tmp_path):
@@ -22,17 +26,41 @@ def test_generated_corpus_has_the_asked_images(tmp_path):
     assert shapes == {(16, 16), (16, 16, 3)}
 
 
-def test_tree_sampler_sees_a_child_that_grows(tmp_path):
-    code = "import time; b = bytearray(80 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.5)"
+def _sampled_grandchild(code: str) -> TreeSampler:
+    """A Python process that starts a Python child running ``code`` (a worker-like grandchild), sampled."""
     parent = subprocess.Popen([sys.executable, "-c",
                                f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"])
     with TreeSampler(parent.pid, interval=0.1) as s:
         parent.wait()
+    return s
+
+
+def test_tree_sampler_sees_a_child_that_grows(tmp_path):
+    s = _sampled_grandchild("import time; b = bytearray(80 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+                            "time.sleep(1.5)")
     peaks = s.peaks
     assert peaks.samples >= 3
     # the grandchild (a "python" process) held 80 MB: it counts as a worker, its peak is seen
     assert peaks.worker_python_max_mb > 70
     assert peaks.driver_python_mb > 0
+
+
+def test_the_tree_sampler_counts_the_cpu_a_grandchild_burns(tmp_path):
+    """A worker-like grandchild burns at least 1 CPU second, then idles so a sample sees its final count:
+    the sampler counts it, within a loose bound (interpreter start-up adds a little)."""
+    p = _sampled_grandchild("import time\nwhile time.process_time() < 1.0: pass\ntime.sleep(0.8)").peaks
+    assert 0.95 <= p.worker_python_cpu <= 2.5
+    assert p.worker_processes == 1 and p.driver_python_cpu < p.worker_python_cpu
+    assert p.driver_jvm_cpu == 0.0
+
+
+def test_cpu_seconds_reads_this_process_s_own_time():
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    own = os.times()
+    assert abs(cpu_seconds(os.getpid()) - (own.user + own.system)) < 0.1
+    assert cpu_seconds(2**22 + 1) is None                    # no such process
 
 
 @pytest.mark.spark

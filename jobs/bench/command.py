@@ -30,6 +30,13 @@ def _int_list(s: str) -> list[int]:
     return values
 
 
+def _counts(s: str) -> int | list[int]:
+    """``--images``: one count (``4``), or a comma list (``4,10``) for a suite that takes several
+    (``IMAGE_LISTS = True`` in its module)."""
+    values = _int_list(s)
+    return values[0] if len(values) == 1 and "," not in s else values
+
+
 def _names(s: str) -> list[str]:
     return [x for x in s.split(",") if x]
 
@@ -42,9 +49,10 @@ def add_arguments(p):
     p.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: smaller sizes, fewer images and repeats (not figures to quote)")
-    p.add_argument("--images", type=int, default=None,
+    p.add_argument("--images", type=_counts, default=None,
                    help="spark: number of sample images (default 12); packed: number of images (default 4: "
-                        "USC-SIPI when the data sets are present, else scikit-image samples)")
+                        "USC-SIPI when the data sets are present, else scikit-image samples); corpus: one "
+                        "count or a comma list of corpus sizes, e.g. 4,10 (default 4)")
     p.add_argument("--sizes", type=_int_list, default=None,
                    help="square image sizes, comma-separated (pixel: default 8,32,64,128; spark and packed "
                         "use the last one, default 32 and 256)")
@@ -80,4 +88,7 @@ def run(args) -> int:
     args.suite = resolve_suite(args)
     module = importlib.import_module(SUITES[args.suite][0])
     refuse_unread(args, args.suite, module.OPTIONS)
+    if isinstance(args.images, list) and not getattr(module, "IMAGE_LISTS", False):
+        raise SystemExit(f"hepix bench: the {args.suite} suite takes one --images count, not "
+                         f"{','.join(map(str, args.images))}; only the corpus suite takes a list")
     return module.run(args)

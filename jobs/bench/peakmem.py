@@ -76,7 +76,8 @@ def descendants(pid: int | None = None) -> list[int]:
     return out
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
+    """The command line of ``pid`` (arguments joined by spaces); empty when it is gone."""
     try:
         return (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
@@ -132,7 +133,7 @@ class _Stage:
         seen = False
         for pid in descendants():
             rss = rss_bytes(pid) or 0
-            if "java" in _cmdline(pid).split(" ", 1)[0]:
+            if "java" in cmdline(pid).split(" ", 1)[0]:
                 jvm += rss
             else:
                 workers += rss

@@ -79,11 +79,12 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                   for t in tiles]
         t = time.perf_counter()
         units = encrypt_units(layout, enc, blocks, halo, [(tile["h"], tile["w"]) for tile in tiles])
-        if layout.packed:       # one encryptor call for the whole batch: share its time evenly
-            units = list(units)
+        if layout.packed:       # one encryptor call for the whole batch: share its time evenly, measured
+            units = list(units)     # before any row is yielded (the consumer's time is not encryption)
+            per_tile = (time.perf_counter() - t) / len(tiles)
         for tile, batch in zip(tiles, units):
             n = len(batch)
-            per_ct = (time.perf_counter() - t) / (len(tiles) if layout.packed else n)
+            per_ct = per_tile if layout.packed else (time.perf_counter() - t) / n
             yield ciphertext_rows(
                 meta, tile, tile["channel"], batch, enc.name, enc.security, params.scheme,
                 level=primes, scale_bits=scale_bits, ops=[], post_scale=1.0,

@@ -11,13 +11,19 @@ encryption) it runs, in this one run:
   serialize), then decrypt, put the tiles together, apply the chain's Finish, compute the plaintext
   reference and the metrics (MSE, PSNR, SSIM, exactness);
 * the jobs: ``hepix encrypt``, ``hepix process --op brightness:60`` and ``hepix decrypt --images``
-  (with the owner map) on ``local[2]``, each in its own Spark session.  ``seconds`` is the job's own
-  time from its manifest; ``wall_seconds`` adds the session start-up, key reading and commit
-  (``startup_seconds`` is the difference, shown apart).
+  (with the owner map) on ``local[2]``, each a child process (``python -m jobs.cli``) with its own Spark
+  session, its process tree sampled every :data:`SAMPLE_SECONDS` (:class:`jobs.bench.proctree.TreeSampler`).
+  ``seconds`` is the job's own time from its manifest; ``wall_seconds`` adds the interpreter and session
+  start-up, key reading and commit (``startup_seconds`` is the difference, shown apart).
 
 Per job it reports seconds per ciphertext, the ratio of the job's rate to the baseline's
 (``vs_core``) and to twice it (``vs_core_x2``: the goal is 0.8 on 2 cores), the bytes at rest per
-pixel, and the driver's peak memory (this process and the Spark JVM; the Python workers apart).
+pixel, and where the time and memory go: the manifest's stage timings (:data:`STAGES`), the CPU
+seconds of the driver Python, the Spark JVM (in local mode the driver and the executor: it reads,
+shuffles and writes the bytes) and the Python workers, of which the core work's own time in the output
+rows (:data:`CORE_COLUMN`), and the peak memory of each (driver = Python + JVM; worker = the largest
+Python worker).  ``--images 4,10`` measures every size in one run and reports how the packed public
+jobs' memory (the largest ciphertexts) grows with the corpus.
 Writes ``OUT/bench_corpus/<run_id>.parquet`` (``schemas.bench.BENCH_CORPUS``).
 """
 from __future__ import annotations
@@ -25,6 +31,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,7 +42,7 @@ import numpy as np
 
 from jobs import runinfo
 from jobs.bench.datasets import DATASETS, SAMPLES, sample
-from jobs.bench.peakmem import PeakMeter
+from jobs.bench.proctree import MemoryPeaks, TreeSampler
 from jobs.bench.rows import write_rows
 from jobs.bench.timing import load_1m
 from schemas.bench import BENCH_CORPUS
@@ -43,6 +51,8 @@ log = logging.getLogger(__name__)
 
 #: The options of ``hepix bench`` this suite reads (besides --out and --quick).
 OPTIONS = frozenset({"images", "preset"})
+#: ``--images`` may be a comma list of corpus sizes (``4,10``): every size is measured in the run.
+IMAGE_LISTS = True
 DEFAULT_IMAGES = 4
 DEFAULT_PRESET = "paper-4096"
 OP = "brightness:60"
@@ -53,6 +63,31 @@ WIDTH, HEIGHT = 2048, 1024
 MODES = (("packed", "public"), ("packed-complex", "symmetric"))
 JOBS = ("encrypt", "process", "decrypt")
 HALO = 1          # the encrypt job's default
+#: The manifest timings each job may write, in the order they happen (read with ``.get``: a job writes
+#: those it has; every timing it writes is kept in the ``timings`` column and printed).
+STAGES = {"encrypt": ("decode_seconds", "cache_build_seconds", "encrypt_seconds"),
+          "process": ("check_seconds", "process_seconds"),
+          "decrypt": ("check_seconds", "scored_seconds", "decrypt_seconds")}
+STAGE_COLUMNS = ("decode_seconds", "cache_build_seconds", "encrypt_seconds", "check_seconds", "process_seconds",
+                 "scored_seconds", "decrypt_seconds")
+#: The timings that make a job's ``seconds`` (decrypt's ``decrypt_seconds`` includes its checks).
+WORK = {"encrypt": STAGES["encrypt"], "process": ("process_seconds",), "decrypt": ("decrypt_seconds",)}
+#: Where a job's output rows hold the core work's own seconds: (table, column).
+CORE_COLUMN = {"encrypt": ("ciphertexts", "encrypt_seconds"), "process": ("ciphertexts", "process_seconds"),
+               "decrypt": ("metrics", "decrypt_seconds")}
+#: Seconds between two samples of a job's process tree (a pid's CPU after its last sample is missed).
+SAMPLE_SECONDS = 0.2
+#: The repository, put on the jobs' ``PYTHONPATH`` so they run this code.
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass
+class JobRun:
+    """One job as run: its manifest (parsed JSON), wall seconds, and its process tree's peaks and CPU."""
+
+    manifest: dict
+    wall: float
+    peaks: MemoryPeaks
 
 
 @dataclass
@@ -76,11 +111,29 @@ class CorpusRow:
     vs_core_x2: float | None = None     # ... over twice the baseline's (2 cores): goal >= 0.8
     bytes_at_rest: int | None = None
     bytes_per_pixel: float | None = None
-    driver_peak_rss: int | None = None
-    workers_peak_rss: int | None = None
+    driver_peak_rss: int | None = None          # a job: its driver Python + the Spark JVM (peaks, bytes)
+    workers_peak_rss: int | None = None         # a job: the largest Python worker
     min_psnr: float | None = None
     min_exact_fraction: float | None = None
     max_abs_err: float | None = None
+    # a job: its manifest's timings (None where the job does not write one), all of them as JSON in ``timings``
+    decode_seconds: float | None = None
+    cache_build_seconds: float | None = None
+    encrypt_seconds: float | None = None
+    check_seconds: float | None = None
+    process_seconds: float | None = None
+    scored_seconds: float | None = None
+    decrypt_seconds: float | None = None
+    timings: str | None = None
+    # a job: its process tree, sampled (:class:`jobs.bench.proctree.TreeSampler`)
+    driver_python_peak_rss: int | None = None
+    driver_jvm_peak_rss: int | None = None
+    workers_together_peak_rss: int | None = None
+    worker_processes: int | None = None
+    driver_python_cpu_seconds: float | None = None
+    jvm_cpu_seconds: float | None = None
+    workers_cpu_seconds: float | None = None
+    core_seconds: float | None = None           # the core work's own (wall) time, summed over the output rows
 
 
 def corpus_images(count: int, folder: Path, width: int = WIDTH, height: int = HEIGHT) -> tuple[str, Path]:
@@ -189,48 +242,73 @@ def baseline_one_core(paths: list[Path], keys: Path, layout: str, encryption: st
 
 # --- the jobs -------------------------------------------------------------------------------------------
 
-def _job(meter: PeakMeter, name: str, argv: list[str], out: Path, work: tuple[str, ...]) -> tuple[dict, float]:
-    """Run one ``hepix`` job in this process; its manifest and wall time."""
-    from jobs.cli import main
-
+def _job(name: str, argv: list[str], out: Path, log_dir: Path) -> JobRun:
+    """Run one ``hepix`` job as a child process (``local[2]``) under a :class:`TreeSampler`; its manifest,
+    wall time (interpreter start and imports included) and process tree."""
+    cmd = [sys.executable, "-m", "jobs.cli", *argv, "--master", "local[2]", "--quiet"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    logfile = log_dir / f"{out.name}.log"
     t = time.perf_counter()
-    with meter.stage(name):
-        code = main(argv + ["--master", "local[2]", "--quiet"])
+    with open(logfile, "w") as logf:
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env)
+        with TreeSampler(proc.pid, SAMPLE_SECONDS) as sampler:
+            code = proc.wait()
     wall = time.perf_counter() - t
     if code:
-        raise RuntimeError(f"hepix {argv[0]} failed with exit code {code}")
-    m = json.loads((out / "_manifest.json").read_text())
-    m["work_seconds"] = sum(m["timings"][k] for k in work)
-    return m, wall
+        raise RuntimeError(f"hepix {name} failed with exit code {code}: {logfile.read_text()[-3000:]}")
+    return JobRun(json.loads((out / "_manifest.json").read_text()), wall, sampler.peaks)
+
+
+def core_seconds(job: str, out: Path) -> float | None:
+    """The core work's own time of ``job``, summed over its output rows (:data:`CORE_COLUMN`)."""
+    import pyarrow.parquet as pq
+
+    table, column = CORE_COLUMN[job]
+    try:
+        values = pq.read_table(out / table, columns=[column]).column(column)
+    except (OSError, KeyError, ValueError):
+        return None
+    return float(sum(v for v in values.to_pylist() if v is not None))
+
+
+def job_row(layout: str, encryption: str, job: str, r: JobRun, core: float | None) -> CorpusRow:
+    """The row of one Spark job: its counts, the manifest's timings and the process tree's peaks and CPU."""
+    c, t, p = r.manifest["counts"], r.manifest.get("timings", {}), r.peaks
+    cts = c["ciphertexts"]
+    s = sum(t.get(k, 0.0) for k in WORK[job])
+    if s <= 0:
+        log.warning("the %s manifest has none of %s: its seconds are its wall time", job, ", ".join(WORK[job]))
+        s = r.wall
+    mb = 2**20
+    stages = {k: t.get(k) for k in STAGE_COLUMNS}
+    return CorpusRow(layout=layout, encryption=encryption, job=job, implementation="spark local[2]", cores=2,
+                     images=0, pixels=0, ciphertexts=cts, seconds=s, seconds_per_ciphertext=s / cts,
+                     pixels_per_second=0.0, wall_seconds=r.wall, startup_seconds=r.wall - s,
+                     bytes_at_rest=c.get("ciphertext_bytes"),
+                     driver_peak_rss=int((p.driver_python_mb + p.driver_jvm_mb) * mb),
+                     workers_peak_rss=int(p.worker_python_max_mb * mb), **stages,
+                     timings=json.dumps({k: v for k, v in t.items() if isinstance(v, (int, float))}),
+                     driver_python_peak_rss=int(p.driver_python_mb * mb), driver_jvm_peak_rss=int(p.driver_jvm_mb * mb),
+                     workers_together_peak_rss=int(p.workers_together_mb * mb), worker_processes=p.worker_processes,
+                     driver_python_cpu_seconds=p.driver_python_cpu, jvm_cpu_seconds=p.driver_jvm_cpu,
+                     workers_cpu_seconds=p.worker_python_cpu, core_seconds=core)
 
 
 def spark_jobs(images: Path, keys: Path, public: Path, tmp: Path, layout: str, encryption: str
                ) -> dict[str, CorpusRow]:
-    """encrypt -> process -> decrypt on local[2], each job in its own session."""
-    meter = PeakMeter(children=True)
+    """encrypt -> process -> decrypt on local[2], each job its own process (and Spark session)."""
     tag = f"{layout}-{encryption}"
     enc, proc, dec = tmp / f"enc-{tag}", tmp / f"proc-{tag}", tmp / f"dec-{tag}"
-    runs = {
-        "encrypt": _job(meter, "encrypt", ["encrypt", "--keys", str(keys), "--input", str(images), "--out", str(enc),
-                                           "--layout", layout, "--encryption", encryption], enc,
-                        ("decode_seconds", "cache_build_seconds", "encrypt_seconds")),
-        "process": _job(meter, "process", ["process", "--keys", str(public), "--input", str(enc), "--out", str(proc),
-                                           "--op", OP], proc, ("process_seconds",)),
-        "decrypt": _job(meter, "decrypt", ["decrypt", "--keys", str(keys), "--input", str(proc), "--out", str(dec),
-                                           "--owner", f"{enc}.owner", "--images", str(images)], dec,
-                        ("decrypt_seconds",)),
+    argv = {
+        "encrypt": (["encrypt", "--keys", str(keys), "--input", str(images), "--out", str(enc), "--layout", layout,
+                     "--encryption", encryption], enc),
+        "process": (["process", "--keys", str(public), "--input", str(enc), "--out", str(proc), "--op", OP], proc),
+        "decrypt": (["decrypt", "--keys", str(keys), "--input", str(proc), "--out", str(dec), "--owner",
+                     f"{enc}.owner", "--images", str(images)], dec),
     }
     out = {}
-    for job, (m, wall) in runs.items():
-        c = m["counts"]
-        cts = c["ciphertexts"]
-        s = m["work_seconds"]
-        peak = meter.stages[job]
-        out[job] = CorpusRow(layout=layout, encryption=encryption, job=job, implementation="spark local[2]",
-                             cores=2, images=0, pixels=0, ciphertexts=cts, seconds=s, seconds_per_ciphertext=s / cts,
-                             pixels_per_second=0.0, wall_seconds=wall, startup_seconds=wall - s,
-                             bytes_at_rest=c.get("ciphertext_bytes"), driver_peak_rss=peak.driver,
-                             workers_peak_rss=peak.workers)
+    for job, (args, where) in argv.items():
+        out[job] = job_row(layout, encryption, job, _job(job, args, where, tmp), core_seconds(job, where))
     metrics = _metrics(dec)
     d = out["decrypt"]
     d.min_psnr = min(r["psnr"] for r in metrics)
@@ -262,55 +340,135 @@ def compare_rows(core: dict[str, CorpusRow], spark: dict[str, CorpusRow]) -> lis
     return rows
 
 
-def run_corpus_bench(count: int, preset_name: str, tmp: Path) -> tuple[str, list[CorpusRow]]:
+def run_corpus_bench(counts: list[int], preset_name: str, tmp: Path) -> tuple[str, list[CorpusRow]]:
+    """Every mode at every corpus size in ``counts`` (one set of keys): the baseline's and the jobs' rows."""
     from hecore.keys import export_public, keygen
     from hecore.params import preset
 
-    dataset, images = corpus_images(count, tmp / "images")
-    paths = sorted(images.iterdir())
     keys, public = tmp / "keys", tmp / "public"
     keygen(preset(preset_name), keys)
     export_public(keys, public)
     rows: list[CorpusRow] = []
-    for layout, encryption in MODES:
-        core = baseline_one_core(paths, keys, layout, encryption)
-        rows += compare_rows(core, spark_jobs(images, keys, public, tmp, layout, encryption))
-    return dataset, rows
+    datasets = []
+    for count in counts:
+        work = tmp / f"{count}-images"
+        dataset, images = corpus_images(count, work / "images")
+        datasets.append(dataset)
+        paths = sorted(images.iterdir())
+        for layout, encryption in MODES:
+            core = baseline_one_core(paths, keys, layout, encryption)
+            rows += compare_rows(core, spark_jobs(images, keys, public, work, layout, encryption))
+    return datasets[0], rows
+
+
+def _mb(v: int | None) -> float | None:
+    return None if v is None else v / 2**20
+
+
+def _stages(r: CorpusRow) -> str:
+    """The job's manifest timings as written, ``decode 6.1 cache_build 0.0 ...`` (``_seconds`` left out)."""
+    t = json.loads(r.timings or "{}")
+    return " ".join(f"{k.removesuffix('_seconds')} {v:.1f}" for k, v in t.items() if k.endswith("_seconds"))
+
+
+def breakdown(rows: list[CorpusRow]) -> str:
+    """Where each job's time and memory go: wall and start-up, the manifest's stages, CPU seconds by role
+    (the JVM moving bytes, the Python workers, of which the core work), the peaks by role."""
+    from jobs.console import table
+
+    shown = [vars(r) | {"mode": f"{r.layout}/{r.encryption}", "stages": _stages(r),
+                        "py_mb": _mb(r.driver_python_peak_rss), "jvm_mb": _mb(r.driver_jvm_peak_rss),
+                        "worker_mb": _mb(r.workers_peak_rss), "together_mb": _mb(r.workers_together_peak_rss)}
+             for r in rows if r.implementation.startswith("spark")]
+    return table(shown, [("images", "images", "d"), ("mode", "mode", ""), ("job", "job", ""),
+                         ("wall_seconds", "wall s", ".1f"), ("startup_seconds", "start-up s", ".1f"),
+                         ("stages", "stages (manifest, s)", ""), ("jvm_cpu_seconds", "JVM cpu s", ".1f"),
+                         ("workers_cpu_seconds", "workers cpu s", ".1f"), ("core_seconds", "core s", ".1f"),
+                         ("driver_python_cpu_seconds", "driver cpu s", ".1f"), ("py_mb", "driver py MB", ",.0f"),
+                         ("jvm_mb", "JVM MB", ",.0f"), ("worker_mb", "worker MB", ",.0f"),
+                         ("together_mb", "workers MB", ",.0f")])
+
+
+def _growth(a: float, b: float) -> str:
+    return f"{100 * (b - a) / a:+.1f}%" if a else "n/a"
+
+
+def memory_by_size(rows: list[CorpusRow], layout: str = "packed", encryption: str = "public") -> list[str]:
+    """For one mode (default packed public, the largest ciphertexts): each job's driver peak (Python + JVM)
+    and largest worker at each corpus size, the growth from the smallest size to the largest, and the goals."""
+    jobs = [r for r in rows
+            if r.implementation.startswith("spark") and (r.layout, r.encryption) == (layout, encryption)]
+    sizes = sorted({r.images for r in jobs})
+    if not sizes:
+        return []
+    at = {(r.job, r.images): r for r in jobs}
+    lines = [f"memory of {layout} {encryption} at {', '.join(map(str, sizes))} images (driver = Python + JVM; "
+             "worker = the largest Python worker):"]
+    for job in JOBS:
+        got = [at[(job, n)] for n in sizes if (job, n) in at]
+        drivers = [_mb(r.driver_peak_rss) or 0.0 for r in got]
+        workers = [_mb(r.workers_peak_rss) or 0.0 for r in got]
+        line = (f"  {job}: driver " + " -> ".join(f"{v:,.0f}" for v in drivers) + " MB, largest worker "
+                + " -> ".join(f"{v:,.0f}" for v in workers) + " MB")
+        if len(got) > 1:
+            line += f" (growth: driver {_growth(drivers[0], drivers[-1])}, worker {_growth(workers[0], workers[-1])})"
+        lines.append(line)
+    worst = max((_mb(r.workers_peak_rss) or 0.0) for r in jobs)
+    grows = f"the driver grows < 10% from {sizes[0]} to {sizes[-1]} images; " if len(sizes) > 1 else ""
+    lines.append(f"  goals: {grows}no worker above 1 GB (largest here {worst:,.0f} MB)")
+    return lines
 
 
 def report(rows: list[CorpusRow], dataset: str, preset_name: str) -> str:
     from jobs.console import table
 
-    shown = [vars(r) | {"ms_per_ct": r.seconds_per_ciphertext * 1e3,
-                        "mb": (r.driver_peak_rss or 0) / 2**20 or None} for r in rows]
-    lines = [table(shown, [("layout", "layout", ""), ("encryption", "encryption", ""), ("job", "job", ""),
-                           ("implementation", "implementation", ""), ("ciphertexts", "cts", "d"),
+    shown = [vars(r) | {"ms_per_ct": r.seconds_per_ciphertext * 1e3, "mb": _mb(r.driver_peak_rss),
+                        "worker_mb": _mb(r.workers_peak_rss)} for r in rows]
+    lines = [table(shown, [("images", "images", "d"), ("layout", "layout", ""), ("encryption", "encryption", ""),
+                           ("job", "job", ""), ("implementation", "implementation", ""), ("ciphertexts", "cts", "d"),
                            ("seconds", "seconds", ".2f"), ("ms_per_ct", "ms/ct", ".3f"),
                            ("vs_core_x2", "x (2 x core)", ".2f"), ("startup_seconds", "start-up s", ".1f"),
                            ("bytes_per_pixel", "B/px", ".2f"), ("mb", "driver MB", ",.0f"),
-                           ("min_psnr", "min PSNR", ".1f"), ("min_exact_fraction", "exact", ".4f")])]
-    for layout, encryption in MODES:
-        jobs = {r.job: r for r in rows if r.layout == layout and r.encryption == encryption
-                and r.implementation.startswith("spark")}
-        if jobs:
-            lines.append(f"{layout} {encryption}: decrypt / encrypt time {jobs['decrypt'].seconds / jobs['encrypt'].seconds:.2f} "
-                         f"(goal <= 1.5); each job's rate over 2 x the core's: "
-                         + ", ".join(f"{j} {jobs[j].vs_core_x2:.2f}" for j in JOBS if jobs[j].vs_core_x2 is not None)
-                         + " (goal >= 0.8)")
+                           ("worker_mb", "worker MB", ",.0f"), ("min_psnr", "min PSNR", ".1f"),
+                           ("min_exact_fraction", "exact", ".4f")])]
+    for n in sorted({r.images for r in rows}):
+        for layout, encryption in MODES:
+            jobs = {r.job: r for r in rows if (r.layout, r.encryption, r.images) == (layout, encryption, n)
+                    and r.implementation.startswith("spark")}
+            if len(jobs) == len(JOBS):
+                ratio = jobs["decrypt"].seconds / jobs["encrypt"].seconds
+                lines.append(f"{n} images, {layout} {encryption}: decrypt / encrypt time {ratio:.2f} (goal <= 1.5); "
+                             "each job's rate over 2 x the core's: "
+                             + ", ".join(f"{j} {jobs[j].vs_core_x2:.2f}" for j in JOBS
+                                         if jobs[j].vs_core_x2 is not None) + " (goal >= 0.8)")
+    lines += ["", f"where the jobs' time and memory go (each job's process tree sampled every {SAMPLE_SECONDS} s): "
+              "JVM = the Spark JVM, in local mode driver and executor (reading, shuffling, writing the bytes); "
+              "workers = the Python workers, of which core s is the core work's own time in the output rows "
+              "(wall clock in the workers: above their CPU on a loaded machine)",
+              breakdown(rows), ""]
+    lines += memory_by_size(rows)
     load = load_1m()
-    lines.append(f"{dataset}, {preset_name}, {OP}; 1-minute load average at the end {load if load is None else round(load, 1)} "
-                 "on a shared machine: compare the ratios within this run")
+    lines.append(f"{dataset}, {preset_name}, {OP}; 1-minute load average at the end "
+                 f"{load if load is None else round(load, 1)} on a shared machine: compare the ratios within this run")
     return "\n".join(lines)
+
+
+def image_counts(args) -> list[int]:
+    """``--images``: one count or a list of corpus sizes; default 4 (1 with --quick)."""
+    if args.images is None:
+        return [1 if args.quick else DEFAULT_IMAGES]
+    return sorted(set(args.images)) if isinstance(args.images, list) else [args.images]
 
 
 def run(args) -> int:
     """``hepix bench --suite corpus``: measure, write ``OUT/bench_corpus/<run_id>.parquet``, print."""
-    count = args.images if args.images is not None else (1 if args.quick else DEFAULT_IMAGES)
+    counts = image_counts(args)
     preset_name = args.preset or DEFAULT_PRESET
     run_id, started = runinfo.new_run_id(), runinfo.now()
-    print(f"hepix bench {run_id}: corpus encrypt -> process {OP} -> decrypt, {count} images, {preset_name}")
+    print(f"hepix bench {run_id}: corpus encrypt -> process {OP} -> decrypt, {','.join(map(str, counts))} images, "
+          f"{preset_name}")
     with tempfile.TemporaryDirectory(prefix="hepix-bench-corpus-") as tmp:
-        dataset, rows = run_corpus_bench(count, preset_name, Path(tmp))
+        dataset, rows = run_corpus_bench(counts, preset_name, Path(tmp))
     common = {"run_id": run_id, "started": started, "machine": runinfo.machine(),
               "cores_available": runinfo.cores(), "git_commit": runinfo.git_commit(), "preset": preset_name,
               "dataset": dataset, "op": OP, "load_1m": load_1m()}

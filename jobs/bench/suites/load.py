@@ -5,29 +5,27 @@
 Makes a corpus (random crops of the data sets, :data:`jobs.bench.datasets.DATASETS`, when
 present, else generated images) in ``--work``, makes keys, then runs ``hepix encrypt`` as a child
 process with a bounded driver heap (``spark.driver.memory``) and samples the child's process tree from ``/proc``:
-the Python driver, the driver JVM (in local mode also the executor), and the Python workers.
-Peaks are each process's ``VmHWM`` (the kernel's high-water mark of its resident set), so
-short spikes between samples are not missed; "workers together" is the largest sum of the
-workers' current RSS over the samples.  Prints a summary and writes it as JSON; a benchmark,
-not a test -- nothing here asserts a speed.  Not a ``hepix bench`` suite: it drives the ``hepix``
-command as a child process, with options of its own.
+the Python driver, the driver JVM (in local mode also the executor), and the Python workers
+(:class:`jobs.bench.proctree.TreeSampler`).  Peaks are each process's ``VmHWM`` (the kernel's
+high-water mark of its resident set), so short spikes between samples are not missed; "workers
+together" is the largest sum of the workers' current RSS over the samples.  Prints a summary and
+writes it as JSON; a benchmark, not a test -- nothing here asserts a speed.  Not a ``hepix bench``
+suite: it drives the ``hepix`` command as a child process, with options of its own.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from jobs.bench.datasets import DATASETS
-
+from jobs.bench.proctree import TreeSampler
 
 # --- the corpus ---------------------------------------------------------------------------------
 
@@ -64,122 +62,6 @@ def make_corpus(directory: Path, n: int, size: int, seed: int = 0, datasets: Pat
             img = np.stack([img, img[::-1], img[:, ::-1]], axis=2)
         Image.fromarray(img).save(directory / f"gen{i:05d}.png")
     return f"{n} generated {size}x{size} images (no data sets at {datasets})"
-
-
-# --- memory of a process tree ---------------------------------------------------------------------
-
-def _status(pid: int) -> dict[str, int]:
-    out = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(("VmHWM:", "VmRSS:", "PPid:")):
-                    k, v = line.split(":", 1)
-                    out[k] = int(v.split()[0])
-    except (OSError, ValueError):
-        pass
-    return out
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def descendants(root: int) -> list[int]:
-    parents = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            ppid = _status(int(name)).get("PPid")
-            if ppid is not None:
-                parents[int(name)] = ppid
-    found, frontier = [], [root]
-    while frontier:
-        p = frontier.pop()
-        kids = [c for c, pp in parents.items() if pp == p]
-        found += kids
-        frontier += kids
-    return found
-
-
-def role(pid: int, root: int) -> str:
-    if pid == root:
-        return "driver_python"
-    cmd = _cmdline(pid)
-    if "java" in cmd.split(" ", 1)[0] or " org.apache.spark" in cmd:
-        return "driver_jvm"
-    if "pyspark" in cmd or "python" in cmd:
-        return "worker_python"
-    return "other"
-
-
-@dataclass
-class MemoryPeaks:
-    """Peak resident memory (MB) by role, from the sampled process tree."""
-
-    driver_python_mb: float = 0.0
-    driver_jvm_mb: float = 0.0
-    worker_python_max_mb: float = 0.0      # the largest single Python worker
-    workers_together_mb: float = 0.0       # the largest sum over the workers alive at one sample
-    worker_processes: int = 0
-    samples: int = 0
-    per_pid: dict = field(default_factory=dict)
-
-
-class TreeSampler:
-    """Samples ``/proc`` for the process tree under ``pid`` every ``interval`` seconds, in a thread."""
-
-    def __init__(self, pid: int, interval: float = 0.5):
-        self.pid, self.interval = pid, interval
-        self.peaks = MemoryPeaks()
-        self._roles: dict[int, str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def sample(self) -> None:
-        pids = [self.pid] + descendants(self.pid)
-        together = 0.0
-        for pid in pids:
-            st = _status(pid)
-            if "VmHWM" not in st:
-                continue
-            r = self._roles.get(pid)
-            if r is None or r == "other":
-                # Not cached until it is known: spark-submit's shell becomes the driver JVM by exec (same pid),
-                # after a short launcher JVM of its own; a pid first seen as the shell is the JVM later.
-                r = self._roles[pid] = role(pid, self.pid)
-            hwm = st["VmHWM"] / 1024
-            self.peaks.per_pid[pid] = (r, max(hwm, self.peaks.per_pid.get(pid, (r, 0.0))[1]))
-            if r == "worker_python":
-                together += st.get("VmRSS", 0) / 1024
-        self.peaks.workers_together_mb = max(self.peaks.workers_together_mb, together)
-        self.peaks.samples += 1
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        p = self.peaks
-        for r, hwm in p.per_pid.values():
-            if r == "driver_python":
-                p.driver_python_mb = max(p.driver_python_mb, hwm)
-            elif r == "driver_jvm":
-                p.driver_jvm_mb = max(p.driver_jvm_mb, hwm)
-            elif r == "worker_python":
-                p.worker_python_max_mb = max(p.worker_python_max_mb, hwm)
-                p.worker_processes += 1
-        return False
 
 
 # --- the run ----------------------------------------------------------------------------------------
