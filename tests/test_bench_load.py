@@ -6,6 +6,7 @@ The benchmark itself (1,000+ images) is run by hand; see docs/benchmarks.md, "Lo
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -52,6 +53,19 @@ def test_the_tree_sampler_counts_the_cpu_a_grandchild_burns(tmp_path):
     assert 0.95 <= p.worker_python_cpu <= 2.5
     assert p.worker_processes == 1 and p.driver_python_cpu < p.worker_python_cpu
     assert p.driver_jvm_cpu == 0.0
+
+
+def test_a_shell_that_becomes_the_jvm_counts_as_the_jvm(tmp_path):
+    """spark-submit is a shell (its script under .../pyspark/bin) that execs java: the pid is the JVM once it
+    runs java, however the shell was named.  A python under the name ``java`` stands in for the JVM."""
+    java = tmp_path / "java"
+    java.symlink_to(sys.executable)
+    burn = "import time; [0 for _ in iter(lambda: time.process_time() < 0.5, False)]; time.sleep(0.6)"
+    shell = f"sleep 0.5; exec {shlex.quote(str(java))} -c {shlex.quote(burn)}"
+    s = _sampled_grandchild(f"import subprocess; subprocess.run(['sh', '-c', {shell!r}, 'pyspark/bin/spark-submit'])")
+    p = s.peaks
+    assert p.worker_processes == 1 and p.worker_python_cpu < 0.4          # the middle python only
+    assert 0.45 <= p.driver_jvm_cpu <= 2.0 and p.driver_jvm_mb > 0
 
 
 def test_cpu_seconds_reads_this_process_s_own_time():

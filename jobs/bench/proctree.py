@@ -51,13 +51,15 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def role(pid: int, root: int) -> str:
-    """What ``pid`` is in the tree of the job whose Python driver is ``root``."""
+    """What ``pid`` is in the tree of the job whose Python driver is ``root``, by the program it runs
+    (``argv[0]``), not by words in its arguments: spark-submit's shell names ``pyspark`` in its script's
+    path before it becomes the JVM."""
     if pid == root:
         return "driver_python"
-    cmd = cmdline(pid)
-    if "java" in cmd.split(" ", 1)[0] or " org.apache.spark" in cmd:
+    program = os.path.basename(cmdline(pid).split(" ", 1)[0])
+    if program.startswith("java"):
         return "driver_jvm"
-    if "pyspark" in cmd or "python" in cmd:
+    if program.startswith("python"):
         return "worker_python"
     return "other"
 
