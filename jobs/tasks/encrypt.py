@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 
 from schemas.stages import WRITTEN
 from schemas.tables import CIPHERTEXTS
@@ -139,6 +139,7 @@ def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, token
         for rb in encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
                                     rebuilds=rebuilds, tasks=tasks):
             out.add(rb)
+        out.flush()
     finally:
         out.close()
     if not out.rows:
@@ -164,14 +165,15 @@ class RowGroupWriter:
 
         self.rows += rb.num_rows
         cts = rb.column("ct")
-        self.ct_bytes += int(pa.compute.sum(pa.compute.binary_length(cts)).as_py() or 0)
+        self.ct_bytes += int(pc.sum(pc.binary_length(cts)).as_py() or 0)
         self.xxh3_xor ^= xor_all(rb.column("ct_xxh3").fill_null(0).to_numpy())
         self._pending.append(rb)
         self._pending_bytes += rb.nbytes
         if self._pending_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the buffered rows as one row group."""
         import pyarrow.parquet as pq
 
         if not self._pending:
@@ -184,10 +186,6 @@ class RowGroupWriter:
         self._pending, self._pending_bytes = [], 0
 
     def close(self) -> None:
-        """Write what is buffered and close the file (also after a failure: the driver removes it)."""
-        try:
-            if self.rows:
-                self._flush()
-        finally:
-            if self._writer is not None:
-                self._writer.close()
+        """Close the file (what is still buffered after a failure is dropped: the driver removes the file)."""
+        if self._writer is not None:
+            self._writer.close()
