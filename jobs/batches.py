@@ -26,7 +26,7 @@ import numpy as np
 
 from hecore.errors import HepixError
 from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
-from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
+from jobs.tasks.encrypt import WRITTEN_NAME, EncryptPayload, encrypt_partition, encrypt_to_files
 from jobs.tasks.rows import RowMeta
 from schemas.manifest import Counts, RunManifest
 from schemas.stages import TILES, WRITTEN
@@ -58,28 +58,63 @@ def settings_differ(old: dict, new: dict) -> str | None:
     return None
 
 
-def worker_local_path(master: str, path: str) -> str | None:
+#: What ``--writer workers`` asks of a cluster (the driver checks it after every batch).
+SHARED_OUT = "--writer workers needs an --out that the driver and every worker see at the same path"
+
+
+def worker_local_path(master: str, path: str, shared: bool = False) -> str | None:
     """``path`` as a local directory the Python workers can write, or None.
 
-    Only for local and local-cluster masters (the workers run on this machine)
-    and paths without a scheme other than ``file:``.
+    For local and local-cluster masters (the workers run on this machine), or any master when the
+    user says (``shared``: ``--writer workers``) that the path is a mount every worker and the driver
+    share; and only for paths without a scheme other than ``file:``.
     """
-    if not master.startswith("local"):
+    if not (master.startswith("local") or shared):
         return None
     if "://" in path and not path.startswith("file://"):
         return None
     return os.path.abspath(path.removeprefix("file://").removeprefix("file:"))
 
 
-def write_from_workers(units, directory: str, **task_args) -> None:
-    """Encrypt with :func:`encrypt_to_files`; keep exactly the files successful tasks reported."""
+def write_from_workers(units, directory: str, **task_args) -> list[dict]:
+    """Encrypt with :func:`encrypt_to_files`; keep exactly the files successful tasks reported.
+
+    Returns the table's entries (name, rows, bytes, xxh3_xor, ct_bytes) as the tasks reported them, once
+    the driver has checked that it sees each of them, at the reported size, in ``directory``.
+    """
     os.makedirs(directory, exist_ok=True)
     written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, **task_args),
                                spark_schema(WRITTEN)).collect()
-    keep = {r["file"] for r in written if r["file"]}
+    entries = checked_reports([r.asDict() for r in written if r["file"] is not None], directory)
+    keep = {e["name"] for e in entries}
     for name in os.listdir(directory):
         if name not in keep:      # files of failed or speculative attempts, temporary files
             os.remove(os.path.join(directory, name))
+    return entries
+
+
+def checked_reports(reports: list[dict], directory: str) -> list[dict]:
+    """The files the encrypt tasks reported, each checked before it names a path: a name the tasks give
+    (:data:`WRITTEN_NAME`), reported once, present in ``directory`` with the reported size.
+
+    A worker that wrote elsewhere (an --out that is not one shared mount) or a report that does not match
+    its file fails the batch with :data:`SHARED_OUT`, naming the directory; nothing is committed.
+    """
+    entries = {}
+    for r in reports:
+        name = r["file"]
+        if not isinstance(name, str) or not WRITTEN_NAME.fullmatch(name) or name in entries:
+            raise HepixError(f"an encrypt task reported the file {name!r}, which is not a name it writes; "
+                             "the batch was not committed")
+        path = os.path.join(directory, name)
+        size = os.path.getsize(path) if os.path.isfile(path) else None
+        if size is None or size != r["bytes"]:
+            seen = "does not see it" if size is None else f"sees {size} bytes, not {r['bytes']}"
+            raise HepixError(f"{SHARED_OUT}: a worker wrote {name} ({r['bytes']} bytes) into {directory}, but "
+                             f"the driver {seen}; give such an --out, or --writer spark (or auto)")
+        entries[name] = {"name": name, "rows": int(r["rows"]), "bytes": size, "xxh3_xor": int(r["xxh3_xor"]),
+                         "ct_bytes": int(r["ct_bytes"])}
+    return [entries[n] for n in sorted(entries)]
 
 
 class EncryptRun:
@@ -236,22 +271,23 @@ class EncryptRun:
             allow_leaky=self.args.allow_leaky, secret_key=s.secret_key, compression=s.compression, store=s.store))
         self.token = f"{self.run_id}/{self.broadcast._jbroadcast.id()}"
 
-    def _encrypt(self, ok, n_units: int, staged: str) -> None:
+    def _encrypt(self, ok, n_units: int, staged: str) -> list[dict] | None:
+        """Encrypt the batch's units into ``staged``; the files' entries when the Python workers wrote them."""
         sc, args = self.spark.sparkContext, self.args
         if not n_units:
-            return
+            return None
         units = ok.repartition(args.partitions or max(1, min(n_units, sc.defaultParallelism * 4)))
         task_args = dict(token=self.token, broadcast=self.broadcast, meta=self.meta, rebuilds=self.rebuilds,
                          tasks=self.tasks)
-        local_dir = worker_local_path(sc.master, staged)
+        local_dir = worker_local_path(sc.master, staged, shared=args.writer == "workers")
         if args.writer == "workers" and not local_dir:
-            raise HepixError(f"--writer workers needs a local master and a local --out; got master "
-                             f"{sc.master} and {args.out}; use --writer spark or auto")
+            raise HepixError(f"--writer workers needs a local or file:// --out (a mount the driver and every "
+                             f"worker share); got {args.out}; use --writer spark or auto")
         if local_dir and args.writer != "spark":
-            write_from_workers(units, local_dir, **task_args)
-        else:
-            cts = units.mapInArrow(functools.partial(encrypt_partition, **task_args), spark_schema(CIPHERTEXTS))
-            cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(staged)
+            return write_from_workers(units, local_dir, **task_args)
+        cts = units.mapInArrow(functools.partial(encrypt_partition, **task_args), spark_schema(CIPHERTEXTS))
+        cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(staged)
+        return None
 
     def encrypt_batch(self, b: int, paths: list[str], total: int, progress) -> None:
         """Decode, encrypt and commit batch ``b`` of ``total``: its files into the table, the owner map, the manifest."""
@@ -274,7 +310,7 @@ class EncryptRun:
         t0 = time.perf_counter()
         progress.stage(f"{label}encrypting {n_tiles} tiles ({int(stats['pixels'] or 0)} pixel values)")
         staged_cts = join(stage_dir, "ciphertexts")
-        self._encrypt(ok, n_units, staged_cts)
+        reported = self._encrypt(ok, n_units, staged_cts)
         self._time("encrypt_seconds", t0)
 
         progress.stage(f"{label}recording the batch")
@@ -292,7 +328,9 @@ class EncryptRun:
             r.update(ciphertexts=expected_rows(layout, r["image_height"], r["image_width"], r["image_channels"],
                                                th, tw), run_id=self.run_id, batch=tag)
 
-        new_cts = describe_table(self.spark, self.storage, staged_cts, checksums=True)
+        # The workers' own reports of their files (checked against what the driver sees), or a pass over them.
+        new_cts = ([{k: e[k] for k in ("name", "rows", "bytes", "xxh3_xor")} for e in reported]
+                   if reported is not None else describe_table(self.spark, self.storage, staged_cts, checksums=True))
         rejected = int(stats["rejected"] or 0) + len(unread)
         encrypted = int(stats["images_ok"] or 0)
         if encrypted + rejected != len(paths) + len(unread) or len(images) != encrypted:
@@ -301,7 +339,9 @@ class EncryptRun:
         n_cts = sum(e["rows"] for e in new_cts)
         if (self.setup.secret_key is None and self.setup.store is None) or not n_cts:
             ct_bytes = n_cts * self.ctx.ct_format.stride
-        else:       # seeded, compressed or compact ciphertexts: their sizes vary
+        elif reported is not None:      # seeded, compressed or compact ciphertexts: their sizes vary
+            ct_bytes = sum(e["ct_bytes"] for e in reported)
+        else:
             ct_bytes = int(self.spark.read.parquet(staged_cts).agg(F.sum(F.length("ct"))).collect()[0][0] or 0)
         moved = self._move_in("ciphertexts", new_cts, staged_cts, f"{tag}-")
         added = Counts(images_in=encrypted + rejected, images_encrypted=encrypted, images_rejected=rejected,

@@ -107,9 +107,10 @@ def add_arguments(p) -> None:
                    help="refuse images with more pixels (decompression bombs; default %(default)s)")
     p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --input")
     p.add_argument("--writer", choices=("auto", "spark", "workers"), default="auto",
-                   help="who writes the ciphertext files: the Python workers (local masters and local paths "
-                        "only; the JVM never touches ciphertext bytes) or Spark's Parquet writer; auto picks "
-                        "workers when it can (default)")
+                   help="who writes the ciphertext files: the Python workers (the JVM never touches ciphertext "
+                        "bytes) or Spark's Parquet writer; auto picks workers for a local master and a local "
+                        "--out (default); workers on a cluster: --out must be a local or file:// path that the "
+                        "driver and every worker see (a shared mount), which the driver checks")
     p.add_argument("--overwrite", action="store_true",
                    help="redo every image; by default a rerun into the same --out (same key, parameters, strategy "
                         "and options) skips the images finished before, and other settings are refused")

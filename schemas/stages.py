@@ -84,7 +84,10 @@ REFERENCES = pa.schema([("image_id", pa.string()), ("original", pa.binary()), ("
                         ("orig_width", pa.int32()), ("orig_channels", pa.int32())])
 
 
-WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())])
+#: One row per encrypt task writing its own file: the file's name, rows and size, the XOR of its rows'
+#: ``ct_xxh3`` and the sum of their ``ct`` lengths (what the manifest records of it).
+WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
+                     ("xxh3_xor", pa.int64()), ("ct_bytes", pa.int64())])
 
 
 HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]

@@ -15,7 +15,10 @@
 # read by the driver only (the key material reaches the executors as a
 # broadcast), so it is a path on this machine; --input and --out are read and
 # written by the executors, so they must be a path every node sees
-# (hdfs://, s3a://, or a shared mount).
+# (hdfs://, s3a://, or a shared mount).  On a shared mount, `encrypt --writer
+# workers` has the Python workers write the ciphertext files there themselves
+# (the executors' JVMs then move no ciphertext bytes); the driver checks that
+# it sees every file they report.
 #
 # Trust boundary: the cluster is where the secret key must never be.
 # `encrypt` (public-key, the default) reads only the public part of a key

@@ -41,7 +41,9 @@ KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
 PARTITIONS = 8
 #: Two images a batch (three batches): one is still to come after the first commit, when the worker is
 #: killed.  Each batch is a few Spark jobs, which is most of the time the job takes.
-ENC = ["--tile", "8x8", "--partitions", str(PARTITIONS), "--batch-images", "2"]
+#: The output is on a path the driver and the workers share: the Python workers write the files
+#: (``--writer workers``), and the driver checks it sees every file they report.
+ENC = ["--tile", "8x8", "--partitions", str(PARTITIONS), "--batch-images", "2", "--writer", "workers"]
 OP = "brightness:20"
 #: What decryption yields that depends neither on the ciphertexts' randomness nor on the run
 #: (``image_id`` is random per encrypt run, ``max_abs_err`` is measured before rounding, the

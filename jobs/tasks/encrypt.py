@@ -7,17 +7,19 @@ owner's seeded secret-key encryption) is built once per Python worker from the b
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from schemas.stages import WRITTEN
 from schemas.tables import CIPHERTEXTS
 
-from .rows import RowMeta, ciphertext_rows
+from .rows import RowMeta, ciphertext_rows, tiles_rows
 from .worker import inject_fault, worker_state
 
 
@@ -43,7 +45,7 @@ def build_encryptor(payload: EncryptPayload):
     from hecore.encrypt import encryptor_for
     from hecore.kernels import warm_up
 
-    if getattr(payload.public, "scheme", None) != "tfhe":
+    if payload.strategy_state is not None:     # the caching strategies' kernels (fresh encryption needs none)
         warm_up()
     # check_key=False: the driver already proved that a secret key belongs to the public key.
     enc = encryptor_for(payload.public, secret_key=payload.secret_key, packed=payload.packed,
@@ -79,57 +81,111 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                   for t in tiles]
         t = time.perf_counter()
         units = encrypt_units(layout, enc, blocks, halo, [(tile["h"], tile["w"]) for tile in tiles])
-        if layout.packed:       # one encryptor call for the whole batch: share its time evenly, measured
-            units = list(units)     # before any row is yielded (the consumer's time is not encryption)
-            per_tile = (time.perf_counter() - t) / len(tiles)
+        if layout.packed:       # one encryptor call for the whole batch: share its time evenly
+            yield from packed_rows(meta, enc, tiles, list(units), primes, scale_bits,
+                                   (time.perf_counter() - t) / len(tiles))
+            continue
         for tile, batch in zip(tiles, units):
             n = len(batch)
-            per_ct = per_tile if layout.packed else (time.perf_counter() - t) / n
+            per_ct = (time.perf_counter() - t) / n
             yield ciphertext_rows(
                 meta, tile, tile["channel"], batch, enc.name, enc.security, params.scheme,
                 level=primes, scale_bits=scale_bits, ops=[], post_scale=1.0,
                 encrypt_seconds=np.full(n, per_ct), process_seconds=np.zeros(n))
             inject_fault("encrypt", before_output=False)
-            if not layout.packed:
-                t = time.perf_counter()
+            t = time.perf_counter()
+
+
+#: Tile channels per record batch of the packed layouts' rows (one ciphertext each, ~130 KB at N=4096).
+ROWS_PER_BATCH = 128
+
+
+def packed_rows(meta: RowMeta, enc, tiles: list[dict], units: list, level: int, scale_bits: int,
+                per_ct: float) -> Iterator[pa.RecordBatch]:
+    """The packed layouts' ciphertext rows, :data:`ROWS_PER_BATCH` tile channels per record batch."""
+    for i in range(0, len(tiles), ROWS_PER_BATCH):
+        yield tiles_rows(meta, tiles[i:i + ROWS_PER_BATCH], units[i:i + ROWS_PER_BATCH], enc.name, enc.security,
+                         enc.params.scheme, level, scale_bits, per_ct)
+        inject_fault("encrypt", before_output=False)
 
 
 # --- encrypt, writing Parquet from the Python workers --------------------------------------------
+
+#: The names :func:`encrypt_to_files` gives its files (a name a worker reports is checked against it).
+WRITTEN_NAME = re.compile(r"part-[0-9]{5,}-[0-9]+-[0-9a-f]{8}\.parquet")
+#: Ciphertext bytes buffered before a Parquet row group is written (a write per record batch cost more).
+ROW_GROUP_BYTES = 64 * 2**20
+
 
 def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, token: str, broadcast,
                      meta: RowMeta, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
     """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``.
 
-    Used when the workers see the output directory as a local path (local and
-    local-cluster masters): the ciphertext bytes then never pass through the
-    JVM, which otherwise spends most of a core moving them (Arrow, row
-    conversion, its Parquet writer).  Only ``(file, rows, bytes)`` goes back
-    to Spark; the driver keeps exactly the files successful tasks reported.
+    Used when the workers write to a path they see as local (local and local-cluster masters, or
+    ``--writer workers`` on a cluster whose workers and driver share the output's mount): the
+    ciphertext bytes then never pass through the JVM, which otherwise spends most of a core moving
+    them (Arrow, row conversion, its Parquet writer).  Only ``(file, rows, bytes, xxh3_xor,
+    ct_bytes)`` goes back to Spark; the driver keeps exactly the files successful tasks reported.
     The file is written under a temporary name and renamed when complete.
     """
     import uuid
 
-    import pyarrow.parquet as pq
     from pyspark import TaskContext
 
     tc = TaskContext.get()
     name = f"part-{tc.partitionId():05d}-{tc.attemptNumber()}-{uuid.uuid4().hex[:8]}.parquet"
-    tmp = os.path.join(directory, f".{name}.tmp")
-    rows, writer = 0, None
+    out = RowGroupWriter(os.path.join(directory, f".{name}.tmp"))
     try:
         for rb in encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
                                     rebuilds=rebuilds, tasks=tasks):
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, CIPHERTEXTS, compression="none", use_dictionary=False,
-                                          write_statistics=False, data_page_size=8 * 2**20)
-            writer.write_batch(rb)
-            rows += rb.num_rows
+            out.add(rb)
+        out.flush()
     finally:
-        if writer is not None:
-            writer.close()
-    if writer is None:
-        yield pa.RecordBatch.from_pylist([{"file": None, "rows": 0, "bytes": 0}], schema=WRITTEN)
+        out.close()
+    if not out.rows:
+        yield pa.RecordBatch.from_pylist([{"file": None, "rows": 0, "bytes": 0, "xxh3_xor": 0, "ct_bytes": 0}],
+                                         schema=WRITTEN)
         return
-    os.replace(tmp, os.path.join(directory, name))
+    os.replace(out.path, os.path.join(directory, name))
     yield pa.RecordBatch.from_pylist(
-        [{"file": name, "rows": rows, "bytes": os.path.getsize(os.path.join(directory, name))}], schema=WRITTEN)
+        [{"file": name, "rows": out.rows, "bytes": os.path.getsize(os.path.join(directory, name)),
+          "xxh3_xor": out.xxh3_xor, "ct_bytes": out.ct_bytes}], schema=WRITTEN)
+
+
+class RowGroupWriter:
+    """A Parquet file of ciphertext rows written in row groups of about :data:`ROW_GROUP_BYTES`, counting
+    its rows, its ciphertext bytes and the XOR of their checksums as it goes (what the driver records)."""
+
+    def __init__(self, path: str):
+        self.path, self.rows, self.ct_bytes, self.xxh3_xor = path, 0, 0, 0
+        self._writer, self._pending, self._pending_bytes = None, [], 0
+
+    def add(self, rb: pa.RecordBatch) -> None:
+        from jobs.checksums import xor_all
+
+        self.rows += rb.num_rows
+        cts = rb.column("ct")
+        self.ct_bytes += int(pc.sum(pc.binary_length(cts)).as_py() or 0)
+        self.xxh3_xor ^= xor_all(rb.column("ct_xxh3").fill_null(0).to_numpy())
+        self._pending.append(rb)
+        self._pending_bytes += rb.nbytes
+        if self._pending_bytes >= ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as one row group."""
+        import pyarrow.parquet as pq
+
+        if not self._pending:
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, CIPHERTEXTS, compression="none", use_dictionary=False,
+                                            write_statistics=False, data_page_size=8 * 2**20)
+        table = pa.Table.from_batches(self._pending, schema=CIPHERTEXTS)
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self._pending, self._pending_bytes = [], 0
+
+    def close(self) -> None:
+        """Close the file (what is still buffered after a failure is dropped: the driver removes the file)."""
+        if self._writer is not None:
+            self._writer.close()

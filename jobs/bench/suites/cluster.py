@@ -3,7 +3,7 @@
 A real standalone cluster on this machine's loopback (:mod:`jobs.bench.standalone`: a master and
 one-core workers from pyspark's own distribution); jobs go through ``spark-submit/standalone.sh`` with
 the archives of ``spark-submit/package.sh``, input and output on a local path that the driver and the
-workers both see -- the shared-mount case.
+workers both see -- the shared-mount case, so the Python workers write the ciphertext files (``--writer workers``).
 
 The benchmark encrypts the same corpus (DIV2K at 2048x1024, or generated images of that size
 without the data sets) twice: on the cluster with one worker, then with a second worker added.
@@ -130,7 +130,10 @@ def run_cluster_bench(work: Path, *, images: int, preset_name: str, quick: bool,
     # The same tasks in both configurations, four an image: small enough that the last ones of
     # the stage leave little of one worker idle while the other finishes.
     partitions = 4 * images
-    extra = ["--partitions", str(partitions)] + (["--resize", str(QUICK_RESIZE)] if quick else [])
+    # The output is on a path the driver and the workers share: the Python workers write the ciphertext
+    # files themselves (the executors' JVMs would otherwise move every ciphertext, a core's share each).
+    extra = (["--partitions", str(partitions), "--writer", "workers"]
+             + (["--resize", str(QUICK_RESIZE)] if quick else []))
     dist = cluster_dist(work / "dist")
     out_bytes = (1 if quick else images) * BYTES_PER_IMAGE
     scratch = Path(tempfile.mkdtemp(prefix="hepix-cluster-", dir=scratch_parent(work, 4 * GIB)))

@@ -1,0 +1,55 @@
+"""The driver's check of the files the encrypt tasks say they wrote (``--writer workers``): names of the tasks'
+pattern only, each present where the driver looks, at the reported size -- else a clear error, nothing kept."""
+from __future__ import annotations
+
+import pytest
+
+from hecore.errors import HepixError
+from jobs.batches import SHARED_OUT, checked_reports, worker_local_path
+
+NAME = "part-00003-0-0123abcd.parquet"
+
+
+def report(name=NAME, size=10, rows=2, xor=5, ct_bytes=8) -> dict:
+    return {"file": name, "rows": rows, "bytes": size, "xxh3_xor": xor, "ct_bytes": ct_bytes}
+
+
+def test_reported_files_the_driver_sees_become_the_table_entries(tmp_path):
+    (tmp_path / NAME).write_bytes(b"x" * 10)
+    other = "part-00001-1-fedcba98.parquet"
+    (tmp_path / other).write_bytes(b"x" * 4)
+    entries = checked_reports([report(), report(other, size=4, rows=1, xor=-3)], str(tmp_path))
+    assert entries == [{"name": other, "rows": 1, "bytes": 4, "xxh3_xor": -3, "ct_bytes": 8},
+                       {"name": NAME, "rows": 2, "bytes": 10, "xxh3_xor": 5, "ct_bytes": 8}]
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "/tmp/part-00003-0-0123abcd.parquet", "part-1.parquet",
+                                  f"{NAME}/..", ".part-00003-0-0123abcd.parquet.tmp", ""])
+def test_a_reported_name_not_of_the_tasks_pattern_names_no_path(tmp_path, name):
+    with pytest.raises(HepixError, match="not a name it writes"):
+        checked_reports([report(name)], str(tmp_path))
+
+
+def test_a_file_the_driver_does_not_see_means_the_out_is_not_shared(tmp_path):
+    with pytest.raises(HepixError) as e:
+        checked_reports([report()], str(tmp_path))
+    assert SHARED_OUT in str(e.value) and str(tmp_path) in str(e.value) and "does not see it" in str(e.value)
+
+
+def test_a_file_of_another_size_than_reported_is_refused(tmp_path):
+    (tmp_path / NAME).write_bytes(b"x" * 7)
+    with pytest.raises(HepixError, match="sees 7 bytes, not 10"):
+        checked_reports([report()], str(tmp_path))
+
+
+def test_a_file_reported_twice_is_refused(tmp_path):
+    (tmp_path / NAME).write_bytes(b"x" * 10)
+    with pytest.raises(HepixError, match="not a name it writes"):
+        checked_reports([report(), report()], str(tmp_path))
+
+
+def test_workers_write_on_a_cluster_only_when_the_user_says_the_out_is_shared():
+    assert worker_local_path("spark://h:7077", "/data/out") is None                  # auto: Spark's writer
+    assert worker_local_path("spark://h:7077", "file:///data/out", shared=True) == "/data/out"
+    assert worker_local_path("spark://h:7077", "hdfs://nn/out", shared=True) is None
+    assert worker_local_path("local[2]", "/data/out") == "/data/out"
