@@ -28,6 +28,7 @@ from hecore.errors import HepixError
 from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
 from jobs.tasks.rows import RowMeta
+from jobs.workerfiles import keep_reported, worker_local_path
 from schemas.manifest import Counts, RunManifest
 from schemas.stages import TILES, WRITTEN
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
@@ -58,28 +59,11 @@ def settings_differ(old: dict, new: dict) -> str | None:
     return None
 
 
-def worker_local_path(master: str, path: str) -> str | None:
-    """``path`` as a local directory the Python workers can write, or None.
-
-    Only for local and local-cluster masters (the workers run on this machine)
-    and paths without a scheme other than ``file:``.
-    """
-    if not master.startswith("local"):
-        return None
-    if "://" in path and not path.startswith("file://"):
-        return None
-    return os.path.abspath(path.removeprefix("file://").removeprefix("file:"))
-
-
 def write_from_workers(units, directory: str, **task_args) -> None:
     """Encrypt with :func:`encrypt_to_files`; keep exactly the files successful tasks reported."""
     os.makedirs(directory, exist_ok=True)
-    written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, **task_args),
-                               spark_schema(WRITTEN)).collect()
-    keep = {r["file"] for r in written if r["file"]}
-    for name in os.listdir(directory):
-        if name not in keep:      # files of failed or speculative attempts, temporary files
-            os.remove(os.path.join(directory, name))
+    keep_reported(directory, units.mapInArrow(functools.partial(encrypt_to_files, directory=directory,
+                                                                **task_args), spark_schema(WRITTEN)).collect())
 
 
 class EncryptRun:

@@ -14,9 +14,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from schemas.stages import WRITTEN
-from schemas.tables import CIPHERTEXTS
 
+from .files import rows_to_file
 from .rows import RowMeta, ciphertext_rows
 from .worker import inject_fault, worker_state
 
@@ -97,38 +96,7 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
 
 def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, token: str, broadcast,
                      meta: RowMeta, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
-    """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``.
-
-    Used when the workers see the output directory as a local path (local and
-    local-cluster masters): the ciphertext bytes then never pass through the
-    JVM, which otherwise spends most of a core moving them (Arrow, row
-    conversion, its Parquet writer).  Only ``(file, rows, bytes)`` goes back
-    to Spark; the driver keeps exactly the files successful tasks reported.
-    The file is written under a temporary name and renamed when complete.
-    """
-    import uuid
-
-    import pyarrow.parquet as pq
-    from pyspark import TaskContext
-
-    tc = TaskContext.get()
-    name = f"part-{tc.partitionId():05d}-{tc.attemptNumber()}-{uuid.uuid4().hex[:8]}.parquet"
-    tmp = os.path.join(directory, f".{name}.tmp")
-    rows, writer = 0, None
-    try:
-        for rb in encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
-                                    rebuilds=rebuilds, tasks=tasks):
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, CIPHERTEXTS, compression="none", use_dictionary=False,
-                                          write_statistics=False, data_page_size=8 * 2**20)
-            writer.write_batch(rb)
-            rows += rb.num_rows
-    finally:
-        if writer is not None:
-            writer.close()
-    if writer is None:
-        yield pa.RecordBatch.from_pylist([{"file": None, "rows": 0, "bytes": 0}], schema=WRITTEN)
-        return
-    os.replace(tmp, os.path.join(directory, name))
-    yield pa.RecordBatch.from_pylist(
-        [{"file": name, "rows": rows, "bytes": os.path.getsize(os.path.join(directory, name))}], schema=WRITTEN)
+    """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``
+    (:func:`jobs.tasks.files.rows_to_file`: the ciphertext bytes never pass through the JVM)."""
+    yield from rows_to_file(encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
+                                              rebuilds=rebuilds, tasks=tasks), directory=directory)
