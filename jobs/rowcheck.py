@@ -14,8 +14,8 @@ it recorded.
 A bad row becomes a rejects row naming it (reason, detail, key); its whole image is left out; the job
 goes on with the rest.  ``process``, ``decrypt`` and ``verify`` run this with Spark
 (:func:`inspect_rows`; ``decrypt`` and, where its workers write the output, ``process`` do their own
-work in the same task as the checks, so that they read every ciphertext once); ``audit`` runs the same row function with pyarrow (:func:`check_batch`,
-:func:`image_problems`).
+work in the same task as the checks, so that they read every ciphertext once); ``audit`` runs the same
+row function with pyarrow (:func:`check_batch`, :func:`image_problems`).
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-
 from .files import rows_to_file
 from .rows import RowMeta, ciphertext_rows
 from .worker import inject_fault, worker_state
