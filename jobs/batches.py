@@ -26,8 +26,9 @@ import numpy as np
 
 from hecore.errors import HepixError
 from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
-from jobs.tasks.encrypt import WRITTEN_NAME, EncryptPayload, encrypt_partition, encrypt_to_files
+from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
 from jobs.tasks.rows import RowMeta
+from jobs.workerfiles import keep_reported, worker_local_path
 from schemas.manifest import Counts, RunManifest
 from schemas.stages import TILES, WRITTEN
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
@@ -58,63 +59,13 @@ def settings_differ(old: dict, new: dict) -> str | None:
     return None
 
 
-#: What ``--writer workers`` asks of a cluster (the driver checks it after every batch).
-SHARED_OUT = "--writer workers needs an --out that the driver and every worker see at the same path"
-
-
-def worker_local_path(master: str, path: str, shared: bool = False) -> str | None:
-    """``path`` as a local directory the Python workers can write, or None.
-
-    For local and local-cluster masters (the workers run on this machine), or any master when the
-    user says (``shared``: ``--writer workers``) that the path is a mount every worker and the driver
-    share; and only for paths without a scheme other than ``file:``.
-    """
-    if not (master.startswith("local") or shared):
-        return None
-    if "://" in path and not path.startswith("file://"):
-        return None
-    return os.path.abspath(path.removeprefix("file://").removeprefix("file:"))
-
-
 def write_from_workers(units, directory: str, **task_args) -> list[dict]:
-    """Encrypt with :func:`encrypt_to_files`; keep exactly the files successful tasks reported.
-
-    Returns the table's entries (name, rows, bytes, xxh3_xor, ct_bytes) as the tasks reported them, once
-    the driver has checked that it sees each of them, at the reported size, in ``directory``.
-    """
+    """Encrypt with :func:`encrypt_to_files`: the table's entries (name, rows, bytes, xxh3_xor, ct_bytes) as
+    the tasks reported them, once the driver has checked that it sees each of them, at the reported size,
+    in ``directory``; every other file there removed (:func:`jobs.workerfiles.keep_reported`)."""
     os.makedirs(directory, exist_ok=True)
-    written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, **task_args),
-                               spark_schema(WRITTEN)).collect()
-    entries = checked_reports([r.asDict() for r in written if r["file"] is not None], directory)
-    keep = {e["name"] for e in entries}
-    for name in os.listdir(directory):
-        if name not in keep:      # files of failed or speculative attempts, temporary files
-            os.remove(os.path.join(directory, name))
-    return entries
-
-
-def checked_reports(reports: list[dict], directory: str) -> list[dict]:
-    """The files the encrypt tasks reported, each checked before it names a path: a name the tasks give
-    (:data:`WRITTEN_NAME`), reported once, present in ``directory`` with the reported size.
-
-    A worker that wrote elsewhere (an --out that is not one shared mount) or a report that does not match
-    its file fails the batch with :data:`SHARED_OUT`, naming the directory; nothing is committed.
-    """
-    entries = {}
-    for r in reports:
-        name = r["file"]
-        if not isinstance(name, str) or not WRITTEN_NAME.fullmatch(name) or name in entries:
-            raise HepixError(f"an encrypt task reported the file {name!r}, which is not a name it writes; "
-                             "the batch was not committed")
-        path = os.path.join(directory, name)
-        size = os.path.getsize(path) if os.path.isfile(path) else None
-        if size is None or size != r["bytes"]:
-            seen = "does not see it" if size is None else f"sees {size} bytes, not {r['bytes']}"
-            raise HepixError(f"{SHARED_OUT}: a worker wrote {name} ({r['bytes']} bytes) into {directory}, but "
-                             f"the driver {seen}; give such an --out, or --writer spark (or auto)")
-        entries[name] = {"name": name, "rows": int(r["rows"]), "bytes": size, "xxh3_xor": int(r["xxh3_xor"]),
-                         "ct_bytes": int(r["ct_bytes"])}
-    return [entries[n] for n in sorted(entries)]
+    return keep_reported(directory, units.mapInArrow(functools.partial(encrypt_to_files, directory=directory,
+                                                                       **task_args), spark_schema(WRITTEN)).collect())
 
 
 class EncryptRun:

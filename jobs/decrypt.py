@@ -156,20 +156,26 @@ def references(run, owner: OwnerMap, ids: list[str]):
     return found.join(F.broadcast(by_id), "content_sha256").select(*REFERENCES.names)
 
 
-def metrics_plan(run, df, png_dir: str | None, owner: OwnerMap | None, ids: list[str]):
-    """Decrypt ``df``'s rows, reassemble each image, join its names and reference and score it: SCORED rows.
-
-    Each ciphertext is decrypted in the task that reads it, into one block of values; the blocks of an image
-    are grouped by its id.  With an owner map the original's id is known before anything is decrypted, so
-    each image is assembled and scored in one task (its blocks cogrouped with its original): the image
-    itself never goes through Spark.  Without one, the assembled image is matched to its original by what
-    it decrypts to, then scored."""
-    from pyspark.sql import functions as F
-
+def decrypt_work(run):
+    """The partition function that decrypts ciphertext rows into DECRYPTED blocks (the secret key goes to
+    the owner's own executors in a broadcast): run in the row checks' task (jobs/rowcheck.py)."""
     public = check_public(run)
     bc, token = run.broadcast(SecretPayload(public=public, secret_key=run.keys.secret_key_bytes()))
-    values = df.mapInArrow(functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds,
-                                             tasks=run.tasks, flood_std=run.args.flood_std), spark_schema(DECRYPTED))
+    return functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds, tasks=run.tasks,
+                             flood_std=run.args.flood_std)
+
+
+def metrics_plan(run, values, png_dir: str | None, owner: OwnerMap | None, ids: list[str]):
+    """Reassemble each image from its decrypted blocks ``values`` (DECRYPTED), join its names and reference
+    and score it: SCORED rows.
+
+    Each ciphertext was decrypted in the task that read and checked it, into one block of values
+    (:func:`decrypt_work`); the blocks of an image are grouped by its id.  With an owner map the
+    original's id is known before anything is decrypted, so each image is assembled and scored in one task
+    (its blocks cogrouped with its original): the image itself never goes through Spark.  Without one, the
+    assembled image is matched to its original by what it decrypts to, then scored."""
+    from pyspark.sql import functions as F
+
     limit = 3 * int(expectation(run, owner).max_pixels)
     if owner is not None:
         known = owner.images()
@@ -207,13 +213,19 @@ def run(run) -> int:
         os.makedirs(png_dir, exist_ok=True)
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
-        progress.stage("checking the input rows")
+        progress.stage("checking and decrypting the input rows")
         public = check_public(run)
-        checked = run.checked_input("decrypt", expectation(run, owner), public=public, owner=owner)
+        # one pass reads every ciphertext: checks it and decrypts it if it passes (jobs/rowcheck.py);
+        # check_seconds covers that pass and the per-image decisions, scored_seconds assembling and scoring
+        checked = run.checked_input("decrypt", expectation(run, owner), public=public, owner=owner,
+                                    work=decrypt_work(run), work_schema=DECRYPTED)
         run.timings["check_seconds"] = time.perf_counter() - t0
-        progress.stage("decrypting")
+        progress.stage("assembling and scoring")
         scored_dir = run.out.table("_scored")
-        run.write(metrics_plan(run, checked.df, png_dir, owner, checked.good_ids), "_scored", "metrics")
+        try:
+            run.write(metrics_plan(run, checked.df, png_dir, owner, checked.good_ids), "_scored", "metrics")
+        finally:
+            checked.release()
         run.timings["scored_seconds"] = time.perf_counter() - t0 - run.timings["check_seconds"]
         scored = run.spark.read.parquet(scored_dir)
         run.write(scored.where(F.col("reject_reason").isNull()).select(*METRICS.names), "metrics")

@@ -4,9 +4,13 @@ Runs where the data owner's secret must never be: it refuses a key directory
 that holds a secret key, and checks the input's key fingerprint before any
 work, and checks that the key's parameters can run the ops (the planner
 names a preset that can when they cannot).  It reads exactly the files the
-input's manifest lists and checks every row first (jobs/rowcheck.py): a row
+input's manifest lists and checks every row before it is used (jobs/rowcheck.py): a row
 SEAL refuses, or of the wrong size, parameters or key, is a rejects row and
-its image is left out; the rest is processed.
+its image is left out; the rest is processed.  Where the Python workers can
+write the output (a local master and path), a ciphertext is checked,
+processed and written in the task that reads it, and the images found bad
+are taken out of the written files afterwards (:func:`process_in_one_pass`);
+elsewhere a check pass runs first.
 
 Pixel layout: pointwise ops (brightness, contrast, watermark) are one pass
 over the rows; the mean filter sends each ciphertext to its tile and to the
@@ -17,11 +21,13 @@ halo), so the whole chain is one pass over the rows.
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import pyarrow as pa
 
 from hecore.errors import HepixError
+from jobs.tasks.files import work_to_file
 from jobs.tasks.process import (
     TFHE_PROCESSED,
     mean_filter_group,
@@ -31,12 +37,13 @@ from jobs.tasks.process import (
     tfhe_partition,
 )
 from schemas.manifest import Counts
-from schemas.stages import HALO_COLUMNS
+from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 
 from .progress import Progress
 from .runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
 from .tables import write_rejects
+from .workerfiles import drop_images, keep_reported, keep_schema, worker_local_path
 
 
 def add_arguments(p) -> None:
@@ -138,25 +145,49 @@ def planned_ops(run, ops) -> list:
     return ops
 
 
-def processed(run, df, ops):
-    """The Spark plan that applies ``ops`` to the ciphertext rows ``df``.
+def process_work(run, ops):
+    """The whole chain as one partition function (ciphertext rows in, CIPHERTEXTS rows out), or None when
+    it needs a shuffle (the pixel layout's mean filter).
 
-    Packed layouts: the whole chain within each ciphertext, one pass.  Pixel layout: one pass per pointwise
-    op; a mean filter sends each ciphertext to its tile and the neighbours whose halo needs it, then sums
-    each window per output tile.
-    """
+    Packed layouts and TFHE: the whole chain within each ciphertext.  Pixel layout: the pointwise ops one
+    after the other on each batch of rows."""
     from hecore.layouts import Layout
     from hecore.ops.spec import MeanFilter
 
+    tfhe, packed = getattr(run.keys, "scheme", None) == "tfhe", Layout.parse(run.parent.layout).packed
+    if not (tfhe or packed) and any(isinstance(op, MeanFilter) for op in ops):
+        return None
+    bc, token = run.broadcast(run.keys)
+    common = dict(token=token, broadcast=bc, run_id=run.run_id, rebuilds=run.rebuilds, tasks=run.tasks)
+    if tfhe:
+        return functools.partial(tfhe_partition, specs=[o.spec for o in ops], **common)
+    if packed:
+        return functools.partial(packed_partition, specs=[o.spec for o in ops], **common)
+    return functools.partial(chained, steps=[functools.partial(pointwise_partition, spec=op.spec, **common)
+                                             for op in ops])
+
+
+def chained(batches, *, steps):
+    """The partition functions ``steps`` applied one after the other, in one task."""
+    for step in steps:
+        batches = step(batches)
+    return batches
+
+
+def processed(run, df, ops):
+    """The Spark plan that applies ``ops`` to the ciphertext rows ``df`` (after a separate check pass).
+
+    One pass of :func:`process_work` where it has one; the pixel layout's mean filter sends each
+    ciphertext to its tile and the neighbours whose halo needs it, then sums each window per output tile.
+    """
+    from hecore.ops.spec import MeanFilter
+
+    schema = spark_schema(CIPHERTEXTS)
+    work = process_work(run, ops)
+    if work is not None:
+        return df.mapInArrow(work, schema)
     bc, token = run.broadcast(run.keys)
     common = dict(token=token, broadcast=bc, run_id=run.run_id, rebuilds=run.rebuilds)
-    schema = spark_schema(CIPHERTEXTS)
-    if getattr(run.keys, "scheme", None) == "tfhe":        # the whole chain per ciphertext, one pass
-        return df.mapInArrow(functools.partial(tfhe_partition, specs=[o.spec for o in ops], tasks=run.tasks,
-                                               **common), schema)
-    if Layout.parse(run.parent.layout).packed:
-        return df.mapInArrow(functools.partial(packed_partition, specs=[o.spec for o in ops], tasks=run.tasks,
-                                               **common), schema)
     for op in ops:
         if isinstance(op, MeanFilter):
             halo_schema = spark_schema(pa.schema(list(CIPHERTEXTS) + [
@@ -168,6 +199,29 @@ def processed(run, df, ops):
             df = df.mapInArrow(functools.partial(pointwise_partition, spec=op.spec, tasks=run.tasks, **common),
                                schema)
     return df
+
+
+def process_in_one_pass(run, expect, ops):
+    """Check, process and write every ciphertext in one pass, the Python workers writing the Parquet files
+    (:func:`jobs.rowcheck.inspect_rows` with :func:`jobs.tasks.files.work_to_file` as its work); then the
+    rows of the images found bad are taken out of the written files.  The checked input, or None where
+    the workers cannot write the output (a non-local master or path) or the ops need a shuffle."""
+    work = process_work(run, ops)
+    directory = worker_local_path(run.sc.master, run.out.table("ciphertexts")) if work is not None else None
+    if directory is None:
+        return None
+    os.makedirs(directory, exist_ok=True)
+    checked = run.checked_input("process", expect, public=check_public(run), work_schema=WRITTEN,
+                                work=functools.partial(work_to_file, work=work, directory=directory))
+    try:
+        names = [e["name"] for e in keep_reported(directory, checked.df.collect())]
+    finally:
+        checked.release()
+    if checked.bad_images:
+        drop_images(directory, names, checked.bad_images)
+    keep_schema(directory)
+    check_ops_fit(checked.input, ops)
+    return checked
 
 
 def check_public(run):
@@ -193,13 +247,17 @@ def run(args, chain) -> int:
         print(f"hepix process {run.run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
               f"key {run.fingerprint[:16]} ({'TFHE server key' if tfhe else 'public'} only)")
         with Progress(run.spark, "process", enabled=not args.quiet) as progress:
-            progress.stage("checking the input rows")
-            pixel = not Layout.parse(parent.layout).packed
-            checked = run.checked_input("process", run.expectation(fixed_format=pixel), public=check_public(run))
-            check_ops_fit(checked.df, ops)                      # before any work
+            expect = run.expectation(fixed_format=not Layout.parse(parent.layout).packed)
             t0 = time.perf_counter()
-            progress.stage("processing")
-            run.write(processed(run, checked.df, ops), "ciphertexts")
+            progress.stage("checking and processing the input rows")
+            checked = process_in_one_pass(run, expect, ops)
+            if checked is None:                                 # a check pass, then the processing pass
+                progress.stage("checking the input rows")
+                checked = run.checked_input("process", expect, public=check_public(run))
+                run.timings["check_seconds"] = time.perf_counter() - t0
+                check_ops_fit(checked.df, ops)                  # before any work
+                progress.stage("processing")
+                run.write(processed(run, checked.df, ops), "ciphertexts")
             run.timings["process_seconds"] = time.perf_counter() - t0
             write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
             stats = run.spark.read.parquet(run.out.table("ciphertexts")).agg(

@@ -13,8 +13,9 @@ it recorded.
 
 A bad row becomes a rejects row naming it (reason, detail, key); its whole image is left out; the job
 goes on with the rest.  ``process``, ``decrypt`` and ``verify`` run this with Spark
-(:func:`inspect_rows`); ``audit`` runs the same row function with pyarrow (:func:`check_batch`,
-:func:`image_problems`).
+(:func:`inspect_rows`; ``decrypt`` and, where its workers write the output, ``process`` do their own
+work in the same task as the checks, so that they read every ciphertext once); ``audit`` runs the same
+row function with pyarrow (:func:`check_batch`, :func:`image_problems`).
 """
 from __future__ import annotations
 
@@ -183,6 +184,18 @@ def _ciphertext_checker(expect: RowExpect, public):
     return CiphertextChecker.for_context(HEContext.from_public(public), fixed_format=expect.fixed_format)
 
 
+def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -> pa.RecordBatch:
+    """The CHECKED rows of ``rb``: each row's key, sizes, and why it is bad (or null)."""
+    cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
+    cols.update(ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
+                stored=rb.column("ct_xxh3"),
+                reason=pa.array([p[0] if p else None for p in problems], type=pa.string()),
+                detail=pa.array([p[1] if p else None for p in problems], type=pa.string()))
+    if "file" not in cols:
+        cols["file"] = pa.nulls(rb.num_rows, pa.string())
+    return pa.RecordBatch.from_arrays([cols[n].cast(CHECKED.field(n).type) for n in CHECKED.names], schema=CHECKED)
+
+
 def check_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
                     rebuilds=None) -> Iterator[pa.RecordBatch]:
     """One CHECKED row per ciphertext row: its key, sizes, and why it is bad (or null)."""
@@ -190,18 +203,60 @@ def check_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, tok
 
     checker = worker_state(token, broadcast, lambda public: _ciphertext_checker(expect, public), rebuilds)
     for rb in batches:
-        if rb.num_rows == 0:
-            continue
-        problems = check_batch(rb, expect, checker)
-        cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
-        cols.update(ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
-                    stored=rb.column("ct_xxh3"),
-                    reason=pa.array([p[0] if p else None for p in problems], type=pa.string()),
-                    detail=pa.array([p[1] if p else None for p in problems], type=pa.string()))
-        if "file" not in cols:
-            cols["file"] = pa.nulls(rb.num_rows, pa.string())
-        yield pa.RecordBatch.from_arrays([cols[n].cast(CHECKED.field(n).type) for n in CHECKED.names],
-                                         schema=CHECKED)
+        if rb.num_rows:
+            yield _checked_batch(rb, check_batch(rb, expect, checker))
+
+
+def fused_schema(work_schema: pa.Schema) -> pa.Schema:
+    """The rows of a check-and-work pass: each holds either a ``check`` (CHECKED) or a ``work`` row."""
+    return pa.schema([("check", pa.struct(list(CHECKED))), ("work", pa.struct(list(work_schema)))])
+
+
+def _fused_batch(batch: pa.RecordBatch, schema: pa.Schema, side: str) -> pa.RecordBatch:
+    """``batch`` as the ``side`` ("check" or "work") of ``schema``'s rows, the other side null."""
+    arrays = []
+    for f in schema:
+        if f.name == side:
+            children = [batch.column(c.name).cast(c.type) for c in f.type]
+            arrays.append(pa.StructArray.from_arrays(children, fields=list(f.type)))
+        else:
+            arrays.append(pa.nulls(batch.num_rows, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
+                             work, work_schema: pa.Schema, rebuilds=None) -> Iterator[pa.RecordBatch]:
+    """:func:`check_partition` and the job's own work in the same task, so every ciphertext is read once.
+
+    ``work`` (a partition function: batches of input rows in, batches of ``work_schema`` out) is given
+    the rows that pass their row checks, as they are checked; its output and the CHECKED rows leave the
+    task side by side (:func:`fused_schema`).  Whether a row's image is kept is decided later, from all
+    the CHECKED rows (:func:`inspect_rows`): the work of an image found bad then is dropped unused."""
+    from collections import deque
+
+    from .tasks.worker import worker_state
+
+    checker = worker_state(token, broadcast, lambda public: _ciphertext_checker(expect, public), rebuilds)
+    schema = fused_schema(work_schema)
+    checked: deque = deque()
+
+    def good_rows():
+        for rb in batches:
+            if rb.num_rows == 0:
+                continue
+            problems = check_batch(rb, expect, checker)
+            checked.append(_checked_batch(rb, problems))
+            good = rb.filter(pa.array([p is None for p in problems]))
+            if good.num_rows:
+                yield good.drop_columns(["file"]) if "file" in good.schema.names else good
+
+    for out in work(good_rows()):
+        while checked:
+            yield _fused_batch(checked.popleft(), schema, "check")
+        if out.num_rows:
+            yield _fused_batch(out, schema, "work")
+    while checked:
+        yield _fused_batch(checked.popleft(), schema, "check")
 
 
 # --- per image ----------------------------------------------------------------------------------------
@@ -246,7 +301,8 @@ def image_problems(s: ImageSummary, owner=None) -> tuple[str, str] | None:
 
 @dataclass
 class CheckedInput:
-    """A job's input rows after the checks: ``df`` without the images that have a bad row."""
+    """A job's input rows after the checks: ``df`` without the images that have a bad row (or, with
+    :func:`inspect_rows`' work, that work's output)."""
 
     df: object
     rejects: list[dict]             # one rejects row per bad ciphertext row or image
@@ -255,6 +311,15 @@ class CheckedInput:
     images: int = 0                 # images seen in the input (good and bad)
     rows: int = 0                   # rows read
     good_ids: list[str] = field(default_factory=list)
+    id_less: bool = False           # some rows had no image id (each a rejects row)
+    input: object = None            # with inspect_rows' work: the input rows of the good images
+    cached: object = None           # the persisted check-and-work output ``df`` reads (inspect_rows' work)
+
+    def release(self) -> None:
+        """Drop the persisted work output once the job has used ``df`` (nothing to do without one)."""
+        if self.cached is not None:
+            self.cached.unpersist()
+            self.cached = None
 
 
 def reject_row(run_id: str, stage: str, source: str, reason: str, detail: str, key: dict | None = None,
@@ -273,65 +338,103 @@ def _file_name(path: str | None) -> str:
 
 
 def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, public=None, owner=None,
-                 token: str = "rowcheck") -> CheckedInput:
+                 token: str = "rowcheck", work=None, work_schema: pa.Schema | None = None) -> CheckedInput:
     """Check every row of ``df`` (ciphertext rows) and every image; leave out the images with a problem.
 
     ``public``: the job's public material (SEAL checks on its context); None checks against the
     parameters alone (no key).  ``owner``: the owner map (jobs.owner.OwnerMap) when the owner runs this.
-    """
+
+    Without ``work`` the result's ``df`` is ``df`` without the bad images, for the job to read again.
+    With ``work`` (a partition function, rows in, ``work_schema`` rows out) the job's work runs in the
+    checking task on the rows that pass their row checks (:func:`check_and_work_partition`): every
+    ciphertext is read once, and the result's ``df`` is the work's output for the good images.  That
+    output is kept (memory, then disk) until the caller's :meth:`CheckedInput.release`."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     bc = spark.sparkContext.broadcast(public)
     token = f"{token}/{bc._jbroadcast.id()}"
-    checked = (df.withColumn("file", F.input_file_name())
-               .mapInArrow(lambda it: check_partition(it, expect=expect, token=token, broadcast=bc),
-                           spark_schema(CHECKED))
-               .persist(StorageLevel.MEMORY_AND_DISK))
+    rows = df.withColumn("file", F.input_file_name())
+    if work is None:
+        checked = (rows.mapInArrow(lambda it: check_partition(it, expect=expect, token=token, broadcast=bc),
+                                   spark_schema(CHECKED))
+                   .persist(StorageLevel.MEMORY_AND_DISK))
+        try:
+            return _decide(spark, checked, df, run_id=run_id, stage=stage, owner=owner)
+        finally:
+            checked.unpersist()
+    fused = (rows.mapInArrow(lambda it: check_and_work_partition(it, expect=expect, token=token, broadcast=bc,
+                                                                 work=work, work_schema=work_schema),
+                             spark_schema(fused_schema(work_schema)))
+             .persist(StorageLevel.MEMORY_AND_DISK))
     try:
-        rejects: list[dict] = []
-        bad: set[str] = set()
-        for r in checked.where(F.col("reason").isNotNull()).collect():
-            key = {k: r[k] for k in KEY}
-            rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
-                                      r["ct_bytes"]))
-            if r["image_id"] is not None:
-                bad.add(r["image_id"])
-        summaries = checked.groupBy("image_id").agg(
-            F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
-            F.first("layout").alias("layout"), F.first("file").alias("file"),
-            *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
-                                                      "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
-        ).collect()
-        rows_of = {}
-        for s in summaries:
-            rows_of[s["image_id"]] = s["n"]
-            if s["image_id"] is None or s["image_id"] in bad:
-                continue
-            summary = ImageSummary(
-                image_id=s["image_id"], rows=s["n"], keys=s["keys"], layout=s["layout"],
-                heights=(s["lo_image_height"], s["hi_image_height"]), widths=(s["lo_image_width"], s["hi_image_width"]),
-                channels=(s["lo_image_channels"], s["hi_image_channels"]),
-                tiles=(s["lo_tile_h"], s["hi_tile_h"], s["lo_tile_w"], s["hi_tile_w"]), file=s["file"])
-            p = image_problems(summary, owner)
-            if p is not None:
-                bad.add(s["image_id"])
-                rejects.append(reject_row(run_id, stage, _file_name(s["file"]), p[0], p[1],
-                                          {"image_id": s["image_id"]}))
-        good = sorted(i for i in rows_of if i is not None and i not in bad)
-        total = sum(rows_of.values())
-        if None in rows_of:            # rows without an id belong to no image: they count as read, not as images
-            bad_rows = sum(n for i, n in rows_of.items() if i in bad or i is None)
-        else:
-            bad_rows = sum(n for i, n in rows_of.items() if i in bad)
-        columns = df.columns
-        if bad:
-            keep = spark.createDataFrame([(i,) for i in good] or [("",)], "image_id string")
-            # a join reorders columns; the stages' Arrow functions return batches by position: restore the order
-            df = (df.join(F.broadcast(keep), "image_id", "left_semi") if good else df.limit(0)).select(*columns)
-        elif None in rows_of:
-            df = df.where(F.col("image_id").isNotNull())
-        return CheckedInput(df, rejects, bad, bad_rows, images=len([i for i in rows_of if i is not None]),
-                            rows=total, good_ids=good)
-    finally:
-        checked.unpersist()
+        result = _decide(spark, fused.where(F.col("check").isNotNull()).select("check.*"), df,
+                         run_id=run_id, stage=stage, owner=owner)
+    except BaseException:
+        fused.unpersist()
+        raise
+    done = fused.where(F.col("work").isNotNull()).select("work.*")
+    # a work output without image ids (the files the workers wrote) is the caller's to clean of bad images
+    result.input, result.df = result.df, (_keep(spark, done, result) if "image_id" in work_schema.names else done)
+    result.cached = fused
+    return result
+
+
+def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInput:
+    """The rejects and the images left out, from the CHECKED rows ``checked``; ``df`` without those images."""
+    from pyspark.sql import functions as F
+
+    rejects: list[dict] = []
+    bad: set[str] = set()
+    for r in checked.where(F.col("reason").isNotNull()).collect():
+        key = {k: r[k] for k in KEY}
+        rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
+                                  r["ct_bytes"]))
+        if r["image_id"] is not None:
+            bad.add(r["image_id"])
+    summaries = checked.groupBy("image_id").agg(
+        F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
+        F.first("layout").alias("layout"), F.first("file").alias("file"),
+        *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
+                                                  "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
+    ).collect()
+    rows_of = {}
+    for s in summaries:
+        rows_of[s["image_id"]] = s["n"]
+        if s["image_id"] is None or s["image_id"] in bad:
+            continue
+        summary = ImageSummary(
+            image_id=s["image_id"], rows=s["n"], keys=s["keys"], layout=s["layout"],
+            heights=(s["lo_image_height"], s["hi_image_height"]), widths=(s["lo_image_width"], s["hi_image_width"]),
+            channels=(s["lo_image_channels"], s["hi_image_channels"]),
+            tiles=(s["lo_tile_h"], s["hi_tile_h"], s["lo_tile_w"], s["hi_tile_w"]), file=s["file"])
+        p = image_problems(summary, owner)
+        if p is not None:
+            bad.add(s["image_id"])
+            rejects.append(reject_row(run_id, stage, _file_name(s["file"]), p[0], p[1],
+                                      {"image_id": s["image_id"]}))
+    good = sorted(i for i in rows_of if i is not None and i not in bad)
+    total = sum(rows_of.values())
+    if None in rows_of:            # rows without an id belong to no image: they count as read, not as images
+        bad_rows = sum(n for i, n in rows_of.items() if i in bad or i is None)
+    else:
+        bad_rows = sum(n for i, n in rows_of.items() if i in bad)
+    result = CheckedInput(df, rejects, bad, bad_rows, images=len([i for i in rows_of if i is not None]),
+                          rows=total, good_ids=good, id_less=None in rows_of)
+    result.df = _keep(spark, df, result)
+    return result
+
+
+def _keep(spark, df, checked: CheckedInput):
+    """The rows of ``df`` of the good images of ``checked`` (in ``df``'s column order)."""
+    from pyspark.sql import functions as F
+
+    columns = df.columns
+    if checked.bad_images:
+        good = checked.good_ids
+        keep = spark.createDataFrame([(i,) for i in good] or [("",)], "image_id string")
+        # a join reorders columns; the stages' Arrow functions return batches by position: restore the order
+        return (df.join(F.broadcast(keep), "image_id", "left_semi") if good else df.limit(0)).select(*columns)
+    if checked.id_less:
+        return df.where(F.col("image_id").isNotNull())
+    return df

@@ -233,14 +233,17 @@ class Run:
         fields.update(overrides)
         return RowExpect(**fields)
 
-    def checked_input(self, stage: str, expect=None, public=None, owner=None):
+    def checked_input(self, stage: str, expect=None, public=None, owner=None, work=None, work_schema=None):
         """The input's ciphertext rows after every check (jobs/rowcheck.py): the images with a bad row are left
-        out whole, and each bad row or image becomes a rejects row of ``stage``."""
+        out whole, and each bad row or image becomes a rejects row of ``stage``.  With ``work`` (a partition
+        function giving ``work_schema`` rows), the work's output for the good images, done in the checking
+        pass (:func:`jobs.rowcheck.inspect_rows`; the caller releases it)."""
         from .rowcheck import inspect_rows
 
         df, missing = self.input_table()
         checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
-                               public=public, owner=owner, token=f"{self.run_id}/check")
+                               public=public, owner=owner, token=f"{self.run_id}/check", work=work,
+                               work_schema=work_schema)
         checked.rejects[:0] = missing
         return checked
 

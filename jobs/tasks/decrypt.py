@@ -115,36 +115,42 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
 
 
 def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0):
-    """Pixel layout: one value per ciphertext, a 1x1 block at its pixel."""
+    """Pixel layout: one value per ciphertext, a 1x1 block at its pixel.  A ciphertext the library refuses
+    or whose value is implausible becomes an error row; the batch's other rows are decrypted all the same
+    (they may be of other images: the row checks' task decrypts before the images are judged)."""
     from hecore.ciphertexts import CiphertextBatch
     from hecore.flooding import flooding_noise
 
     refused = "tfhe-refused" if getattr(ctx, "scheme", None) == "tfhe" else "seal-refused"
+    n = rb.num_rows
+    errors: dict[int, str] = {}
     t = time.perf_counter()
     try:        # float64 whatever the scheme (TFHE decrypts to the bytes themselves)
         raw = np.asarray(ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")),
                          dtype=np.float64)
     except Exception:  # noqa: BLE001 -- the library's refusal of one of them: find which, one by one
-        for i in range(rb.num_rows):
+        raw = np.zeros(n)
+        for i in range(n):
             try:
-                ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct").slice(i, 1), "pipeline", "leaks"))
+                raw[i] = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct").slice(i, 1), "pipeline",
+                                                                       "leaks"))[0]
             except Exception as e:  # noqa: BLE001
-                yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
-                return
-        raise
-    outside = np.flatnonzero(~((raw >= bounds[0]) & (raw <= bounds[1])))
-    if outside.size:
-        i = int(outside[0])
-        yield _error_batch(rb, i, f"implausible-values: decrypts to {raw[i]:.6g}, outside the {bounds[0]:.6g}.."
+                errors[i] = f"{refused}: {str(e).splitlines()[0][:160]}"
+    for i in np.flatnonzero(~((raw >= bounds[0]) & (raw <= bounds[1]))):
+        errors.setdefault(int(i), f"implausible-values: decrypts to {raw[i]:.6g}, outside the {bounds[0]:.6g}.."
                                   f"{bounds[1]:.6g} its ops can give (another key's ciphertext, or forged)")
+    for i, error in sorted(errors.items()):
+        yield _error_batch(rb, i, error)
+    keep = np.asarray([i for i in range(n) if i not in errors], dtype=np.int64)
+    if not keep.size:
         return
+    raw = raw[keep]
     if flood_std:      # raw x post_scale is the pixel value: scale the noise into raw units
-        raw = raw + flooding_noise(len(raw), flood_std) / np.abs(rb.column("post_scale").to_numpy())
-    n = rb.num_rows
+        raw = raw + flooding_noise(len(raw), flood_std) / np.abs(rb.column("post_scale").to_numpy()[keep])
     dt = (time.perf_counter() - t) / n
-    pos = pixel_positions(rb)
-    ones = np.ones(n, dtype=np.int32)
-    yield _values_batch(rb, np.arange(n), pos[:, 0], pos[:, 1], ones, ones, raw.reshape(n, 1), np.full(n, dt))
+    pos = pixel_positions(rb)[keep]
+    ones = np.ones(keep.size, dtype=np.int32)
+    yield _values_batch(rb, keep, pos[:, 0], pos[:, 1], ones, ones, raw.reshape(-1, 1), np.full(keep.size, dt))
 
 
 def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0):

@@ -7,18 +7,14 @@ owner's seeded secret-key encryption) is built once per Python worker from the b
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from schemas.stages import WRITTEN
-from schemas.tables import CIPHERTEXTS
-
+from .files import rows_to_file
 from .rows import RowMeta, ciphertext_rows, tiles_rows
 from .worker import inject_fault, worker_state
 
@@ -111,81 +107,9 @@ def packed_rows(meta: RowMeta, enc, tiles: list[dict], units: list, level: int, 
 
 # --- encrypt, writing Parquet from the Python workers --------------------------------------------
 
-#: The names :func:`encrypt_to_files` gives its files (a name a worker reports is checked against it).
-WRITTEN_NAME = re.compile(r"part-[0-9]{5,}-[0-9]+-[0-9a-f]{8}\.parquet")
-#: Ciphertext bytes buffered before a Parquet row group is written (a write per record batch cost more).
-ROW_GROUP_BYTES = 64 * 2**20
-
-
 def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, token: str, broadcast,
                      meta: RowMeta, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
-    """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``.
-
-    Used when the workers write to a path they see as local (local and local-cluster masters, or
-    ``--writer workers`` on a cluster whose workers and driver share the output's mount): the
-    ciphertext bytes then never pass through the JVM, which otherwise spends most of a core moving
-    them (Arrow, row conversion, its Parquet writer).  Only ``(file, rows, bytes, xxh3_xor,
-    ct_bytes)`` goes back to Spark; the driver keeps exactly the files successful tasks reported.
-    The file is written under a temporary name and renamed when complete.
-    """
-    import uuid
-
-    from pyspark import TaskContext
-
-    tc = TaskContext.get()
-    name = f"part-{tc.partitionId():05d}-{tc.attemptNumber()}-{uuid.uuid4().hex[:8]}.parquet"
-    out = RowGroupWriter(os.path.join(directory, f".{name}.tmp"))
-    try:
-        for rb in encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
-                                    rebuilds=rebuilds, tasks=tasks):
-            out.add(rb)
-        out.flush()
-    finally:
-        out.close()
-    if not out.rows:
-        yield pa.RecordBatch.from_pylist([{"file": None, "rows": 0, "bytes": 0, "xxh3_xor": 0, "ct_bytes": 0}],
-                                         schema=WRITTEN)
-        return
-    os.replace(out.path, os.path.join(directory, name))
-    yield pa.RecordBatch.from_pylist(
-        [{"file": name, "rows": out.rows, "bytes": os.path.getsize(os.path.join(directory, name)),
-          "xxh3_xor": out.xxh3_xor, "ct_bytes": out.ct_bytes}], schema=WRITTEN)
-
-
-class RowGroupWriter:
-    """A Parquet file of ciphertext rows written in row groups of about :data:`ROW_GROUP_BYTES`, counting
-    its rows, its ciphertext bytes and the XOR of their checksums as it goes (what the driver records)."""
-
-    def __init__(self, path: str):
-        self.path, self.rows, self.ct_bytes, self.xxh3_xor = path, 0, 0, 0
-        self._writer, self._pending, self._pending_bytes = None, [], 0
-
-    def add(self, rb: pa.RecordBatch) -> None:
-        from jobs.checksums import xor_all
-
-        self.rows += rb.num_rows
-        cts = rb.column("ct")
-        self.ct_bytes += int(pc.sum(pc.binary_length(cts)).as_py() or 0)
-        self.xxh3_xor ^= xor_all(rb.column("ct_xxh3").fill_null(0).to_numpy())
-        self._pending.append(rb)
-        self._pending_bytes += rb.nbytes
-        if self._pending_bytes >= ROW_GROUP_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write the buffered rows as one row group."""
-        import pyarrow.parquet as pq
-
-        if not self._pending:
-            return
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, CIPHERTEXTS, compression="none", use_dictionary=False,
-                                            write_statistics=False, data_page_size=8 * 2**20)
-        table = pa.Table.from_batches(self._pending, schema=CIPHERTEXTS)
-        self._writer.write_table(table, row_group_size=table.num_rows)
-        self._pending, self._pending_bytes = [], 0
-
-    def close(self) -> None:
-        """Close the file (what is still buffered after a failure is dropped: the driver removes the file)."""
-        if self._writer is not None:
-            self._writer.close()
+    """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``
+    (:func:`jobs.tasks.files.rows_to_file`: the ciphertext bytes never pass through the JVM)."""
+    yield from rows_to_file(encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
+                                              rebuilds=rebuilds, tasks=tasks), directory=directory)
