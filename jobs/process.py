@@ -204,24 +204,28 @@ def processed(run, df, ops):
 def process_in_one_pass(run, expect, ops):
     """Check, process and write every ciphertext in one pass, the Python workers writing the Parquet files
     (:func:`jobs.rowcheck.inspect_rows` with :func:`jobs.tasks.files.work_to_file` as its work); then the
-    rows of the images found bad are taken out of the written files.  The checked input, or None where
-    the workers cannot write the output (a non-local master or path) or the ops need a shuffle."""
+    rows of the images found bad are taken out of the written files.  The checked input and the ciphertext
+    bytes the workers reported writing (None when images were taken out: the files changed), or (None,
+    None) where the workers cannot write the output (a non-local master or path) or the ops need a
+    shuffle."""
     work = process_work(run, ops)
     directory = worker_local_path(run.sc.master, run.out.table("ciphertexts")) if work is not None else None
     if directory is None:
-        return None
+        return None, None
     os.makedirs(directory, exist_ok=True)
     checked = run.checked_input("process", expect, public=check_public(run), work_schema=WRITTEN,
                                 work=functools.partial(work_to_file, work=work, directory=directory))
     try:
-        names = [e["name"] for e in keep_reported(directory, checked.df.collect())]
+        entries = keep_reported(directory, checked.df.collect())
     finally:
         checked.release()
+    ct_bytes = sum(e["ct_bytes"] for e in entries)
     if checked.bad_images:
-        drop_images(directory, names, checked.bad_images)
+        drop_images(directory, [e["name"] for e in entries], checked.bad_images)
+        ct_bytes = None
     keep_schema(directory)
     check_ops_fit(checked.input, ops)
-    return checked
+    return checked, ct_bytes
 
 
 def check_public(run):
@@ -250,7 +254,7 @@ def run(args, chain) -> int:
             expect = run.expectation(fixed_format=not Layout.parse(parent.layout).packed)
             t0 = time.perf_counter()
             progress.stage("checking and processing the input rows")
-            checked = process_in_one_pass(run, expect, ops)
+            checked, ct_bytes = process_in_one_pass(run, expect, ops)
             if checked is None:                                 # a check pass, then the processing pass
                 progress.stage("checking the input rows")
                 checked = run.checked_input("process", expect, public=check_public(run))
@@ -260,13 +264,16 @@ def run(args, chain) -> int:
                 run.write(processed(run, checked.df, ops), "ciphertexts")
             run.timings["process_seconds"] = time.perf_counter() - t0
             write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
-            stats = run.spark.read.parquet(run.out.table("ciphertexts")).agg(
-                F.count("*").alias("n"), F.countDistinct("image_id").alias("images"),
-                F.sum(F.length("ct")).alias("bytes")).collect()[0]
+            # the ciphertext bytes as the workers reported them, or (their files changed, or Spark wrote them)
+            # a read of every ``ct`` value: the other figures need only the small columns
+            written = run.spark.read.parquet(run.out.table("ciphertexts"))
+            stats = written.agg(F.count("*").alias("n"), F.countDistinct("image_id").alias("images")).collect()[0]
+            if ct_bytes is None:
+                ct_bytes = int(written.agg(F.sum(F.length("ct"))).collect()[0][0] or 0)
             files, checksums = run.describe({"ciphertexts": True, "rejects": False})
         counts = Counts(images_in=checked.images, images_encrypted=int(stats["images"]),
                         images_rejected=len(checked.bad_images), ciphertexts=int(stats["n"]),
-                        ciphertext_bytes=int(stats["bytes"] or 0), rejects=len(checked.rejects))
+                        ciphertext_bytes=ct_bytes, rejects=len(checked.rejects))
         if counts.ciphertexts != checked.rows - checked.bad_image_rows:
             raise HepixError(f"internal error: {checked.rows} ciphertexts in "
                              f"({checked.bad_image_rows} of them left out with their images), {counts.ciphertexts} "

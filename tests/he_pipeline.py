@@ -23,7 +23,7 @@ from hecore.ops.spec import finish_for, parse_ops, raw_range, reference
 from hecore.params import preset
 from hecore.quality import round_to_uint8
 
-#: The issue's bar: exact after rounding and clipping for at least this fraction of values.
+#: The bar: exact after rounding and clipping for at least this fraction of values.
 EXACT_BAR = 0.9999
 
 GREY = "5.1.12.tiff"        # 256x256 grey (clock)
@@ -102,7 +102,7 @@ def run_packed(ctx, img: np.ndarray, specs, tile_h: int, tile_w: int, halo: int,
 
 
 def assert_exact(run: PackedRun, integer: bool) -> None:
-    """The issue's bar, plus the precondition that makes it hold (error below half a grid step)."""
+    """The exactness bar, plus the precondition that makes it hold (error below half a grid step)."""
     assert run.exact_fraction >= EXACT_BAR, run.report()
     if integer:
         # BFV/BGV: raw values are exact integers, equal to reference / post_scale.
@@ -113,7 +113,7 @@ def assert_exact(run: PackedRun, integer: bool) -> None:
 
 
 def op_chains(tile_h: int, tile_w: int, halo: int, size: int = 64) -> list[tuple[str, list[str]]]:
-    """The op chains of the issue for one tiling, with watermarks on the image border and on a
+    """The op chains exercised for one tiling, with watermarks on the image border and on a
     pixel that lies in the halo of the neighbouring tiles (the last pixel of tile (0, 0)).
 
     Returns ``(id, specs)``; every chain fits the tiling's halo.

@@ -1,7 +1,7 @@
 """hecore.atrest: the compact at-rest format, and the planner's storage plan (hecore.planner.at_rest).
 
 Exact round trips through compact -> expand -> ops -> decrypt for the packed layouts and the op chains
-of the issue (seeded secret-key and public-key ciphertexts), on USC-SIPI crops, with the measured error
+of the at-rest format (seeded secret-key and public-key ciphertexts), on USC-SIPI crops, with the measured error
 held against the planner's bound; lossless compaction at every level, byte-for-byte; the pixel layout;
 hostile compact bytes; fresh randomness; the audit on compact ciphertexts.  No timing here: speed and
 bytes per pixel are the atrest benchmark's (jobs/bench/suites/atrest.py).
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(
     reason="the native extension hepix_seal is not installed (make setup builds it with tools/build_native.sh)")
 
 HALO = 2
-#: The issue's add-only chains (the planner's depth 0): each stored at the last level, q0 alone.
+#: The add-only chains (the planner's depth 0): each stored at the last level, q0 alone.
 CHAINS = {
     "brightness50": ["brightness:50"],
     "contrast1.5": ["contrast:1.5"],
