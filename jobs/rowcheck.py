@@ -348,7 +348,9 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, publi
     With ``work`` (a partition function, rows in, ``work_schema`` rows out) the job's work runs in the
     checking task on the rows that pass their row checks (:func:`check_and_work_partition`): every
     ciphertext is read once, and the result's ``df`` is the work's output for the good images.  That
-    output is kept (memory, then disk) until the caller's :meth:`CheckedInput.release`."""
+    output is kept on the executors' local disk, not in memory (decrypt's blocks are as large as the
+    images: in memory they would grow the JVM with the corpus), until the caller's
+    :meth:`CheckedInput.release`."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -366,7 +368,7 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, publi
     fused = (rows.mapInArrow(lambda it: check_and_work_partition(it, expect=expect, token=token, broadcast=bc,
                                                                  work=work, work_schema=work_schema),
                              spark_schema(fused_schema(work_schema)))
-             .persist(StorageLevel.MEMORY_AND_DISK))
+             .persist(StorageLevel.DISK_ONLY))
     try:
         result = _decide(spark, fused.where(F.col("check").isNotNull()).select("check.*"), df,
                          run_id=run_id, stage=stage, owner=owner)
