@@ -348,8 +348,8 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, publi
     With ``work`` (a partition function, rows in, ``work_schema`` rows out) the job's work runs in the
     checking task on the rows that pass their row checks (:func:`check_and_work_partition`): every
     ciphertext is read once, and the result's ``df`` is the work's output for the good images.  That
-    output is kept on the executors' local disk, not in memory (decrypt's blocks are as large as the
-    images: in memory they would grow the JVM with the corpus), until the caller's
+    output is kept on the executors' local disk, not in memory (decrypt's blocks hold eight bytes per
+    pixel value: in memory they would grow the JVM with the corpus), until the caller's
     :meth:`CheckedInput.release`."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
