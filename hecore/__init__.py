@@ -1,6 +1,7 @@
 """hecore: the homomorphic-encryption core of hepix (Pyfhel + NumPy, no Spark, no benchmarks).
 
-The safe API is what this package exports: parameters and keys, the context, one encryptor interface
+The safe API is what this package exports: parameters and keys (:func:`open_keys`: a key directory of any
+scheme as one :class:`~hecore.schemes.KeySet`, :mod:`hecore.schemes`), the context, one encryptor interface
 over a public key, a secret key or a pixel strategy (:mod:`hecore.encrypt`), the layouts
 (:mod:`hecore.layouts`), the image ops (:mod:`hecore.ops`), inference (:mod:`hecore.infer`), quality
 metrics, and the keyless audit (:mod:`hecore.audit`).  The paper's leaking caching strategies live in
@@ -16,10 +17,11 @@ from .keys import export_public, keygen, load_public, load_secret
 from .layouts import Layout
 from .params import DEFAULT_PRESET, PRESETS, Params, preset
 from .quality import Quality, compare
+from .schemes import KeySet, open_keys
 
 __all__ = [
-    "CiphertextBatch", "DEFAULT_PRESET", "Encryptor", "Fresh", "HEContext", "HepixError", "ImagePolicy", "Layout",
+    "CiphertextBatch", "DEFAULT_PRESET", "Encryptor", "Fresh", "HEContext", "HepixError", "ImagePolicy", "KeySet", "Layout",
     "LoadedImage", "PRESETS", "Params", "PublicKeyEncryptor", "PublicMaterial", "Quality", "SECURITY_IND_CPA",
     "SECURITY_LEAKS", "compare", "encryptor_for", "export_public", "keygen", "load_image", "load_public",
-    "load_secret", "make_strategy", "preset", "strategy_from_state", "strategy_names",
+    "load_secret", "make_strategy", "open_keys", "preset", "strategy_from_state", "strategy_names",
 ]

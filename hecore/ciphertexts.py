@@ -21,6 +21,8 @@ import pyarrow as pa
 
 SECURITY_IND_CPA = "ind-cpa"
 SECURITY_LEAKS = "leaks"
+#: The ``strategy`` of a batch read back from a table (its rows' own labels are in the table).
+READ_BACK = "read-back"
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,10 @@ class CiphertextBatch:
         return pa.Array.from_buffers(pa.large_binary(), len(self), [None, pa.py_buffer(self.offsets), buf])
 
     @classmethod
-    def from_arrow(cls, arr: pa.Array, strategy: str, security: str) -> "CiphertextBatch":
-        """Wrap an Arrow binary array (no copy when it has no nulls and one chunk)."""
+    def from_arrow(cls, arr: pa.Array, strategy: str = READ_BACK, security: str = SECURITY_LEAKS) -> "CiphertextBatch":
+        """Wrap an Arrow binary array (no copy when it has no nulls and one chunk).  Ciphertexts read back
+        from a table keep their labels in the table's own columns: without ``strategy`` and ``security``
+        the batch is labelled :data:`READ_BACK` and, not knowing better, ``leaks``."""
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
         if arr.null_count:

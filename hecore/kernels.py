@@ -169,12 +169,3 @@ def add_constant_c0(out, data_in, n_cts, header, consts, n, q, mask, scratch):
         _memcpy(optr + base + hdr + half, iptr + base + hdr + half, half)
 
 
-def warm_up_ops() -> None:
-    """Compile :func:`add_constant_c0` (or load it from numba's cache) with the types ``hecore.ops.spec`` passes."""
-    q = np.array([97], dtype=np.uint64)
-    header = np.zeros(3, dtype=np.uint8)
-    data = np.zeros(2 * (3 + 16), dtype=np.uint8)
-    out = np.empty_like(data)
-    mask = np.ones(2, dtype=np.uint8)
-    scratch = np.empty(1, dtype=np.uint64)
-    add_constant_c0(out, data, 2, header, np.ones(1, dtype=np.uint64), 1, q, mask, scratch)

@@ -43,9 +43,6 @@ PUBLIC_FILES = (CONTEXT, PUBLIC, RELIN, ROTATE)
 FORMAT = 1
 #: The scheme of a TFHE key directory's manifest (:mod:`hecore.tfhe.keys`; its secret is ``client.key``).
 TFHE_SCHEME = "tfhe"
-#: Every file that holds the data owner's secret, whatever the scheme: a processing job refuses a key
-#: directory holding any of them, without opening it.
-SECRET_FILES = (SECRET, "client.key")
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,6 @@ def describe_plan(ops: Sequence[Op], layout: str, *, scheme: str | None = None, 
     return "\n".join(lines)
 
 
-
 # --- storage at rest: the level a chain needs, the scale, the bits to drop ----------------------------
 
 #: Probability that the rounding error of one stored value exceeds its bound.  The bound is a quarter of

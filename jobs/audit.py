@@ -310,14 +310,10 @@ def _print_summary(args, parent, rows: list[dict], rejects: list[dict], bad: set
 def check_rows(dataset, parent, run_id: str, rejects: list[dict]) -> tuple[set[str], dict, set]:
     """Every row's checks (keyless), then every image's: the ids of the bad images (their rejects rows are
     appended to ``rejects``), each good image's distinct values per metadata column, and every id seen."""
-    from hecore.checks import CiphertextChecker
-    from hecore.params import preset
+    from hecore.schemes import scheme_for_preset
 
-    tile = parent.options.get("tile")
-    expect = RowExpect(fingerprint=parent.key_fingerprint, layout=parent.layout or "", preset=parent.preset or "",
-                       ops=tuple(parent.ops), tile=tuple(tile) if tile else None, halo=parent.options.get("halo"),
-                       max_pixels=int(parent.options.get("settings", {}).get("max_pixels", 2**26)))
-    checker = CiphertextChecker.for_params(preset(parent.preset))
+    expect = RowExpect.from_manifest(parent)
+    checker = scheme_for_preset(parent.preset).keyless_checker(parent.preset)
     bad: set[str] = set()
     seen: set = set()
     stats: dict[str, dict] = {}

@@ -72,23 +72,14 @@ class EncryptRun:
     """One ``hepix encrypt`` run into ``out``: resume, batches, finish (see the module doc)."""
 
     def __init__(self, args, setup, spark, out, run_id: str, started, owner_dir: str):
-        from hecore.context import HEContext
-        from hecore.encrypt.strategies import strategy_class
-
         self.args, self.setup, self.spark, self.out = args, setup, spark, out
         self.storage = out.storage
         self.run_id, self.started = run_id, started
         self.owner_dir = owner_dir
-        self.fingerprint = setup.material.fingerprint()
+        self.fingerprint = setup.keys.fingerprint
         self.settings = setup.resumable(args, self.fingerprint)
-        if getattr(setup, "tfhe", False):
-            from hecore.tfhe.encryptor import TfheFresh
-
-            self.ctx, self.strategy = None, TfheFresh(setup.encoding)
-        else:
-            self.ctx = HEContext.from_public(setup.material)
-            cls = strategy_class(setup.strategy, allow_leaky=args.allow_leaky)
-            self.strategy = cls(self.ctx, **setup.strategy_options)
+        self.strategy = setup.keys.strategy(setup.strategy, allow_leaky=args.allow_leaky,
+                                            options=setup.strategy_options)
         sc = spark.sparkContext
         self.rebuilds = sc.accumulator([], ListAccumulator())
         self.tasks = sc.accumulator([], ListAccumulator())
@@ -217,9 +208,9 @@ class EncryptRun:
             strategy.prepare()
         s = self.setup
         self.broadcast = self.spark.sparkContext.broadcast(EncryptPayload(
-            public=s.material, packed=s.layout.packed, strategy=strategy.name,
+            keys=s.keys, layout=s.layout, strategy=strategy.name,
             strategy_state=strategy.state() if strategy.name != "fresh" else None,
-            allow_leaky=self.args.allow_leaky, secret_key=s.secret_key, compression=s.compression, store=s.store))
+            allow_leaky=self.args.allow_leaky, use_secret=s.use_secret, compression=s.compression, store=s.store))
         self.token = f"{self.run_id}/{self.broadcast._jbroadcast.id()}"
 
     def _encrypt(self, ok, n_units: int, staged: str) -> list[dict] | None:
@@ -288,8 +279,9 @@ class EncryptRun:
             raise HepixError(f"internal error: {len(paths) + len(unread)} input files in batch {b}, "
                              f"but {encrypted} encrypted + {rejected} rejected; the batch was not committed")
         n_cts = sum(e["rows"] for e in new_cts)
-        if (self.setup.secret_key is None and self.setup.store is None) or not n_cts:
-            ct_bytes = n_cts * self.ctx.ct_format.stride
+        fixed = self.setup.keys.ciphertext_bytes() if not (self.setup.use_secret or self.setup.store) else None
+        if fixed is not None or not n_cts:
+            ct_bytes = n_cts * (fixed or 0)
         elif reported is not None:      # seeded, compressed or compact ciphertexts: their sizes vary
             ct_bytes = sum(e["ct_bytes"] for e in reported)
         else:
@@ -330,9 +322,7 @@ class EncryptRun:
             key_fingerprint=self.fingerprint,
             options={"tile": list(s.tile), "halo": s.halo, "resize": a.resize, "conversions": list(a.convert),
                      **self.strategy.options(), "settings": self.settings,
-                     **({"encryption": "symmetric", "compression": s.compression}
-                        if s.secret_key is not None and not getattr(s, "tfhe", False) else {}),
-                     **({"encryption": "client-key", "encoding": s.encoding} if getattr(s, "tfhe", False) else {}),
+                     **s.keys.encryption_options(use_secret=s.use_secret, compression=s.compression),
                      **({"store": s.store.to_json()} if s.store is not None else {})},
             counts=self.counts, timings=self.timings, workers=worker_report(self.rebuilds, self.tasks),
             versions=runinfo.versions(), spark=spark_info(self.spark), files=self.files,

@@ -28,10 +28,6 @@ def to_int64(value: int) -> int:
     return value - (1 << 64) if value >= _SIGN else value
 
 
-def ct_checksum(data) -> int:
-    return to_int64(xxhash.xxh3_64_intdigest(data))
-
-
 def ct_checksums(cts: pa.Array) -> pa.Array:
     """``ct_xxh3`` for every value of a binary array (one pass over its data buffer, no copies)."""
     if isinstance(cts, pa.ChunkedArray):

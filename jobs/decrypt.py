@@ -19,7 +19,6 @@ encrypted pipeline is exact, and never by a name the cluster could have given).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import time
@@ -27,7 +26,7 @@ import time
 from hecore.errors import HepixError, KeyMismatch
 from hecore.images import DEFAULT_MAX_PIXELS
 from jobs.tasks.decode import DecodeOptions, originals_partition
-from jobs.tasks.decrypt import SecretPayload, assemble_group, decrypt_partition
+from jobs.tasks.decrypt import assemble_group, decrypt_partition
 from jobs.tasks.metrics import SCORED, assemble_and_score, metrics_partition
 from schemas.manifest import Counts
 from schemas.stages import DECRYPTED, IMAGES, ORIGINALS, OWNER_NAMES, REFERENCES
@@ -135,13 +134,6 @@ def owner_names(run, owner: OwnerMap | None, ids: list[str]):
     return run.spark.createDataFrame(t.to_pandas(), spark_schema(OWNER_NAMES))
 
 
-def check_public(run):
-    """The public material the owner's row checks and decryptors need (no evaluation keys; TFHE's as it is)."""
-    if getattr(run.keys.public, "scheme", None) == "tfhe":
-        return run.keys.public
-    return dataclasses.replace(run.keys.public, relin_key=None, rotate_key=None)
-
-
 def references(run, owner: OwnerMap, ids: list[str]):
     """The originals of ``--images`` by image id (REFERENCES): each file found by the SHA-256 of its bytes
     that the owner map recorded for the id; an id without one has no row."""
@@ -159,8 +151,7 @@ def references(run, owner: OwnerMap, ids: list[str]):
 def decrypt_work(run):
     """The partition function that decrypts ciphertext rows into DECRYPTED blocks (the secret key goes to
     the owner's own executors in a broadcast): run in the row checks' task (jobs/rowcheck.py)."""
-    public = check_public(run)
-    bc, token = run.broadcast(SecretPayload(public=public, secret_key=run.keys.secret_key_bytes()))
+    bc, token = run.broadcast(run.keys.for_decryption())
     return functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds, tasks=run.tasks,
                              flood_std=run.args.flood_std)
 
@@ -214,10 +205,9 @@ def run(run) -> int:
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
         progress.stage("checking and decrypting the input rows")
-        public = check_public(run)
         # one pass reads every ciphertext: checks it and decrypts it if it passes (jobs/rowcheck.py);
         # check_seconds covers that pass and the per-image decisions, scored_seconds assembling and scoring
-        checked = run.checked_input("decrypt", expectation(run, owner), public=public, owner=owner,
+        checked = run.checked_input("decrypt", expectation(run, owner), keys=run.keys.for_checks(), owner=owner,
                                     work=decrypt_work(run), work_schema=DECRYPTED)
         run.timings["check_seconds"] = time.perf_counter() - t0
         progress.stage("assembling and scoring")

@@ -1,12 +1,13 @@
 """`hepix encrypt`: images -> ciphertexts/, rejects/ and _manifest.json.
 
-Thin: check the settings against the keys -> session -> resume what an earlier run into ``--out`` left
--> per batch of images: decode tiles on the executors, (scan), broadcast the encryptor's state once,
-encrypt with hecore, write, commit (jobs/batches.py) -> mark the run complete.
-Encryption needs only the public key; the secret key file is never opened -- except with
-``--encryption symmetric``, the key owner's fast path (hecore.encrypt.symmetric), which reads it and
-ships it to its own executors: that run is a secret-holding job (jobs.session.secret_session: a local
-master unless the cluster is trusted, Spark authentication and encryption on, a private local dir).
+Thin: open the keys (hecore.schemes.open_keys) and check the settings against them -> session -> resume what
+an earlier run into ``--out`` left -> per batch of images: decode tiles on the executors, (scan), broadcast
+the encryptor's state once, encrypt with the key set's encryptor, write, commit (jobs/batches.py) -> mark the
+run complete.  Encryption needs only the public key; the secret key file is never opened -- except where
+the owner's secret encrypts: ``--encryption symmetric``, the key owner's fast path (hecore.encrypt.symmetric),
+and TFHE keys, whose encryption is the client key's.  Such a run reads the secret and ships it to its own
+executors: a secret-holding job (jobs.session.secret_session: a local master unless the cluster is trusted,
+Spark authentication and encryption on, a private local dir).
 
 ``--out`` is what the cluster gets: the ciphertext table (random image ids, no file names, no hashes of
 plaintext) and a manifest naming no owner path.  Which id is which file, the rejects and the settings go
@@ -23,17 +24,17 @@ files already hold (encrypted or rejected); ``--overwrite`` redoes them all.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hecore.atrest import STORES
 from hecore.encrypt.strategies import strategy_class, strategy_names
 from hecore.encrypt.symmetric import COMPRESSIONS, DEFAULT_COMPRESSION, ENCRYPTIONS
 from hecore.errors import HepixError
 from hecore.images import CONVERSIONS, DEFAULT_MAX_PIXELS
-from hecore.keys import read_public
 from hecore.layouts import Layout
 from hecore.layouts.packed import check_tile_fits, default_tile
 from hecore.layouts.tiling import parse_tile_spec
+from hecore.schemes import scheme_of
 
 from . import runinfo
 from .batches import EncryptRun
@@ -141,55 +142,44 @@ def parse_tile(spec: str | None) -> tuple[int, int] | None:
         raise HepixError(f"--tile {spec}: {e}") from None
 
 
-def symmetric_secret(args, material, keys) -> bytes | None:
-    """``--encryption symmetric``: the secret key bytes of the (local) key directory ``keys``, once proven to
-    belong to ``material`` (and the native extension present); None for public-key encryption."""
+def secret_encryption(args, keys, layout: Layout) -> bool:
+    """Whether this run encrypts with the owner's secret: ``--encryption symmetric`` (the packed layouts, each
+    tile channel fresh; the secret proven to belong to the public key, the native extension present), or
+    keys whose scheme encrypts with its secret alone (TFHE's client key)."""
     if args.encryption != "symmetric":
         if args.compression != DEFAULT_COMPRESSION:
             raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
                              "uncompressed")
-        return None
-    if not Layout.parse(args.layout or Layout.PACKED.value).packed or args.strategy != "fresh":
+        return not keys.scheme.public_encryption
+    if not layout.packed or args.strategy != "fresh":
         raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layouts), each fresh: use "
                          "--layout packed or packed-complex without --strategy")
-    from hecore.encrypt.symmetric import SymmetricEncryptor
-    from hecore.keys import read_secret_key
-
-    secret = read_secret_key(keys)
-    SymmetricEncryptor(material, secret, compression=args.compression)   # refuses a key of another key set
-    return secret
+    keys.encryptor(layout=layout, use_secret=True, compression=args.compression)   # refuses another key set's secret
+    return True
 
 
 @dataclass(frozen=True)
 class EncryptSettings:
     """What a run encrypts with, checked against the keys before Spark starts."""
 
-    material: object            # hecore.context.PublicMaterial
+    keys: object                # hecore.schemes.KeySet (with the secret when use_secret)
     layout: Layout
     tile: tuple[int, int]
     halo: int
     strategy: str
     strategy_options: dict
-    secret_key: bytes | None = field(repr=False)
+    use_secret: bool            # the owner's secret encrypts (--encryption symmetric, or TFHE's client key)
     compression: str
-    store: object = None        # hecore.atrest.AtRest with --store compact; None: SEAL bytes
-    encoding: str | None = None  # TFHE keys: how each value's ciphertext is serialized (seeded); None: SEAL
+    store: object = None        # hecore.atrest.AtRest with --store compact; None: the library's own bytes
 
     @property
     def params(self):
-        return self.material.params
-
-    @property
-    def tfhe(self) -> bool:
-        return self.encoding is not None
+        return self.keys.params
 
     @property
     def label(self) -> str:
         """The ``strategy`` column of the rows: the pixel strategy, ``symmetric``, or TFHE's encoding."""
-        if self.tfhe:
-            from hecore.tfhe.encryptor import strategy_name
-            return strategy_name(self.encoding)
-        return "symmetric" if self.secret_key is not None else self.strategy
+        return self.keys.encryption_label(use_secret=self.use_secret, strategy=self.strategy)
 
     def resumable(self, args, fingerprint: str) -> dict:
         """What must match for a rerun to add to an existing output instead of starting over."""
@@ -221,16 +211,47 @@ def check_numbers(args) -> None:
             raise HepixError(f"--{name.replace('_', '-')} {v}: must be 1 or more")
 
 
-def settings_from(args, material, keys=None) -> EncryptSettings:
-    """The run's settings from ``args`` and the key's parameters, or a clear error naming what to change.
-    ``keys``: the local key directory (``--encryption symmetric`` reads its secret key)."""
+def settings_from(args, keys) -> EncryptSettings:
+    """The run's settings from ``args`` and the keys (a :class:`hecore.schemes.KeySet`), or a clear error naming
+    what to change."""
     check_numbers(args)
-    params = material.params
-    if getattr(material, "scheme", None) == "tfhe":
-        return tfhe_settings(args, material, keys if keys is not None else args.keys)
-    layout = Layout.parse(args.layout or Layout.PACKED.value)
-    secret_key = symmetric_secret(args, material, keys if keys is not None else args.keys)
-    tile_spec = parse_tile(args.tile)
+    layout = scheme_layout(args, keys.scheme)
+    refuse_foreign_flags(args, keys.scheme)
+    use_secret = secret_encryption(args, keys, layout)
+    tile, halo = tile_and_halo(args, keys, layout)
+    return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
+                           strategy_options=strategy_options(args), use_secret=use_secret,
+                           compression=args.compression, store=storage(args, keys.params, layout, use_secret))
+
+
+def scheme_layout(args, scheme) -> Layout:
+    """``--layout``, or the default of the keys' scheme; one its ciphertexts come in."""
+    if args.layout is None:
+        return scheme.layouts[0]
+    layout = Layout.parse(args.layout)
+    if layout not in scheme.layouts:
+        names = " or ".join(f"--layout {lay}" for lay in scheme.layouts)
+        raise HepixError(f"--layout {layout}: {scheme.title} keys encrypt in {names} ({scheme.layouts[0]}, the "
+                         f"default for {scheme.title} keys)")
+    return layout
+
+
+def refuse_foreign_flags(args, scheme) -> None:
+    """Refuse, by name, the flags of encryptions the keys' scheme does not have."""
+    for flag, given in (("--strategy", args.strategy not in scheme.strategies),
+                        ("--halo", bool(args.halo) and not any(lay.packed for lay in scheme.layouts)),
+                        ("--encryption symmetric", args.encryption == "symmetric" and "symmetric" not in scheme.encryptions),
+                        ("--compression", args.compression != DEFAULT_COMPRESSION and "symmetric" not in scheme.encryptions),
+                        ("--store compact", args.store == "compact" and "compact" not in scheme.stores),
+                        ("--for-op", bool(args.for_op) and "compact" not in scheme.stores)):
+        if given:
+            raise HepixError(f"{flag} does not apply to {scheme.title} keys: {scheme.encrypts}; drop it")
+
+
+def tile_and_halo(args, keys, layout: Layout) -> tuple[tuple[int, int], int]:
+    """The tile and halo: for the packed layouts the largest tile that fills a ciphertext (or ``--tile``,
+    checked to fit) and the halo filters need; for the pixel layout ``--tile`` or the default, no halo."""
+    params, tile_spec = keys.params, parse_tile(args.tile)
     if layout.packed:
         if args.strategy != "fresh":
             raise HepixError(f"--strategy {args.strategy} is a pixel-layout mode (iCHEETAH); the packed layout "
@@ -244,45 +265,16 @@ def settings_from(args, material, keys=None) -> EncryptSettings:
             check_tile_fits(params, *tile, halo, layout.complex_packing)
         except ValueError as e:
             raise HepixError(str(e)) from None
-    else:
-        if args.halo:
-            raise HepixError("--halo is for the packed layout; the pixel layout's mean filter fetches neighbours "
-                             "itself")
-        if params.is_integer:
-            raise HepixError(f"the pixel layout (iCHEETAH) is CKKS-only; {params.name} is "
-                             f"{params.scheme.upper()}: use --layout packed, or keys of a CKKS preset")
-        halo = 0
-        tile = tile_spec or parse_tile_spec(DEFAULT_TILE)
-    return EncryptSettings(material=material, layout=layout, tile=tuple(tile), halo=halo, strategy=args.strategy,
-                           strategy_options=strategy_options(args), secret_key=secret_key,
-                           compression=args.compression, store=storage(args, params, layout, secret_key))
+        return tuple(tile), halo
+    if args.halo:
+        raise HepixError("--halo is for the packed layout; the pixel layout's mean filter fetches neighbours itself")
+    if layout not in keys.layouts:
+        raise HepixError(f"the pixel layout (iCHEETAH) is CKKS-only; {params.name} is {params.scheme.upper()}: use "
+                         "--layout packed, or keys of a CKKS preset")
+    return tuple(tile_spec or parse_tile_spec(DEFAULT_TILE)), 0
 
 
-def tfhe_settings(args, material, keys) -> EncryptSettings:
-    """The settings of an encryption under TFHE keys: the pixel layout (one ciphertext per value), each value
-    encrypted fresh with the client key (read from ``keys`` with the owner-only discipline and proven to belong
-    to the server key), seeded.  Options of the SEAL schemes are refused by name."""
-    from hecore.tfhe.keys import check_key_pair, read_client_key
-
-    if args.layout not in (None, Layout.PIXEL.value):
-        raise HepixError(f"--layout {args.layout}: TFHE encrypts one pixel value per ciphertext (--layout pixel, "
-                         "the default for TFHE keys)")
-    for flag, given in (("--strategy", args.strategy != "fresh"), ("--halo", bool(args.halo)),
-                        ("--encryption symmetric", args.encryption == "symmetric"),
-                        ("--compression", args.compression != DEFAULT_COMPRESSION),
-                        ("--store compact", args.store != "seal"), ("--for-op", bool(args.for_op))):
-        if given:
-            raise HepixError(f"{flag} is for CKKS/BFV/BGV keys; TFHE keys encrypt every value fresh with the client "
-                             "key, in the pixel layout: drop it")
-    client = read_client_key(keys)
-    check_key_pair(client, material.server_key)
-    tile = parse_tile(args.tile) or parse_tile_spec(DEFAULT_TILE)
-    return EncryptSettings(material=material, layout=Layout.PIXEL, tile=tuple(tile), halo=0, strategy="fresh",
-                           strategy_options={}, secret_key=client, compression=DEFAULT_COMPRESSION, store=None,
-                           encoding="seeded")
-
-
-def storage(args, params, layout, secret_key):
+def storage(args, params, layout, use_secret: bool):
     """``--store compact``: the planner's storage for the ``--for-op`` chain (hecore.planner.at_rest); None for SEAL bytes."""
     if args.store != "compact":
         if args.for_op:
@@ -300,7 +292,7 @@ def storage(args, params, layout, secret_key):
     try:
         if specs and specs[-1].strip().lower().startswith("match:"):
             match = parse_match(specs.pop())
-        return at_rest(params, parse_ops(specs), layout, match, seeded=secret_key is not None,
+        return at_rest(params, parse_ops(specs), layout, match, seeded=use_secret,
                        declared=bool(args.for_op))
     except ValueError as e:
         raise HepixError(f"--for-op: {e}") from None
@@ -315,32 +307,26 @@ def owner_dir(args) -> str:
 
 
 def run(args) -> int:
-    from hecore.keys import key_scheme
+    from hecore.schemes import open_keys
 
     strategy_class(args.strategy, allow_leaky=args.allow_leaky)    # a leaking strategy: refused, saying what leaks
     check_numbers(args)
     owner = owner_dir(args)
-    symmetric = args.encryption == "symmetric"
-    with remote_keys(args.keys, secret=symmetric) as keys:
-        tfhe = key_scheme(keys) == "tfhe"
-        if not tfhe:
-            material = read_public(keys, eval_keys=False)   # never opens secret.key; no eval keys needed
-            setup = settings_from(args, material, keys)
-    if tfhe:        # TFHE encrypts with the client key: the owner's job, like --encryption symmetric
-        from hecore.tfhe.keys import read_public as read_tfhe_public
-
-        symmetric = True
-        with remote_keys(args.keys, secret=True) as keys:
-            material = read_tfhe_public(keys)
-            setup = settings_from(args, material, keys)
+    with remote_keys(args.keys) as keys:
+        scheme = scheme_of(keys)
+    # the owner's secret is read only where it encrypts: --encryption symmetric, or a scheme that encrypts with
+    # its secret alone (TFHE's client key); then the run is the owner's job, in a secret-holding session
+    secret = args.encryption == "symmetric" or not scheme.public_encryption
+    with remote_keys(args.keys, secret=secret) as keys:
+        setup = settings_from(args, open_keys(keys, secret=secret, eval_keys=False))
     run_id, started = runinfo.new_run_id(), runinfo.now()
-    session = (secret_session("encrypt", args.master, args.conf, trusted=trusted_cluster(args)) if symmetric
+    session = (secret_session("encrypt", args.master, args.conf, trusted=trusted_cluster(args)) if setup.use_secret
                else plain_session("encrypt", args.master, args.conf))
     with session as spark:
         out = Output(Storage(spark), args.out, run_id)
         job = EncryptRun(args, setup, spark, out, run_id, started, owner)
         print(f"hepix encrypt {run_id}: {args.input} -> {args.out} (owner map {owner}); {setup.layout} layout, "
-              f"{'encryption' if setup.secret_key is not None else 'strategy'} {setup.label} "
+              f"{'encryption' if setup.use_secret else 'strategy'} {setup.label} "
               f"({job.strategy.security}), {setup.params.name}, key {job.fingerprint[:16]}")
         try:
             batches = job.resume()
@@ -363,7 +349,7 @@ def run(args) -> int:
           f"cache rebuilds {manifest.workers['cache_rebuilds']} for {manifest.workers['tasks']} tasks"
           + (f"; {len(manifest.runs)} runs" if len(manifest.runs) > 1 else "")
           + (f"; {counts.ciphertext_bytes / counts.ciphertexts:,.0f} bytes per pixel value"
-             if setup.tfhe and counts.ciphertexts else ""))
+             if setup.params.slots == 1 and counts.ciphertexts else ""))
     if counts.images_rejected:
         print(f"rejected files are listed in the owner map, {owner}/rejects/, with the reason")
     return 0

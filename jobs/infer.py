@@ -196,9 +196,7 @@ def run_process(args, chain) -> int:
         bc, token = run.broadcast(run.keys)
         model_bc, _ = run.broadcast(model)
         t0 = time.perf_counter()
-        from .process import check_public
-
-        checked = run.checked_input("process", public=check_public(run))
+        checked = run.checked_input("process", keys=run.keys.for_checks())
         df = checked.df
         res = df.groupBy("image_id").applyInArrow(
             table_function(infer_group, token=token, broadcast=bc, model_bc=model_bc, spec=op.spec,
@@ -244,11 +242,10 @@ def decrypt(run) -> int:
     """``hepix decrypt`` of an inference run (the key holder's side): head outputs -> predictions (with
     labels) and accuracy.  Every row is checked first (its key, SEAL's validation, the batch's samples
     within the task); a bad batch is a rejects row.  ``--flood-std`` floods the scores."""
-    args, parent, ctx, spark, run_id = run.args, run.parent, run.keys, run.spark, run.run_id
+    args, parent, ctx, spark, run_id = run.args, run.parent, run.keys.context(), run.spark, run.run_id
     if not (parent.ops and parent.ops[-1].startswith("infer:")):
         raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
                          "run `hepix process --op infer:MODEL` first")
-    from hecore.checks import CiphertextChecker
     from hecore.infer import models as infer
 
     from .owner import valid_id
@@ -260,7 +257,7 @@ def decrypt(run) -> int:
     t0 = time.perf_counter()
     df, rejects = run.input_table()
     rows = df.collect()
-    checker = CiphertextChecker.for_context(ctx)
+    checker = run.keys.checker()
     batches: dict[str, list] = {}
     bad: set[str] = set()
     for r in rows:

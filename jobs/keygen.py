@@ -7,10 +7,9 @@ beside ``server.key`` (what the cluster gets: it evaluates and cannot decrypt).
 from __future__ import annotations
 
 from hecore.errors import InvalidParameters
-from hecore.keys import export_public, keygen
-from hecore.params import DEFAULT_PRESET, PRESETS, preset
+from hecore.params import DEFAULT_PRESET, PRESETS
 
-from .plan import add_chain_arguments, planned_chain, seal_layout
+from .plan import add_chain_arguments
 
 #: TFHE parameter sets by name (hecore.tfhe.params.TFHE_PRESETS; named here so that the CLI starts
 #: without importing the TFHE modules).
@@ -32,63 +31,36 @@ def add_arguments(p):
                    help="replace the keys in a non-empty directory (old ciphertexts become undecryptable)")
 
 
-def _is_tfhe(args) -> bool:
-    if args.preset in TFHE_PRESET_NAMES:
-        if args.scheme not in (None, "tfhe"):
-            raise InvalidParameters(f"--preset {args.preset} is a TFHE parameter set, not {args.scheme.upper()}")
-        return True
-    if args.scheme == "tfhe" and args.preset:
-        raise InvalidParameters(f"--preset {args.preset} is a {preset(args.preset).scheme.upper()} preset; TFHE keys "
-                                f"take --preset {' or '.join(TFHE_PRESET_NAMES)} (or none)")
-    return args.scheme == "tfhe"
+def key_scheme(args):
+    """The scheme of the keys to make: ``--preset``'s, else ``--scheme``'s (CKKS/BFV/BGV without either)."""
+    from hecore.schemes import scheme_for_preset, scheme_named
+
+    scheme = scheme_named(args.scheme)
+    if args.preset:
+        of_preset = scheme_for_preset(args.preset)
+        if args.scheme and of_preset is not scheme:
+            raise InvalidParameters(f"--preset {args.preset} is a {of_preset.preset(args.preset).scheme.upper()} "
+                                    f"preset, not {args.scheme.upper()}; give one of the two")
+        return of_preset
+    return scheme
 
 
 def run(args) -> int:
-    if _is_tfhe(args):
-        return _run_tfhe(args)
-    if args.compressed_server_key:
-        raise InvalidParameters("--compressed-server-key is for TFHE keys (--scheme tfhe)")
-    from hecore.planner import plan
-
+    scheme = key_scheme(args)
     if args.preset:
-        params = preset(args.preset)
-    elif args.op:
-        ops, match = planned_chain(args)
-        fits = plan(ops, seal_layout(args), scheme=args.scheme, match=match)
-        if not fits:
-            raise InvalidParameters(f"no preset runs {' | '.join(args.op)} in the {seal_layout(args)} layout; "
-                                    "see `hepix plan` for the reasons")
-        params = fits[0]
-        print(f"planned preset {params.name} for {' | '.join(args.op)} ({seal_layout(args)} layout)")
+        params = scheme.preset(args.preset)
     else:
-        params = preset(DEFAULT_PRESET)
-    info = keygen(params, args.out, overwrite=args.overwrite, rotations=not args.no_rotations)
-    print(f"keys {info.fingerprint[:16]} ({info.params.name}: {info.params.describe()}) written to {args.out}")
-    print(f"the secret key is {args.out}/secret.key (mode 0600); give the cluster "
-          f"`hepix export-public --keys {args.out} --out PUBLIC_DIR` instead")
-    return 0
-
-
-def _run_tfhe(args) -> int:
-    from hecore.planner import chain_support
-    from hecore.tfhe.keys import keygen as tfhe_keygen
-    from hecore.tfhe.params import TFHE_PRESETS
-
-    if args.no_rotations:
-        raise InvalidParameters("--no-rotations is for CKKS/BFV/BGV keys; TFHE keys have no rotation keys")
-    if args.op:
         try:
-            verdict = chain_support(args.op, "tfhe", args.layout)
+            params = scheme.plan_keys(args.op, args.layout, only=args.scheme)
         except ValueError as e:
             raise InvalidParameters(str(e)) from None
-        if not verdict.ok:
-            raise InvalidParameters(f"TFHE cannot run {verdict.spec}: {verdict.why}")
-    params = TFHE_PRESETS[args.preset or TFHE_PRESET_NAMES[0]]
-    info = tfhe_keygen(args.out, overwrite=args.overwrite, compressed_server_key=args.compressed_server_key,
-                       params=params)
-    print(f"TFHE keys {info.fingerprint[:16]} ({params.name}: {params.describe()}) written to {args.out}")
-    print(f"the client key is {args.out}/client.key (mode 0600, secret: encrypts and decrypts); give the cluster "
-          f"`hepix export-public --keys {args.out} --out PUBLIC_DIR` (the server key only) instead")
+        if args.op:
+            print(f"planned preset {params.name} for {' | '.join(args.op)} ({args.layout or scheme.layouts[0]} layout)")
+    info = scheme.keygen(args.out, params, overwrite=args.overwrite, rotations=not args.no_rotations,
+                         compressed_server_key=args.compressed_server_key)
+    print(f"{scheme.title} keys {info.fingerprint[:16]} ({params.name}: {params.describe()}) written to {args.out}")
+    print(f"the secret key is {args.out}/{scheme.secret_file} (mode 0600: it decrypts); give the cluster "
+          f"`hepix export-public --keys {args.out} --out PUBLIC_DIR` instead")
     return 0
 
 
@@ -98,14 +70,9 @@ def add_export_arguments(p):
 
 
 def run_export(args) -> int:
-    from hecore.keys import key_scheme
+    from hecore.schemes import scheme_of
 
-    if key_scheme(args.keys) == "tfhe":
-        from hecore.tfhe.keys import export_public as tfhe_export_public
-
-        info = tfhe_export_public(args.keys, args.out)
-        print(f"TFHE server key {info.fingerprint[:16]} written to {args.out} (no client key)")
-        return 0
-    info = export_public(args.keys, args.out)
-    print(f"public keys {info.fingerprint[:16]} written to {args.out} (no secret key)")
+    scheme = scheme_of(args.keys)
+    info = scheme.export_public(args.keys, args.out)
+    print(f"public keys {info.fingerprint[:16]} written to {args.out} (no {scheme.secret_file})")
     return 0

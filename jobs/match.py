@@ -79,9 +79,7 @@ def run(args, chain) -> int:
         bc, token = run.broadcast(run.keys)
         with Progress(run.spark, "process", enabled=not args.quiet) as progress:
             progress.stage("checking the input rows")
-            from .process import check_public
-
-            checked = run.checked_input("process", public=check_public(run))
+            checked = run.checked_input("process", keys=run.keys.for_checks())
             df = checked.df
             sizes, q, ok, rejects = query_and_rejects(run, df, match.query)
             rejects = checked.rejects + rejects
@@ -153,16 +151,15 @@ def decrypt_distances(run) -> tuple[list[dict], list[dict]]:
     one ciphertext per image and metric); names from the owner map when there is one."""
     import math
 
-    from hecore.checks import CiphertextChecker
     from hecore.ops.matching import l1_poly_error
 
     from .owner import valid_id
 
-    ctx, run_id = run.keys, run.run_id
+    ctx, run_id = run.keys.context(), run.run_id
     df, rejects = run.input_table("distances", ENCRYPTED_DISTANCES)
     known = run.owner.images() if run.owner is not None else {}
     name = (lambda i: known[i].source if i in known else i)
-    checker = CiphertextChecker.for_context(ctx)
+    checker = run.keys.checker()
     rows = []
     for r in df.orderBy("image_id", "metric").collect():
         key = {"image_id": r["image_id"]}

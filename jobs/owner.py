@@ -135,9 +135,6 @@ class OwnerMap:
     def get(self, image_id: str) -> OwnerImage | None:
         return self.images().get(image_id)
 
-    def image_table(self) -> pa.Table:
-        parts = [self._read(b["images"], OWNER_IMAGES) for b in self.doc["batches"]]
-        return pa.concat_tables(parts) if parts else OWNER_IMAGES.empty_table()
 
     def rejects_table(self) -> pa.Table:
         parts = [self._read(b["rejects"], REJECTS) for b in self.doc["batches"] if b.get("rejects")]

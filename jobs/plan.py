@@ -45,6 +45,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from hecore.ops.spec import SEAL_SCHEMES, TFHE_ONLY, op_name
     from hecore.planner import chain_support, describe_plan, describe_support, plan
+    from hecore.schemes import scheme_named
 
     schemes = (args.scheme,) if args.scheme else ALL_SCHEMES
     chain = " | ".join(args.op)
@@ -70,6 +71,7 @@ def run(args) -> int:
         return 1
     if smallest is not None:
         print(f"smallest: {smallest.name}  (hepix keygen --preset {smallest.name} --out KEYS)")
-    if "tfhe" in runs:
-        print("tfhe: tfhe-default  (hepix keygen --scheme tfhe --out KEYS)")
+    for name in (s for s in runs if s not in SEAL_SCHEMES):     # the schemes whose keys take no preset planning
+        params = scheme_named(name).plan_keys(args.op, args.layout)
+        print(f"{name}: {params.name}  (hepix keygen --scheme {name} --out KEYS)")
     return 0

@@ -28,14 +28,7 @@ import pyarrow as pa
 
 from hecore.errors import HepixError
 from jobs.tasks.files import work_to_file
-from jobs.tasks.process import (
-    TFHE_PROCESSED,
-    mean_filter_group,
-    packed_partition,
-    pointwise_partition,
-    scatter_partition,
-    tfhe_partition,
-)
+from jobs.tasks.process import chain_partition, mean_filter_group, pointwise_partition, scatter_partition
 from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
@@ -81,97 +74,26 @@ def check_ops_fit(df, ops) -> None:
                              f"{shown}{more}; choose a pixel inside every image")
 
 
-def with_tiles(ops, parent):
-    """A frequency-domain filter (hecore.ops.dft) works tile by tile: record the input's tile in its
-    spec (so that decrypt's reference filters the same tiles), and check the tiles suit it."""
-    import dataclasses
-
-    from hecore.layouts import Layout
-    from hecore.ops.dft import DftFilter
-    from hecore.ops.packed import check_dft_tiles
-    from hecore.params import Params
-
-    out = []
-    for op in ops:
-        if isinstance(op, DftFilter):
-            if Layout.parse(parent.layout) is not Layout.PACKED:
-                raise ValueError(f"{op.spec} runs in the packed layout only; encrypt with --layout packed")
-            th, tw = (int(v) for v in parent.options.get("tile", (0, 0)))
-            check_dft_tiles(op, th, tw, int(parent.options.get("halo", 0)), Params.from_json(parent.params).slots)
-            op = dataclasses.replace(op, tile=(th, tw))
-        out.append(op)
-    return out
-
-
-def planned_tfhe_ops(run, ops) -> list:
-    """TFHE ``ops`` checked against the input run: its ciphertexts are TFHE pixel ciphertexts of this key set's
-    parameters (the fingerprint was checked already), and the ops it records are TFHE ops."""
-    from hecore.ops.spec import is_tfhe_preset, recorded_chain
-
-    parent = run.parent
-    if not is_tfhe_preset(parent.preset) or parent.preset != run.keys.params.name:
-        raise HepixError(f"{run.args.input} holds {parent.preset} ciphertexts; TFHE ops run on ciphertexts made "
-                         "with these TFHE keys (`hepix encrypt --keys TFHE_KEYS`)")
-    try:
-        recorded_chain(list(parent.ops), parent.preset)
-    except ValueError as e:
-        raise HepixError(str(e)) from None
-    return ops
-
-
 def planned_ops(run, ops) -> list:
-    """``ops`` checked against the input run and the keys: the parameters can run the whole chain (the
-    planner names a preset that can when they cannot), a packed chain fits the tiles' halo, and a
-    frequency-domain filter gets the input's tile."""
-    from hecore.layouts import Layout
-    from hecore.ops.packed import check_packed_chain
-    from hecore.ops.spec import parse_ops
-    from hecore.planner import check as check_params
-
+    """``ops`` checked against the input run and the keys by the keys' scheme
+    (:meth:`hecore.schemes.base.Scheme.check_chain`): for CKKS/BFV/BGV the parameters run the whole chain
+    (the planner names a preset that can when they cannot), a packed chain fits the tiles' halo and a
+    frequency-domain filter gets the input's tile; for TFHE the input holds these keys' pixel ciphertexts
+    and TFHE ops."""
     parent = run.parent
     try:
-        done = parse_ops(list(parent.ops))
-        ops = with_tiles(ops, parent)
-        check_params(run.keys.params, done + ops, parent.layout)
-        if isinstance(parent.options.get("store"), dict):      # stored compact: the planned storage must allow it
-            from hecore.atrest import AtRest
-            from hecore.planner import check_at_rest
-
-            check_at_rest(run.keys.params, AtRest.from_json(parent.options["store"]), done + ops, parent.layout)
-        if Layout.parse(parent.layout).packed:
-            check_packed_chain(done, ops, int(parent.options.get("halo", 0)))
+        return run.keys.scheme.check_chain(run.keys.params, list(parent.ops), ops, layout=parent.layout,
+                                           options=dict(parent.options), preset=parent.preset)
     except ValueError as e:
         raise HepixError(str(e)) from None
-    return ops
 
 
 def process_work(run, ops):
     """The whole chain as one partition function (ciphertext rows in, CIPHERTEXTS rows out), or None when
-    it needs a shuffle (the pixel layout's mean filter).
-
-    Packed layouts and TFHE: the whole chain within each ciphertext.  Pixel layout: the pointwise ops one
-    after the other on each batch of rows."""
-    from hecore.layouts import Layout
-    from hecore.ops.spec import MeanFilter
-
-    tfhe, packed = getattr(run.keys, "scheme", None) == "tfhe", Layout.parse(run.parent.layout).packed
-    if not (tfhe or packed) and any(isinstance(op, MeanFilter) for op in ops):
-        return None
+    it needs a shuffle (the pixel layout's mean filter): :func:`jobs.tasks.process.chain_partition`."""
     bc, token = run.broadcast(run.keys)
-    common = dict(token=token, broadcast=bc, run_id=run.run_id, rebuilds=run.rebuilds, tasks=run.tasks)
-    if tfhe:
-        return functools.partial(tfhe_partition, specs=[o.spec for o in ops], **common)
-    if packed:
-        return functools.partial(packed_partition, specs=[o.spec for o in ops], **common)
-    return functools.partial(chained, steps=[functools.partial(pointwise_partition, spec=op.spec, **common)
-                                             for op in ops])
-
-
-def chained(batches, *, steps):
-    """The partition functions ``steps`` applied one after the other, in one task."""
-    for step in steps:
-        batches = step(batches)
-    return batches
+    return chain_partition(run.keys.scheme, run.parent.layout, [o.spec for o in ops], token=token, broadcast=bc,
+                           run_id=run.run_id, rebuilds=run.rebuilds, tasks=run.tasks)
 
 
 def processed(run, df, ops):
@@ -213,7 +135,7 @@ def process_in_one_pass(run, expect, ops):
     if directory is None:
         return None, None
     os.makedirs(directory, exist_ok=True)
-    checked = run.checked_input("process", expect, public=check_public(run), work_schema=WRITTEN,
+    checked = run.checked_input("process", expect, keys=run.keys.for_checks(), work_schema=WRITTEN,
                                 work=functools.partial(work_to_file, work=work, directory=directory))
     try:
         entries = keep_reported(directory, checked.df.collect())
@@ -228,28 +150,17 @@ def process_in_one_pass(run, expect, ops):
     return checked, ct_bytes
 
 
-def check_public(run):
-    """The public material the row checks load ciphertexts with (no evaluation keys: they are not needed;
-    TFHE's checks need its parameters only, :mod:`hecore.tfhe.checks`)."""
-    import dataclasses
-
-    if getattr(run.keys, "scheme", None) == "tfhe":
-        return run.keys.params
-    return dataclasses.replace(run.keys, relin_key=None, rotate_key=None)
-
-
 def run(args, chain) -> int:
     """``hepix process`` with image ops (``chain``: :func:`hecore.ops.spec.parse_chain` of ``--op``)."""
     from pyspark.sql import functions as F
 
     from hecore.layouts import Layout
 
-    tfhe = chain.scheme == "tfhe"
     with open_run(args, "process") as run:
         parent = run.parent
-        ops = planned_tfhe_ops(run, list(chain.ops)) if tfhe else planned_ops(run, list(chain.ops))
+        ops = planned_ops(run, list(chain.ops))
         print(f"hepix process {run.run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
-              f"key {run.fingerprint[:16]} ({'TFHE server key' if tfhe else 'public'} only)")
+              f"key {run.fingerprint[:16]} ({run.keys.scheme.public_keys} only)")
         with Progress(run.spark, "process", enabled=not args.quiet) as progress:
             expect = run.expectation(fixed_format=not Layout.parse(parent.layout).packed)
             t0 = time.perf_counter()
@@ -257,7 +168,7 @@ def run(args, chain) -> int:
             checked, ct_bytes = process_in_one_pass(run, expect, ops)
             if checked is None:                                 # a check pass, then the processing pass
                 progress.stage("checking the input rows")
-                checked = run.checked_input("process", expect, public=check_public(run))
+                checked = run.checked_input("process", expect, keys=run.keys.for_checks())
                 run.timings["check_seconds"] = time.perf_counter() - t0
                 check_ops_fit(checked.df, ops)                  # before any work
                 progress.stage("processing")
@@ -279,7 +190,7 @@ def run(args, chain) -> int:
                              f"({checked.bad_image_rows} of them left out with their images), {counts.ciphertexts} "
                              "out; nothing was committed")
         manifest = run.manifest(ops=list(parent.ops) + [o.spec for o in ops], counts=counts, files=files,
-                                checksums=checksums, **({"strategy": TFHE_PROCESSED} if tfhe else {}))
+                                checksums=checksums, strategy=run.keys.scheme.processed_strategy(parent.strategy))
         run.commit(manifest, ["ciphertexts", "rejects"])
     secs = run.timings["process_seconds"]
     print(f"processed {counts.ciphertexts} ciphertexts of {counts.images_encrypted} images in {secs:.1f} s "

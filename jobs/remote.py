@@ -110,7 +110,7 @@ def read_text(uri: str) -> str:
 def remote_keys(keys: str | os.PathLike, *, secret: bool = False):
     """``keys`` as a local directory: itself when local; an ``hdfs://`` one copied to a private
     temporary directory (without ``secret.key`` or TFHE's ``client.key`` unless ``secret``), deleted afterwards."""
-    from hecore.keys import SECRET_FILES
+    from hecore.schemes import SECRET_FILES
 
     if not is_hdfs(keys):
         yield keys

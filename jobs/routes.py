@@ -18,9 +18,10 @@ from .runs import open_run, refuse_secret_key_directory
 IMAGES, DISTANCES, SCORES = "images", "distances", "scores"
 
 
-def key_scheme(keys: str) -> str:
-    """The scheme of a (public) key directory, from its manifest: picks the op vocabulary."""
-    from hecore.keys import key_scheme as scheme_of
+def key_scheme(keys: str):
+    """The scheme of a (public) key directory, from its manifest (:func:`hecore.schemes.scheme_of`):
+    its op vocabulary."""
+    from hecore.schemes import scheme_of
 
     from .remote import is_hdfs, remote_keys
 
@@ -31,19 +32,18 @@ def key_scheme(keys: str) -> str:
 
 
 def process(args) -> int:
-    """``hepix process``: image ops, a match or an inference, public keys only.  TFHE keys: TFHE's ops
-    (hecore.tfhe.ops), run with the server key alone."""
-    from hecore.ops.spec import parse_chain
-
+    """``hepix process``: image ops, a match or an inference, public keys only, in the vocabulary of the
+    keys' scheme (TFHE's ops run with the server key alone)."""
     from hecore.errors import KeyDirectoryError
+    from hecore.schemes import DEFAULT_SCHEME
 
     refuse_secret_key_directory(args.keys)          # before anything else, whatever the ops
     try:
         scheme = key_scheme(args.keys)
     except KeyDirectoryError:
-        scheme = None           # the job names the key directory's problem when it opens it, after the ops'
+        scheme = DEFAULT_SCHEME   # the job names the key directory's problem when it opens it, after the ops'
     try:
-        chain = parse_chain(args.op, scheme="tfhe" if scheme == "tfhe" else None)
+        chain = scheme.parse_chain(args.op)
     except ValueError as e:
         raise HepixError(str(e)) from None
     runner = {"image": process_job.run, "match": match.run, "infer": infer.run_process}[chain.kind]

@@ -5,9 +5,8 @@ allocation or names anything: the row's checksum (storage faults), its key finge
 layout, parameters, ops and ``post_scale`` (those of the run), its image id (a strict pattern: ids
 never become file names unchecked), its geometry (tile size and halo of the run, position inside the
 image, channel and index in range, the image no larger than the owner's pixel limit) and its
-ciphertext bytes (:class:`hecore.checks.CiphertextChecker`: size, and SEAL's own validation; for TFHE,
-:class:`hecore.tfhe.checks.TfheCiphertextChecker`: size, and tfhe-rs's deserialization with its
-conformance check).  Then per image: every row agrees on the image's size, no key twice, and exactly
+ciphertext bytes (the checker of the keys' scheme, :meth:`hecore.schemes.KeySet.checker`: size, and the library's own
+validation).  Then per image: every row agrees on the image's size, no key twice, and exactly
 the rows the geometry says; with an owner map, the id is one the owner made and the size is the one
 it recorded.
 
@@ -27,6 +26,7 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hecore.images import DEFAULT_MAX_PIXELS
 from hecore.layouts import Layout
 from schemas.stages import CHECKED
 from schemas.tables import IMAGE_ID, spark_schema
@@ -48,9 +48,21 @@ class RowExpect:
     ops: tuple[str, ...] = ()
     tile: tuple[int, int] | None = None
     halo: int | None = None
-    max_pixels: int = 2**26
+    max_pixels: int = DEFAULT_MAX_PIXELS
     check_ops: bool = True
     fixed_format: bool = False      # pixel layout in process: the byte-level kernels need the exact format
+
+    @classmethod
+    def from_manifest(cls, manifest, **overrides) -> RowExpect:
+        """What a run's manifest says every row holds: its key, layout, preset, ops, tile, halo and the
+        pixel limit encrypt was given; ``overrides`` (this job's key, the owner's settings) win."""
+        tile = manifest.options.get("tile")
+        fields = dict(fingerprint=manifest.key_fingerprint, layout=manifest.layout or "",
+                      preset=manifest.preset or "", ops=tuple(manifest.ops), tile=tuple(tile) if tile else None,
+                      halo=manifest.options.get("halo"),
+                      max_pixels=int(manifest.options.get("settings", {}).get("max_pixels", DEFAULT_MAX_PIXELS)))
+        fields.update(overrides)
+        return cls(**fields)
 
     @property
     def post_scale(self) -> float | None:
@@ -168,20 +180,14 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
     return out
 
 
-def _ciphertext_checker(expect: RowExpect, public):
-    from hecore.checks import CiphertextChecker
-    from hecore.context import HEContext
-    from hecore.ops.spec import is_tfhe_preset
+def _ciphertext_checker(expect: RowExpect, keys):
+    """The checker of the rows' ciphertexts: the keys' (a :class:`hecore.schemes.KeySet`), or without keys the
+    keyless one of the expected preset's scheme."""
+    if keys is None:
+        from hecore.schemes import scheme_for_preset
 
-    if is_tfhe_preset(expect.preset):        # TFHE: its parameter set, no key (hecore.tfhe.checks)
-        from hecore.tfhe.checks import TfheCiphertextChecker
-        from hecore.tfhe.params import TFHE_PRESETS
-
-        return TfheCiphertextChecker(TFHE_PRESETS[expect.preset])
-    if public is None:
-        from hecore.params import preset
-        return CiphertextChecker.for_params(preset(expect.preset))
-    return CiphertextChecker.for_context(HEContext.from_public(public), fixed_format=expect.fixed_format)
+        return scheme_for_preset(expect.preset).keyless_checker(expect.preset)
+    return keys.checker(fixed_format=expect.fixed_format)
 
 
 def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -> pa.RecordBatch:
@@ -201,7 +207,7 @@ def check_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, tok
     """One CHECKED row per ciphertext row: its key, sizes, and why it is bad (or null)."""
     from .tasks.worker import worker_state
 
-    checker = worker_state(token, broadcast, lambda public: _ciphertext_checker(expect, public), rebuilds)
+    checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
     for rb in batches:
         if rb.num_rows:
             yield _checked_batch(rb, check_batch(rb, expect, checker))
@@ -236,7 +242,7 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
 
     from .tasks.worker import worker_state
 
-    checker = worker_state(token, broadcast, lambda public: _ciphertext_checker(expect, public), rebuilds)
+    checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
     schema = fused_schema(work_schema)
     checked: deque = deque()
 
@@ -337,12 +343,12 @@ def _file_name(path: str | None) -> str:
     return (path or "").rsplit("/", 1)[-1]
 
 
-def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, public=None, owner=None,
+def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=None, owner=None,
                  token: str = "rowcheck", work=None, work_schema: pa.Schema | None = None) -> CheckedInput:
     """Check every row of ``df`` (ciphertext rows) and every image; leave out the images with a problem.
 
-    ``public``: the job's public material (SEAL checks on its context); None checks against the
-    parameters alone (no key).  ``owner``: the owner map (jobs.owner.OwnerMap) when the owner runs this.
+    ``keys``: the job's keys (:meth:`hecore.schemes.KeySet.for_checks`: their checker loads each ciphertext);
+    None checks against the parameters alone (no key).  ``owner``: the owner map (jobs.owner.OwnerMap) when the owner runs this.
 
     Without ``work`` the result's ``df`` is ``df`` without the bad images, for the job to read again.
     With ``work`` (a partition function, rows in, ``work_schema`` rows out) the job's work runs in the
@@ -354,7 +360,7 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, publi
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    bc = spark.sparkContext.broadcast(public)
+    bc = spark.sparkContext.broadcast(keys)
     token = f"{token}/{bc._jbroadcast.id()}"
     rows = df.withColumn("file", F.input_file_name())
     if work is None:

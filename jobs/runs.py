@@ -20,7 +20,8 @@ from pathlib import Path
 from pyspark.accumulators import AccumulatorParam
 
 from hecore.errors import HepixError, KeyDirectoryError
-from hecore.keys import SECRET_FILES, check_fingerprint
+from hecore.keys import check_fingerprint
+from hecore.schemes import SECRET_FILES
 from schemas.manifest import RunManifest
 
 from . import runinfo
@@ -141,8 +142,7 @@ class Run:
     spark: object
     storage: Storage
     out: Output
-    keys: object                # PublicMaterial (public side) or HEContext with the secret key (owner); TFHE:
-                                # TfhePublicMaterial, or TfheOwnerKeys with the client key
+    keys: object                # hecore.schemes.KeySet: public keys, or with the owner's secret (secret=True)
     fingerprint: str
     parent: RunManifest | None
     timings: dict = field(default_factory=dict)
@@ -221,19 +221,13 @@ class Run:
         return None
 
     def expectation(self, **overrides):
-        """What every input row must say: this job's key, the input run's layout, parameters, ops, tile."""
+        """What every input row must say: this job's key and parameters, the input run's layout, ops, tile."""
         from .rowcheck import RowExpect
 
-        p = self.parent
-        tile = p.options.get("tile")
-        fields = dict(fingerprint=self.fingerprint, layout=p.layout or "", preset=self.keys.params.name,
-                      ops=tuple(p.ops),
-                      tile=tuple(tile) if tile else None, halo=p.options.get("halo"),
-                      max_pixels=int(p.options.get("settings", {}).get("max_pixels", 2**26)))
-        fields.update(overrides)
-        return RowExpect(**fields)
+        return RowExpect.from_manifest(self.parent, **{"fingerprint": self.fingerprint,
+                                                       "preset": self.keys.params.name, **overrides})
 
-    def checked_input(self, stage: str, expect=None, public=None, owner=None, work=None, work_schema=None):
+    def checked_input(self, stage: str, expect=None, keys=None, owner=None, work=None, work_schema=None):
         """The input's ciphertext rows after every check (jobs/rowcheck.py): the images with a bad row are left
         out whole, and each bad row or image becomes a rejects row of ``stage``.  With ``work`` (a partition
         function giving ``work_schema`` rows), the work's output for the good images, done in the checking
@@ -242,7 +236,7 @@ class Run:
 
         df, missing = self.input_table()
         checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
-                               public=public, owner=owner, token=f"{self.run_id}/check", work=work,
+                               keys=keys, owner=owner, token=f"{self.run_id}/check", work=work,
                                work_schema=work_schema)
         checked.rejects[:0] = missing
         return checked
@@ -275,28 +269,16 @@ def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = 
     made with the same key (checked before any work).  The staged output is removed when the body raises;
     the session is stopped in every case.
     """
-    from hecore.keys import key_scheme, load_secret, read_public
+    from hecore.schemes import open_keys
 
     from .remote import remote_keys
     from .session import plain_session, secret_session, trusted_cluster
 
-    if secret:
-        with remote_keys(args.keys, secret=True) as keys:
-            if key_scheme(keys) == "tfhe":
-                from hecore.tfhe.keys import load_owner_keys
-                held = load_owner_keys(keys)
-            else:
-                held = load_secret(keys)
-        fingerprint = held.fingerprint
-    else:
+    if not secret:
         refuse_secret_key_directory(args.keys)
-        with remote_keys(args.keys) as keys:
-            if key_scheme(keys) == "tfhe":
-                from hecore.tfhe.keys import read_public as read_tfhe_public
-                held = read_tfhe_public(keys)
-            else:
-                held = read_public(keys, eval_keys=eval_keys)
-        fingerprint = held.fingerprint()
+    with remote_keys(args.keys, secret=secret) as keys:
+        held = open_keys(keys, secret=secret, eval_keys=eval_keys)
+    fingerprint = held.fingerprint
     run_id, started = runinfo.new_run_id(), runinfo.now()
     session = (secret_session(app or job, args.master, args.conf, trusted=trusted_cluster(args)) if secret
                else plain_session(app or job, args.master, args.conf))

@@ -37,10 +37,6 @@ class Storage:
     def _fs(self, p: str):
         return self._path(p).getFileSystem(self._conf)
 
-    def qualify(self, p: str) -> str:
-        path = self._path(p)
-        return str(self._fs(p).makeQualified(path).toString())
-
     def size(self, p: str) -> int:
         return int(self._fs(p).getFileStatus(self._path(p)).getLen())
 
@@ -95,33 +91,6 @@ class Storage:
         for status in statuses:
             walk(status, True, False)
         return sorted(found, key=lambda f: f.path)
-
-    def empty_files(self, pattern: str, recursive: bool) -> list[str]:
-        """Zero-length files the way Spark's file sources see ``pattern`` (hidden _x and .x left out).
-
-        Spark's binaryFile source drops empty files without a word; hepix lists
-        them so that they are reported as rejects instead of vanishing.
-        """
-        fs = self._fs(pattern)
-        found: list[str] = []
-
-        def visible(status) -> bool:
-            name = status.getPath().getName()
-            return not (name.startswith("_") or name.startswith("."))
-
-        def walk(status, top: bool) -> None:
-            if not visible(status) and not top:
-                return
-            if status.isDirectory():
-                if top or recursive:
-                    for child in fs.listStatus(status.getPath()):
-                        walk(child, False)
-            elif status.getLen() == 0:
-                found.append(str(status.getPath().toString()))
-
-        for status in fs.globStatus(self._path(pattern)) or []:
-            walk(status, True)
-        return sorted(found)
 
     def read_text(self, p: str) -> str:
         fs = self._fs(p)

@@ -22,9 +22,8 @@ from __future__ import annotations
 import logging
 
 from hecore.errors import HepixError
-from schemas.tables import TABLES, spark_schema
-
 from schemas.stages import CHECKED
+from schemas.tables import TABLES, spark_schema
 
 from . import runinfo
 from .rowcheck import KEY, ImageSummary, RowExpect, check_partition, image_problems
@@ -48,14 +47,6 @@ def add_arguments(p) -> None:
 def problem(run_id: str, source: str, reason: str, detail: str, **key) -> dict:
     return {"run_id": run_id, "source": source, "stage": "verify", "reason": reason, "detail": detail,
             "bytes": key.pop("bytes", None), **{k: key.get(k) for k in KEY}}
-
-
-def row_expectation(manifest) -> RowExpect:
-    """What the run's own manifest says every row holds (verify checks the table against it)."""
-    tile = manifest.options.get("tile")
-    return RowExpect(fingerprint=manifest.key_fingerprint, layout=manifest.layout or "", preset=manifest.preset or "",
-                     ops=tuple(manifest.ops), tile=tuple(tile) if tile else None, halo=manifest.options.get("halo"),
-                     max_pixels=int(manifest.options.get("settings", {}).get("max_pixels", 2**26)))
 
 
 def verify_table(spark, storage: Storage, directory: str, table: str, entries: list[dict],
@@ -168,7 +159,7 @@ def run(args) -> int:
             raise HepixError(f"the manifest of {args.dst} ({manifest.job}, {manifest.run_id}) lists no files: it "
                              "was written before hepix recorded checksums; rerun the job to get one")
         problems, summaries = [], []
-        expect = row_expectation(manifest)
+        expect = RowExpect.from_manifest(manifest)
         for table, entries in sorted(manifest.files.items()):
             found, summary = verify_table(spark, storage, args.dst, table, entries, run_id, expect)
             problems += found

@@ -229,9 +229,10 @@ TABLES = {
 }
 
 #: Parquet writer options per table (Spark ``DataFrameWriter.option``s).  Ciphertexts are
-#: random-looking 100-400 KB values that no codec shrinks (measured: ~0%), so they are
-#: written uncompressed, and the row-group size check runs every few rows instead of the
-#: default 100 (row groups would otherwise overshoot by 100 x 400 KB).
+#: random-looking values (under 1 KB for a seeded TFHE value, 20-400 KB for SEAL's) that no
+#: codec shrinks (measured: ~0%), so they are written uncompressed, and the row-group size
+#: check runs every few rows instead of the default 100 (row groups would otherwise overshoot
+#: by 100 x 400 KB).
 PARQUET_OPTIONS = {
     "ciphertexts": {"compression": "none", "parquet.block.size": str(128 * 2**20),
                     "parquet.block.size.row.check.min": "4", "parquet.block.size.row.check.max": "64",

@@ -121,16 +121,16 @@ def test_public_material_fingerprint_is_the_server_keys_sha256():
     assert "server key bytes" not in repr(pub)
 
 
-def test_encryptor_for_tfhe_needs_the_client_key_and_the_pixel_layout():
-    from hecore.encrypt import encryptor_for
+def test_a_tfhe_key_sets_encryptor_needs_the_client_key_and_the_pixel_layout():
+    from hecore.schemes.tfhe import TfheKeys
 
-    pub = TfhePublicMaterial(TFHE_DEFAULT, b"x")
+    public, owner = TfheKeys(TFHE_DEFAULT, "fp", b"x"), TfheKeys(TFHE_DEFAULT, "fp", b"x", b"k")
     with pytest.raises(ValueError, match="client key"):
-        encryptor_for(pub, packed=False)
+        public.encryptor(layout="pixel")
     with pytest.raises(ValueError, match="pixel layout"):
-        encryptor_for(pub, secret_key=b"k")
+        owner.encryptor(layout="packed")
     with pytest.raises(ValueError, match="fresh"):
-        encryptor_for(pub, secret_key=b"k", packed=False, strategy="full")
+        owner.encryptor(layout="pixel", strategy="full")
 
 
 # --- the one parser ----------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ if [[ "$("$py" -c 'import hepix_seal; print(hepix_seal.BUILD_KEY)' 2>/dev/null)"
 fi
 # --- the TFHE extension (hecore.tfhe: tfhe-rs through PyO3) -------------------------------------
 # Built with maturin (from PyPI) and tfhe-rs (from crates.io); the first build compiles tfhe-rs
-# (8 to 15 minutes on 2 cores, depending on load), then it is cached by a key over its sources and the Rust
+# (9 to 15 minutes on 2 cores, depending on load), then it is cached by a key over its sources and the Rust
 # toolchain (tools/build_tfhe.sh).  Reinstalled only when the installed build is another one.
 tfhe_wheel=$("$here/build_tfhe.sh" "$py" "$cache")
 tfhe_key=$(basename "$(dirname "$tfhe_wheel")")

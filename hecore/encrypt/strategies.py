@@ -39,10 +39,6 @@ WHAT_LEAKS = {
 }
 
 
-
-
-
-
 class Fresh(PixelStrategy):
     """Fresh encryption of every pixel: encode, then public-key encrypt (IND-CPA).
 

@@ -207,5 +207,3 @@ def batch_bytes(cts) -> int:
     return int(sum(len(c) for c in cts))
 
 
-def samples_fit(params) -> int:
-    return params.slots

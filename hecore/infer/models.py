@@ -229,17 +229,6 @@ def model_depth(model: str) -> int:
 # --- encrypted -------------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
 @dataclass(frozen=True)
 class Quantised:
     """BFV/BGV integer weights of a model and the factor its scores are divided by."""
@@ -284,12 +273,6 @@ def quantise(model, t: int) -> Quantised:
     raise InvalidParameters(f"t = {t} is too small to quantise the TinyCNN; use a preset with a larger t (bfv-8192)")
 
 
-
-
-
-
-
-
 # --- the hepix op ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -330,7 +313,5 @@ def parse_infer(args: str) -> InferOp:
             raise ValueError(f"bad infer option {p!r}: expected task=01 or task=all")
         opts["task"] = v.strip()
     return InferOp(parts[0].lower(), opts.get("task", "01"))
-
-
 
 

@@ -317,14 +317,6 @@ class DftPipeline:
     def plaintext_products(self) -> int:
         return sum(p.diagonals for p in self._all()) + (1 if self.hadamard is not None else 0)
 
-    def rotation_steps(self) -> list[int]:
-        """Every slot rotation the pipeline asks for (positive = left), for key generation."""
-        steps = set()
-        for p in self._all():
-            steps.update(b for b in p.baby if b)
-            steps.update(g for g in p.giants if g)
-        return sorted(steps)
-
     # plaintext run of the very same products (checks the factorisation, no encryption)
     def apply_plain(self, x: np.ndarray, mask_values: np.ndarray | None = None) -> np.ndarray:
         v = np.asarray(x, dtype=np.complex128).reshape(-1)

@@ -44,10 +44,6 @@ __all__ = ["L1_POLY", "l1_poly_error", "plain_distances",
            "plain_l1_approx", "pair_partial", "distance_scale"]
 
 
-#: Degree of the even polynomial that stands in for |t| on [-1, 1] (2 in u = t^2: depth 2).
-L1_DEGREE = 4
-
-
 def _fit_l1() -> tuple[float, float, float]:
     nodes = np.cos(np.pi * (np.arange(2000) + 0.5) / 2000)           # Chebyshev nodes on [-1, 1]
     u = nodes ** 2
@@ -71,12 +67,6 @@ def l1_poly_error() -> float:
     """Largest ``| |t| - p(t) |`` on [-1, 1] (sampled finely): the per-pixel error, in units of ``D``."""
     t = np.linspace(-1, 1, 200001)
     return float(np.max(np.abs(np.abs(t) - l1_poly(t))))
-
-
-
-
-
-
 
 
 def plain_distances(a: np.ndarray, b: np.ndarray, bound: float | None = None) -> dict[str, float]:

@@ -101,7 +101,6 @@ MID_GREY = 128
 CONTRAST_RANGE = (1.0 / 256, 256.0)
 
 
-
 #: :meth:`Finish.apply` snaps raw values to their grid only when its step is at least this.
 _MIN_SNAP_STEP = Fraction(1, 256)
 
@@ -577,15 +576,7 @@ def finish_for(ops: Sequence[Op]) -> Finish:
 # --- encrypted side: constants --------------------------------------------------------------
 
 
-
-
-
-
-
-
-
 # --- encrypted side: the mean filter -----------------------------------------------------------
-
 
 
 def window_offsets(k: int) -> tuple[int, int]:

@@ -29,8 +29,6 @@ class TfheDecryptor:
     into uint8 arrays.  ``server_key`` (a :class:`~hecore.tfhe.evaluator.TfheEvaluator`) is needed only
     for compressed lists, which decompress with the server key."""
 
-    scheme = "tfhe"
-
     def __init__(self, client_key: bytes, *, threads: int = 1, server_key=None):
         self._key = native_module().ClientKey(client_key)
         self.threads = threads

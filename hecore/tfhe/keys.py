@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import KeyDirectoryError, KeyMismatch
@@ -219,36 +219,3 @@ def check_key_pair(client_key: bytes, server_key: bytes, *, threads: int = 1) ->
             "the client key does not belong to the server key (an op evaluated with the server key does not "
             "decrypt under the client key): the key directory was mixed from two key sets; use one "
             "directory made by `hepix keygen --scheme tfhe`")
-
-
-@dataclass(frozen=True)
-class TfheOwnerKeys:
-    """What the data owner's jobs hold for a TFHE key set: the public material and the client key.
-
-    Plays the part :class:`hecore.context.HEContext` with a secret key plays for the SEAL schemes in
-    the owner's jobs (``params``, ``public``, ``fingerprint``, :meth:`secret_key_bytes`); the client
-    key never shows in its repr."""
-
-    public: TfhePublicMaterial
-    client_key: bytes = field(repr=False)
-
-    @property
-    def params(self) -> TfheParams:
-        return self.public.params
-
-    @property
-    def fingerprint(self) -> str:
-        return self.public.fingerprint()
-
-    def secret_key_bytes(self) -> bytes:
-        """The client key, only for shipping to the data owner's own executors."""
-        return self.client_key
-
-
-def load_owner_keys(keys: str | os.PathLike) -> TfheOwnerKeys:
-    """The public material and the client key of a TFHE key directory (the client key read with the
-    owner-only discipline), proven to belong together (:func:`check_key_pair`)."""
-    public = read_public(keys)
-    client = read_client_key(keys)
-    check_key_pair(client, public.server_key)
-    return TfheOwnerKeys(public, client)

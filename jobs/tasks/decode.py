@@ -90,8 +90,6 @@ def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
     yield pa.RecordBatch.from_pydict({"value": np.arange(256, dtype=np.int32), "count": counts})
 
 
-
-
 def result_sha256(values: np.ndarray) -> str:
     """SHA-256 of an image result rounded and clipped to 8 bits, with its shape (H x W x C)."""
     from hecore.quality import round_to_uint8

@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hecore.images import DEFAULT_MAX_PIXELS
 from hecore.layouts import Layout
-from hecore.ops.spec import parse_ops, recorded_finish
+from hecore.ops.spec import recorded_finish
 from schemas.stages import DECRYPTED, IMAGES
 
 from .decode import result_sha256
@@ -25,34 +25,19 @@ from .rows import pc_unique, pixel_positions
 from .worker import worker_state
 
 
-@dataclass(frozen=True)
-class SecretPayload:
-    """Public material and the secret key, for the data owner's decrypt job only."""
-
-    public: object
-    secret_key: bytes = field(repr=False)   # never in a log line or an error message
-
-
-def build_decryptor(payload: SecretPayload):
-    if getattr(payload.public, "scheme", None) == "tfhe":
-        from hecore.tfhe.decryptor import TfheDecryptor
-        return TfheDecryptor(payload.secret_key)
-    from hecore.context import HEContext
-    return HEContext.from_public(payload.public, secret_key=payload.secret_key)
+def build_decryptor(keys):
+    """A worker's decryptor and the rejects reason of its library's refusals, from the broadcast key set
+    (:meth:`hecore.schemes.KeySet.for_decryption`: the owner's secret, on the owner's own executors)."""
+    return keys.decryptor(), keys.scheme.refused_reason
 
 
 def plausible_range(ops: list[str], preset: str | None = None) -> tuple[float, float]:
     """The raw values (before ``post_scale``) the op chain can produce from pixels, widened by a margin far
-    above the decryption error: a value outside it was not made from an image by these ops (a ciphertext
-    of another key, or forged).  TFHE values are bytes, exact: 0..255."""
-    from hecore.ops.spec import is_tfhe_preset, raw_range
+    above the decryption error, in the scheme of ``preset``: a value outside it was not made from an
+    image by these ops (a ciphertext of another key, or forged)."""
+    from hecore.schemes import scheme_for_preset
 
-    if is_tfhe_preset(preset):
-        return 0.0, 255.0
-
-    lo, hi = raw_range(parse_ops(list(ops)))
-    margin = 0.5 + 1e-3 * (hi - lo)
-    return lo - margin, hi + margin
+    return scheme_for_preset(preset).plausible_range(list(ops))
 
 
 def _error_batch(rb: pa.RecordBatch, i: int, error: str) -> pa.RecordBatch:
@@ -101,7 +86,7 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     A ciphertext SEAL refuses here (it passed the checks before, so its file changed since), or whose
     values no image could give (:func:`plausible_range`, judged before any flooding), becomes one row
     with ``error`` set instead of its values; its image is then rejected, not the task."""
-    ctx = worker_state(token, broadcast, build_decryptor, rebuilds)
+    ctx, refused = worker_state(token, broadcast, build_decryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
     for rb in batches:
@@ -109,31 +94,29 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
             continue
         bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
-            yield from _decrypt_pixel_rows(ctx, rb, bounds, flood_std)
+            yield from _decrypt_pixel_rows(ctx, rb, bounds, refused, flood_std)
         else:
-            yield from _decrypt_packed_rows(ctx, rb, bounds, flood_std)
+            yield from _decrypt_packed_rows(ctx, rb, bounds, refused, flood_std)
 
 
-def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0):
+def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float = 0.0):
     """Pixel layout: one value per ciphertext, a 1x1 block at its pixel.  A ciphertext the library refuses
     or whose value is implausible becomes an error row; the batch's other rows are decrypted all the same
     (they may be of other images: the row checks' task decrypts before the images are judged)."""
     from hecore.ciphertexts import CiphertextBatch
     from hecore.flooding import flooding_noise
 
-    refused = "tfhe-refused" if getattr(ctx, "scheme", None) == "tfhe" else "seal-refused"
     n = rb.num_rows
     errors: dict[int, str] = {}
     t = time.perf_counter()
     try:        # float64 whatever the scheme (TFHE decrypts to the bytes themselves)
-        raw = np.asarray(ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")),
+        raw = np.asarray(ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct"))),
                          dtype=np.float64)
     except Exception:  # noqa: BLE001 -- the library's refusal of one of them: find which, one by one
         raw = np.zeros(n)
         for i in range(n):
             try:
-                raw[i] = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct").slice(i, 1), "pipeline",
-                                                                       "leaks"))[0]
+                raw[i] = ctx.decrypt_pixels(CiphertextBatch.from_arrow(rb.column("ct").slice(i, 1)))[0]
             except Exception as e:  # noqa: BLE001
                 errors[i] = f"{refused}: {str(e).splitlines()[0][:160]}"
     for i in np.flatnonzero(~((raw >= bounds[0]) & (raw <= bounds[1]))):
@@ -153,7 +136,7 @@ def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0)
     yield _values_batch(rb, keep, pos[:, 0], pos[:, 1], ones, ones, raw.reshape(-1, 1), np.full(keep.size, dt))
 
 
-def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0):
+def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float = 0.0):
     """Packed layouts: each ciphertext -> the block of its tile channel's valid values (or one error row)."""
     from hecore.flooding import flood
     from hecore.layouts.packed import decrypt_block
@@ -169,8 +152,8 @@ def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, flood_std: float = 0.0
         try:
             slots = decrypt_block(ctx, ct[i].as_buffer(), int(cols["tile_h"][i]), int(cols["tile_w"][i]),
                                   int(cols["halo"][i]), complex_packing[i])[:h, :w]
-        except Exception as e:  # noqa: BLE001 -- SEAL refused it
-            yield _error_batch(rb, i, f"seal-refused: {str(e).splitlines()[0][:160]}")
+        except Exception as e:  # noqa: BLE001 -- the library refused it
+            yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
             continue
         ok = (slots >= bounds[0]) & (slots <= bounds[1])
         if not ok.all():
@@ -218,7 +201,7 @@ def _flat_values(column: pa.ChunkedArray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def assemble(table: pa.Table, *, max_values: int = 3 * 2**26, match_key: bool = True
+def assemble(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS, match_key: bool = True
              ) -> tuple[dict, np.ndarray | None]:
     """All decrypted blocks of one image -> its IMAGES row (without ``raw``) and its raw values (float64
     H x W x C, before the ops' post-scale); or a row saying why the image is rejected (a ciphertext refused
@@ -265,7 +248,7 @@ def assemble(table: pa.Table, *, max_values: int = 3 * 2**26, match_key: bool = 
     return row, raw
 
 
-def assemble_group(table: pa.Table, *, max_values: int = 3 * 2**26) -> pa.Table:
+def assemble_group(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS) -> pa.Table:
     """:func:`assemble` as one IMAGES row (``raw`` as bytes; null for a rejected image)."""
     row, raw = assemble(table, max_values=max_values)
     row["raw"] = raw.tobytes() if raw is not None else None

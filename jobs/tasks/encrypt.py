@@ -21,32 +21,31 @@ from .worker import inject_fault, worker_state
 
 @dataclass(frozen=True)
 class EncryptPayload:
-    """What the driver broadcasts to the encrypt tasks: the public material, what fills the layout (a pixel
-    strategy and its prepared cache, or the packed layouts' fresh encryption) and, for the key owner's
-    seeded encryption (``hepix encrypt --encryption symmetric``), the secret key: never in a log line or an
-    error message."""
+    """What the driver broadcasts to the encrypt tasks: the keys (a :class:`hecore.schemes.KeySet`; with the
+    owner's secret for ``hepix encrypt --encryption symmetric`` and TFHE's client-key encryption -- never in
+    a log line or an error message) and what fills the layout (a pixel strategy and its prepared cache, or
+    fresh encryption)."""
 
-    public: object              # hecore.context.PublicMaterial
-    packed: bool
+    keys: object = field(repr=False)
+    layout: object              # hecore.layouts.Layout
     strategy: str
     strategy_state: bytes | None
     allow_leaky: bool
-    secret_key: bytes | None = field(default=None, repr=False)
+    use_secret: bool = False
     compression: str = "none"
     store: object = None        # hecore.atrest.AtRest: ciphertexts stored compact (hepix encrypt --store compact)
 
 
 def build_encryptor(payload: EncryptPayload):
     """A worker's encryptor, built once per Python worker from the broadcast bytes."""
-    from hecore.encrypt import encryptor_for
     from hecore.kernels import warm_up
 
     if payload.strategy_state is not None:     # the caching strategies' kernels (fresh encryption needs none)
         warm_up()
     # check_key=False: the driver already proved that a secret key belongs to the public key.
-    enc = encryptor_for(payload.public, secret_key=payload.secret_key, packed=payload.packed,
-                        strategy=payload.strategy, strategy_state=payload.strategy_state,
-                        allow_leaky=payload.allow_leaky, compression=payload.compression, check_key=False)
+    enc = payload.keys.encryptor(layout=payload.layout, strategy=payload.strategy,
+                                 strategy_state=payload.strategy_state, allow_leaky=payload.allow_leaky,
+                                 use_secret=payload.use_secret, compression=payload.compression, check_key=False)
     if payload.store is not None:
         from hecore.atrest import CompactEncryptor
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from hecore.images import DEFAULT_MAX_PIXELS
 from schemas.tables import IMAGE_ID, METRICS
 
 #: METRICS plus why an image was rejected (null for a scored one): decrypt splits them after this stage.
@@ -108,7 +109,7 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
 
 
 def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tuple[str, str]], run_id: str,
-                       png_dir: str | None = None, max_values: int = 3 * 2**26) -> pa.Table:
+                       png_dir: str | None = None, max_values: int = 3 * DEFAULT_MAX_PIXELS) -> pa.Table:
     """One image's decrypted blocks (DECRYPTED rows) and its original (0 or 1 REFERENCES row) -> its SCORED
     row: assembled and scored in one task, so the image itself never leaves it.  ``names``: image id ->
     (source, content SHA-256) of the owner map."""

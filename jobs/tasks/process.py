@@ -14,6 +14,8 @@ from typing import Iterator
 import pyarrow as pa
 
 from hecore.layouts import Layout
+from hecore.schemes.seal import SEAL
+from hecore.schemes.tfhe import PROCESSED, TFHE
 from jobs.checksums import ct_checksums
 from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS
@@ -22,13 +24,13 @@ from .rows import RowMeta, ciphertext_rows, constant_column, pc_unique, pixel_po
 from .worker import worker_state
 
 
-def build_ct_format(public):
-    """A worker's view of the public context: the ciphertext byte format the byte-level ops need."""
-    from hecore.context import HEContext
+def build_ct_format(keys):
+    """A worker's view of the public keys (a :class:`hecore.schemes.KeySet`): the ciphertext byte format the
+    byte-level ops need."""
     from hecore.kernels import warm_up
 
     warm_up()
-    return HEContext.from_public(public).ct_format
+    return keys.context().ct_format
 
 
 def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, spec: str,
@@ -47,7 +49,7 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
         post_scale = float(single_value(rb, "post_scale"))
         scale_bits = int(single_value(rb, "scale_bits"))
         t = time.perf_counter()
-        batch = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
+        batch = CiphertextBatch.from_arrow(rb.column("ct"))
         out = apply_pointwise(batch, fmt, op, pixel_positions(rb), post_scale, scale_bits)
         dt = (time.perf_counter() - t) / rb.num_rows
         new_ct = out.to_arrow()
@@ -58,12 +60,10 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
             process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
 
 
-def build_evaluator(public):
-    """A worker's evaluator: the public context with its relinearisation and rotation keys."""
-    from hecore.context import HEContext
-    from hecore.evaluator import Evaluator
-
-    return Evaluator(HEContext.from_public(public))
+def build_evaluator(keys):
+    """A worker's evaluator of the broadcast keys (a :class:`hecore.schemes.KeySet`): SEAL's public context
+    with its relinearisation and rotation keys, or TFHE's server key."""
+    return keys.evaluator()
 
 
 def packed_geometry(r: dict):
@@ -135,8 +135,6 @@ def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], q
     return pa.Table.from_pylist(out, schema=ENCRYPTED_DISTANCES)
 
 
-
-
 def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterator[pa.RecordBatch]:
     """Send each pixel ciphertext to its own tile and to the neighbour tiles whose halo needs it."""
     from hecore.ops.pixel import halo_tiles
@@ -179,7 +177,7 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
     out_y, out_x = ty * th, tx * tw
     out_h, out_w = min(th, height - out_y), min(tw, width - out_x)
     pos = pixel_positions(rb)
-    cts = CiphertextBatch.from_arrow(rb.column("ct"), "pipeline", "leaks")
+    cts = CiphertextBatch.from_arrow(rb.column("ct"))
     tile_cts = {(int(py), int(px)): cts[i] for i, (py, px) in enumerate(pos)}
     securities = set(pc_unique(rb.column("security")))
     strategies = pc_unique(rb.column("strategy"))
@@ -206,25 +204,13 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
 
 # --- TFHE: one ciphertext per pixel value, any chain of 8-bit ops, server key only ------------------
 
-#: The ``strategy`` of processed TFHE rows: one serialized ``FheUint8`` per value (a computed
-#: ciphertext has no seed; hecore.tfhe.encryptor).
-TFHE_PROCESSED = "tfhe-full"
-
-
-def build_tfhe_evaluator(public):
-    """A worker's TFHE evaluator from the broadcast public material (the server key; no client key)."""
-    from hecore.tfhe.evaluator import TfheEvaluator
-
-    return TfheEvaluator.from_public(public)
-
-
 def tfhe_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
                    run_id: str, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
     """The TFHE op chain on every pixel ciphertext of the partition (hecore.tfhe.evaluator: a chain whose
     8-bit function is one cheaper op runs as that op), one native batch per record batch."""
     from hecore.tfhe.ops import parse_op
 
-    ev = worker_state(token, broadcast, build_tfhe_evaluator, rebuilds)
+    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
     ops = [parse_op(s) for s in specs]
@@ -237,6 +223,47 @@ def tfhe_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, 
         new_ct = pa.array(out, type=pa.binary())
         yield replace_columns(
             rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, rb.num_rows, pa.string()),
-            strategy=constant_column(TFHE_PROCESSED, rb.num_rows, pa.string()),
+            strategy=constant_column(PROCESSED, rb.num_rows, pa.string()),
             ops=pa.array([o + list(specs) for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
             process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
+
+
+# --- the whole chain in one task, whichever scheme ---------------------------------------------------
+
+def _seal_chain(layout: str, specs: list[str], **common):
+    """CKKS/BFV/BGV: the whole chain within each packed ciphertext, or the pixel layout's pointwise ops one
+    after the other on each batch (None for a mean filter there: it needs a shuffle)."""
+    from functools import partial
+
+    from hecore.ops.spec import MeanFilter, parse_ops
+
+    if Layout.parse(layout).packed:
+        return partial(packed_partition, specs=specs, **common)
+    if any(isinstance(op, MeanFilter) for op in parse_ops(specs)):
+        return None
+    return partial(chained, steps=[partial(pointwise_partition, spec=s, **common) for s in specs])
+
+
+def _per_value_chain(layout: str, specs: list[str], **common):
+    """One ciphertext per value, any chain: every row through the evaluator's chain."""
+    from functools import partial
+
+    return partial(tfhe_partition, specs=specs, **common)
+
+
+#: How each scheme runs a whole op chain in one task: the one place the process stage routes by scheme.
+CHAINS = {SEAL: _seal_chain, TFHE: _per_value_chain}
+
+
+def chain_partition(scheme, layout: str, specs: list[str], **common):
+    """The partition function that runs the op chain ``specs`` on ``layout`` ciphertexts of ``scheme``'s
+    keys (``common``: the broadcast keys' token and broadcast, run id, accumulators), or None when the
+    chain needs a shuffle."""
+    return CHAINS[scheme](layout, specs, **common)
+
+
+def chained(batches, *, steps):
+    """The partition functions ``steps`` applied one after the other, in one task."""
+    for step in steps:
+        batches = step(batches)
+    return batches

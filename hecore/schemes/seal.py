@@ -1,0 +1,242 @@
+"""CKKS, BFV and BGV through SEAL (Pyfhel): one scheme family behind :class:`~hecore.schemes.base.Scheme`.
+
+The keys are those of :mod:`hecore.keys` (a context, public, relinearisation and rotation keys, and
+the owner's ``secret.key``); the encryptors those of :mod:`hecore.encrypt` (public key, seeded
+secret key, the pixel strategies); the decryptor and row checks a :class:`hecore.context.HEContext`
+and :class:`hecore.checks.CiphertextChecker`; the evaluator :class:`hecore.evaluator.Evaluator`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hecore import keys as seal_keys
+from hecore.context import HEContext, PublicMaterial
+from hecore.layouts import Layout
+
+from .base import KeySet, Scheme
+
+
+class SealScheme(Scheme):
+    """CKKS, BFV and BGV keys (SEAL): packed and pixel layouts, public-key or the owner's seeded
+    secret-key encryption, SEAL's bytes or hepix's compact at-rest format."""
+
+    name = "seal"
+    title = "CKKS/BFV/BGV"
+    secret_file = seal_keys.SECRET
+    refused_reason = "seal-refused"
+    public_keys = "public"
+    layouts = (Layout.PACKED, Layout.PACKED_COMPLEX, Layout.PIXEL)
+    encryptions = ("public", "symmetric")
+    stores = ("seal", "compact")
+    encrypts = "packed or pixel layouts, with the public key or the owner's secret key"
+
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        from hecore.encrypt.strategies import strategy_names
+
+        return tuple(strategy_names())
+
+    def owns_manifest(self, doc: dict) -> bool:
+        return "scheme" not in doc           # hecore.keys.read_info then says what else is wrong
+
+    def owns_preset(self, preset: str) -> bool:
+        from hecore.params import PRESETS
+
+        return preset in PRESETS
+
+    def preset(self, name: str):
+        from hecore.params import preset
+
+        return preset(name)
+
+    def open(self, keys: str | os.PathLike, *, secret: bool = False, eval_keys: bool = True) -> SealKeys:
+        public = seal_keys.read_public(keys, eval_keys=eval_keys)
+        return SealKeys(public, seal_keys.read_secret_key(keys) if secret else None)
+
+    def plan_keys(self, specs: Sequence[str], layout: str | None, *, only: str | None = None):
+        """The smallest preset that runs the chain (the planner's first), or the default preset."""
+        from hecore.params import DEFAULT_PRESET, preset
+        from hecore.planner import plan
+
+        if not specs:
+            return preset(DEFAULT_PRESET)
+        ops, match = _chain_and_match(specs)
+        lay = layout or Layout.PACKED.value
+        fits = plan(ops, lay, scheme=only, match=match)
+        if not fits:
+            raise ValueError(f"no preset runs {' | '.join(specs)} in the {lay} layout; see `hepix plan` for the "
+                             "reasons")
+        return fits[0]
+
+    def keygen(self, out, params, *, overwrite: bool = False, rotations: bool = True,
+               compressed_server_key: bool = False):
+        from hecore.errors import InvalidParameters
+
+        if compressed_server_key:
+            raise InvalidParameters("--compressed-server-key is for TFHE keys (--scheme tfhe)")
+        return seal_keys.keygen(params, out, overwrite=overwrite, rotations=rotations)
+
+    def export_public(self, keys, out):
+        return seal_keys.export_public(keys, out)
+
+    def parse_chain(self, specs: Sequence[str]):
+        from hecore.ops.spec import parse_chain
+
+        return parse_chain(specs)
+
+    def check_chain(self, params, done: Sequence[str], ops: list, *, layout: str, options: dict,
+                    preset: str) -> list:
+        """The keys' parameters run the whole chain (the planner names a preset that can when they
+        cannot), a compact storage allows it, a packed chain fits the tiles' halo, and a
+        frequency-domain filter gets the run's tile (decrypt's reference filters the same tiles)."""
+        from hecore.ops.packed import check_packed_chain
+        from hecore.ops.spec import parse_ops
+        from hecore.planner import check as check_params
+
+        before = parse_ops(list(done))
+        ops = _with_tiles(ops, layout, options, params)
+        check_params(params, before + ops, layout)
+        if isinstance(options.get("store"), dict):
+            from hecore.atrest import AtRest
+            from hecore.planner import check_at_rest
+
+            check_at_rest(params, AtRest.from_json(options["store"]), before + ops, layout)
+        if Layout.parse(layout).packed:
+            check_packed_chain(before, ops, int(options.get("halo", 0)))
+        return ops
+
+    def plausible_range(self, specs: Sequence[str]) -> tuple[float, float]:
+        from hecore.ops.spec import parse_ops, raw_range
+
+        lo, hi = raw_range(parse_ops(list(specs)))
+        margin = 0.5 + 1e-3 * (hi - lo)
+        return lo - margin, hi + margin
+
+    def keyless_checker(self, preset: str):
+        from hecore.checks import CiphertextChecker
+
+        return CiphertextChecker.for_params(self.preset(preset))
+
+
+def _chain_and_match(specs: Sequence[str]):
+    """The image ops of a chain and its match (last, when there is one)."""
+    from hecore.ops.spec import parse_match, parse_ops
+
+    specs, match = list(specs), None
+    if specs and specs[-1].strip().lower().startswith("match:"):
+        match = parse_match(specs.pop())
+    return parse_ops(specs), match
+
+
+def _with_tiles(ops: list, layout: str, options: dict, params) -> list:
+    """A frequency-domain filter (hecore.ops.dft) works tile by tile: its spec records the run's tile,
+    and the tiles must suit it."""
+    from hecore.ops.dft import DftFilter
+    from hecore.ops.packed import check_dft_tiles
+
+    out = []
+    for op in ops:
+        if isinstance(op, DftFilter):
+            if Layout.parse(layout) is not Layout.PACKED:
+                raise ValueError(f"{op.spec} runs in the packed layout only; encrypt with --layout packed")
+            th, tw = (int(v) for v in options.get("tile", (0, 0)))
+            check_dft_tiles(op, th, tw, int(options.get("halo", 0)), params.slots)
+            op = dataclasses.replace(op, tile=(th, tw))
+        out.append(op)
+    return out
+
+
+SEAL = SealScheme()
+
+
+@dataclass(frozen=True)
+class SealKeys(KeySet):
+    """A SEAL key directory's public material, and the owner's secret key when held."""
+
+    material: PublicMaterial
+    secret_key: bytes | None = field(default=None, repr=False)    # never in a log line or an error message
+
+    scheme = SEAL
+
+    @property
+    def params(self):
+        return self.material.params
+
+    @property
+    def fingerprint(self) -> str:
+        return self.material.fingerprint()
+
+    @property
+    def layouts(self) -> tuple:
+        """BFV and BGV keys fill the packed layouts only (the pixel layout is CKKS's, iCHEETAH)."""
+        return tuple(lay for lay in SEAL.layouts if lay.packed) if self.params.is_integer else SEAL.layouts
+
+    @property
+    def has_secret(self) -> bool:
+        return self.secret_key is not None
+
+    def secret_bytes(self) -> bytes:
+        if self.secret_key is None:
+            raise ValueError("these are public keys: only the owner's key set holds the secret key")
+        return self.secret_key
+
+    def public(self) -> SealKeys:
+        return SealKeys(self.material)
+
+    def for_checks(self) -> SealKeys:
+        return SealKeys(dataclasses.replace(self.material, relin_key=None, rotate_key=None))
+
+    def for_decryption(self) -> SealKeys:
+        return SealKeys(self.for_checks().material, self.secret_bytes())
+
+    def encryptor(self, *, layout, strategy: str = "fresh", strategy_state: bytes | None = None,
+                  allow_leaky: bool = False, use_secret: bool = False, compression: str = "none",
+                  check_key: bool = True):
+        from hecore.encrypt import encryptor_for
+
+        return encryptor_for(self.material, secret_key=self.secret_bytes() if use_secret else None,
+                             packed=Layout.parse(layout).packed, strategy=strategy, strategy_state=strategy_state,
+                             allow_leaky=allow_leaky, compression=compression, check_key=check_key)
+
+    def strategy(self, name: str, *, allow_leaky: bool = False, options: dict | None = None):
+        from hecore.encrypt.strategies import strategy_class
+
+        return strategy_class(name, allow_leaky=allow_leaky)(self.context(), **(options or {}))
+
+    def encryption_label(self, *, use_secret: bool, strategy: str) -> str:
+        return "symmetric" if use_secret else strategy
+
+    def encryption_options(self, *, use_secret: bool, compression: str) -> dict:
+        return {"encryption": "symmetric", "compression": compression} if use_secret else {}
+
+    def ciphertext_bytes(self) -> int | None:
+        return self.context().ct_format.stride
+
+    def decryptor(self) -> HEContext:
+        self.secret_bytes()                 # refuses public keys, saying so
+        return self.context()
+
+    def checker(self, *, fixed_format: bool = False):
+        from hecore.checks import CiphertextChecker
+
+        return CiphertextChecker.for_context(self.context(), fixed_format=fixed_format)
+
+    def evaluator(self):
+        from hecore.evaluator import Evaluator
+
+        return Evaluator(self.context())
+
+    def context(self) -> HEContext:
+        """The SEAL context of these keys (with the secret key when held), built on first use."""
+        ctx = self.__dict__.get("_context")
+        if ctx is None:
+            ctx = HEContext.from_public(self.material, secret_key=self.secret_key)
+            object.__setattr__(self, "_context", ctx)
+        return ctx
+
+    def __getstate__(self) -> dict:
+        """Bytes only cross a process boundary: the built context stays behind."""
+        return {k: v for k, v in self.__dict__.items() if k != "_context"}
