@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.suites.pixel import DEFAULT_STRATEGIES, run_pixel_bench
 from hecore.images import center_crop, resize
 from hecore.keys import load_secret
 from hecore.params import DEFAULT_PRESET, PRESETS
-from jobs.bench.suites.pixel import DEFAULT_STRATEGIES, run_pixel_bench
 
 from .console import table
 

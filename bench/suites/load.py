@@ -1,12 +1,12 @@
 """Load benchmark: many images through packed `hepix encrypt`, with peak memory and throughput.
 
-    python -m jobs.bench.suites.load --images 1000 --size 64 --work /tmp/hepix-load --master 'local[2]'
+    python -m bench.suites.load --images 1000 --size 64 --work /tmp/hepix-load --master 'local[2]'
 
-Makes a corpus (random crops of the data sets, :data:`jobs.bench.datasets.DATASETS`, when
+Makes a corpus (random crops of the data sets, :data:`bench.datasets.DATASETS`, when
 present, else generated images) in ``--work``, makes keys, then runs ``hepix encrypt`` as a child
 process with a bounded driver heap (``spark.driver.memory``) and samples the child's process tree from ``/proc``:
 the Python driver, the driver JVM (in local mode also the executor), and the Python workers
-(:class:`jobs.bench.proctree.TreeSampler`).  Peaks are each process's ``VmHWM`` (the kernel's
+(:class:`bench.proctree.TreeSampler`).  Peaks are each process's ``VmHWM`` (the kernel's
 high-water mark of its resident set), so short spikes between samples are not missed; "workers
 together" is the largest sum of the workers' current RSS over the samples.  Prints a summary and
 writes it as JSON; a benchmark, not a test -- nothing here asserts a speed.  Not a ``hepix bench``
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from jobs.bench.datasets import DATASETS
-from jobs.bench.proctree import TreeSampler
+from bench.datasets import DATASETS
+from bench.proctree import TreeSampler
 
 # --- the corpus ---------------------------------------------------------------------------------
 
@@ -112,7 +112,7 @@ def run_load(work: Path, images: int, size: int, master: str, driver_memory: str
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jobs.bench.suites.load", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.suites.load", description=__doc__.split("\n\n")[0])
     p.add_argument("--images", type=int, default=1000)
     p.add_argument("--size", type=int, default=64, help="square side of each image (default 64)")
     p.add_argument("--work", type=Path, required=True, help="scratch directory (corpus, keys, output)")

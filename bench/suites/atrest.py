@@ -17,7 +17,7 @@ Packed rows use the tile that stores the image in the fewest ciphertexts for the
 image, bytes per image pixel (tile padding included), and for the compact rows the cost of expanding them back to SEAL bytes and of
 decrypting, with the round trip's exactness.  Imports hecore and NumPy only.
 
-``python -m jobs.bench.suites.atrest [IMAGE ...]`` prints the rows; ``--loop SECONDS --only ROW`` runs
+``python -m bench.suites.atrest [IMAGE ...]`` prints the rows; ``--loop SECONDS --only ROW`` runs
 one row in a loop for a profiler (``perf record -g``, ``valgrind --tool=callgrind``).
 """
 from __future__ import annotations
@@ -258,7 +258,7 @@ def _usc(name: str) -> np.ndarray:
 
     from hecore.images import load_image
 
-    root = Path(os.environ.get("HEPIX_DATASETS") or Path(__file__).resolve().parents[3].parent / "shared" / "datasets")
+    root = Path(os.environ.get("HEPIX_DATASETS") or Path(__file__).resolve().parents[2].parent / "shared" / "datasets")
     return load_image(Path(name) if Path(name).exists() else root / "usc-sipi" / name).pixels
 
 
@@ -273,7 +273,7 @@ def suite_images(count: int | None, image: str | None) -> dict[str, np.ndarray]:
     scikit-image's samples when the data set is absent (logged)."""
     import logging
 
-    from jobs.bench.datasets import SAMPLES, sample, source_image, usc_sipi_dir
+    from bench.datasets import SAMPLES, sample, source_image, usc_sipi_dir
 
     if image:
         name, pixels = source_image(image)
@@ -289,10 +289,10 @@ def run(args) -> int:
     """``hepix bench --suite atrest``: :func:`measure`, written to ``OUT/bench_atrest/<run_id>.parquet``."""
     from pathlib import Path
 
+    from bench.rows import write_rows
+    from bench.schemas import BENCH_ATREST
+    from bench.timing import load_1m
     from jobs import runinfo
-    from jobs.bench.rows import write_rows
-    from jobs.bench.timing import load_1m
-    from schemas.bench import BENCH_ATREST
 
     preset_name = args.preset or DEFAULT_PRESET
     repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)

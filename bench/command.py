@@ -1,8 +1,8 @@
 """`hepix bench`: parse the options, pick the suite, hand over to its module.
 
-The suites are listed in :data:`jobs.bench.suites.SUITES` (name -> module); each module's
+The suites are listed in :data:`bench.suites.SUITES` (name -> module); each module's
 ``run(args)`` measures and writes ``OUT/<table>/<run_id>.parquet`` (schemas in
-:mod:`schemas.bench`).  Without ``--suite`` the default is ``all`` (the papers' experiments, one
+:mod:`bench.schemas`).  Without ``--suite`` the default is ``all`` (the papers' experiments, one
 ``bench`` table for ``hepix report``), or ``pixel`` when a pixel-suite option is given.  A suite
 refuses the options it does not read, by name.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from bench.suites import SUITES
 from hecore.params import PRESETS
-from jobs.bench.suites import SUITES
 
 #: The options a suite may read besides --out and --quick (a suite lists its own in ``OPTIONS``).
 SUITE_OPTIONS = ("images", "sizes", "preset", "image", "repeats", "strategies", "tile")

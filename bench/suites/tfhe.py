@@ -7,7 +7,7 @@ plaintext reference, the peak RSS of this process so far, and the figure extrapo
 :func:`run` (the suite) measures a crop of scikit-image's astronaut (8x8 RGB, 192 values; 2x2 RGB
 with ``--quick``) -- encrypt in every encoding, brightness +60 (saturating) and the other ops with
 the default circuit, decrypt -- on one thread, and writes ``OUT/bench_tfhe/<run_id>.parquet``
-(``schemas.bench.BENCH_TFHE``); `hepix report` sets its encrypt / +60 / decrypt next to the
+(``bench.schemas.BENCH_TFHE``); `hepix report` sets its encrypt / +60 / decrypt next to the
 TenSEAL study's TFHE figures.  Slow circuits (the 256-entry table ones) are measured on at most
 ``table_pixels`` values; each row says how many it measured.
 
@@ -18,7 +18,7 @@ one ciphertext's slots (a 64x64 RGB crop of astronaut cut to 4,096 / 8,192 value
 cost is the amortised one a packed image pays: stage ``ckks-sign``, variant ``steps@preset``, the time of
 the polynomial on the ciphertext over the values in it, and its error against the exact mask.
 
-Run as a script, ``python jobs/bench/suites/tfhe.py [--pixels N] [--threads T]`` measures a seeded
+Run as a script, ``python bench/suites/tfhe.py [--pixels N] [--threads T]`` measures a seeded
 random array (every nibble and carry path) with every circuit and prints one JSON object per row.
 """
 from __future__ import annotations
@@ -151,8 +151,8 @@ def measure_ckks_sign(samples, threshold: int = SIGN_THRESHOLD, variants=None) -
     the polynomial on the packed ciphertext (encryption and decryption not counted; a sample larger than
     the slots is cut to one ciphertext's worth, the name says so) and its error against the exact mask
     (``hecore.ops.sign.mask_errors``) and against the same polynomial in float64."""
+    from bench.contexts import Keys
     from hecore.ops.sign import approx_sign_mask, mask_errors, plain_sign_mask, steps_name
-    from jobs.bench.contexts import Keys
 
     keys = Keys(rotations=False)
     rows = []
@@ -184,7 +184,7 @@ OPTIONS = frozenset()
 
 def crop(side: int) -> tuple[str, np.ndarray]:
     """A ``side`` x ``side`` RGB crop of scikit-image's astronaut (bright and dark parts: +60 saturates some)."""
-    from jobs.bench.datasets import sample
+    from bench.datasets import sample
 
     y, x = 32, 400
     return f"astronaut[{y}:{y + side},{x}:{x + side}]", np.ascontiguousarray(sample("astronaut")[y:y + side, x:x + side])
@@ -194,10 +194,10 @@ def run(args) -> int:
     """``hepix bench --suite tfhe``: measure, write ``OUT/bench_tfhe/<run_id>.parquet``, print."""
     from pathlib import Path
 
+    from bench.rows import run_columns, write_rows
+    from bench.schemas import BENCH_TFHE
     from jobs import runinfo
-    from jobs.bench.rows import run_columns, write_rows
     from jobs.console import table
-    from schemas.bench import BENCH_TFHE
 
     run_id, started = runinfo.new_run_id(), runinfo.now()
     name, values = crop(2 if args.quick else 8)
