@@ -62,6 +62,15 @@ def test_no_private_name_crosses_a_module_and_the_core_never_imports_the_benchma
         assert not [m for m, _ in _imports(path) if m == "jobs" or m.startswith("jobs.")], path
 
 
+def test_only_the_bench_and_report_commands_reach_the_benchmarks():
+    from jobs.cli import JOBS
+
+    for path in sorted((ROOT / "jobs").rglob("*.py")) + sorted((ROOT / "hecore").rglob("*.py")):
+        assert not [m for m, _ in _imports(path) if m == "bench" or m.startswith("bench.")], path
+    routed = {name for name, c in JOBS.items() if any(t.startswith("bench.") for t in (c.arguments, c.run))}
+    assert routed == {"bench", "report"}
+
+
 def test_the_command_imports_no_suite_and_no_suite_imports_the_command():
     assert not [m for m, _ in _imports(BENCH_DIR / "command.py") if m.startswith("bench.suites.")]
     for path in sorted((BENCH_DIR / "suites").glob("*.py")):
