@@ -11,5 +11,7 @@
   (throwaway keys per preset), :mod:`~bench.timing` (medians, the encryption split, one core),
   :mod:`~bench.peakmem` (peak memory per stage), :mod:`~bench.detect` (watermark detection).
 
-The library (:mod:`hecore`) never imports anything from here.
+A package of its own beside :mod:`jobs`, :mod:`hecore` and :mod:`schemas`: neither the library
+(:mod:`hecore`) nor the jobs import anything from here; ``jobs/cli.py`` routes ``hepix bench`` and
+``hepix report`` to :mod:`~bench.command` and :mod:`~bench.report` by name, when they run.
 """
