@@ -53,7 +53,8 @@ cache=${HEPIX_CACHE:-$HOME/.cache/hepix}
 dist=$root/dist
 src_only=0
 with_pyspark=0
-# The packages that make up hepix (pyproject.toml, [tool.setuptools.packages.find]).
+# The packages the jobs run on (pyproject.toml, [tool.setuptools.packages.find], less bench:
+# the benchmarks run here, never on the cluster).
 packages=(hecore jobs schemas)
 
 usage() {

@@ -1,4 +1,4 @@
-"""A tiny but real `hepix bench` table (every experiment of jobs.bench.suites.paper, on small images),
+"""A tiny but real `hepix bench` table (every experiment of bench.suites.paper, on small images),
 shared by tests/test_bench_report.py and tests/test_notebook.py.  Not a test module."""
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from bench.contexts import Keys
+from bench.datasets import sample
+from bench.rows import run_columns, write_rows
+from bench.schemas import BENCH
+from bench.suites import paper
 from hecore.images import center_crop, resize
 from jobs import runinfo
-from jobs.bench.contexts import Keys
-from jobs.bench.datasets import sample
-from jobs.bench.rows import run_columns, write_rows
-from jobs.bench.suites import paper
-from schemas.bench import BENCH
 
 BRIGHTNESS60_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
 

@@ -1,7 +1,7 @@
 """Test helpers for a real Spark standalone cluster on loopback (``tests/test_cluster.py``).
 
-The cluster, the archives and the submit command line are
-:mod:`jobs.bench.standalone`'s (the cluster benchmark runs on the same); here: starting
+The cluster, the archives and the submit command line are ``tests/sparkstandalone.py``'s (the
+cluster benchmark, ``hepix bench --suite cluster``, runs on the same); here: starting
 it for a test module and stopping it whatever happens, running a job to its end, killing a
 worker in the middle of one, and reading Spark's event log afterwards.
 """
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.bench.standalone import (
+from sparkstandalone import (
     GIB,
     StandaloneCluster,
     cluster_dist,

@@ -4,7 +4,7 @@ Exact round trips through compact -> expand -> ops -> decrypt for the packed lay
 of the at-rest format (seeded secret-key and public-key ciphertexts), on USC-SIPI crops, with the measured error
 held against the planner's bound; lossless compaction at every level, byte-for-byte; the pixel layout;
 hostile compact bytes; fresh randomness; the audit on compact ciphertexts.  No timing here: speed and
-bytes per pixel are the atrest benchmark's (jobs/bench/suites/atrest.py).
+bytes per pixel are the atrest benchmark's (bench/suites/atrest.py).
 """
 from __future__ import annotations
 
@@ -323,7 +323,7 @@ def test_tile_for_fits_the_slots_and_never_needs_more_ciphertexts_than_the_defau
 
 
 def test_the_atrest_bench_measures_every_path_in_one_run():
-    from jobs.bench.suites.atrest import CHAINS, PIXEL_FULL, measure
+    from bench.suites.atrest import CHAINS, PIXEL_FULL, measure
 
     rows = measure({"clock": usc_crop(GREY, 96, 96, 32)}, repeats=1)
     by = {r["implementation"]: r for r in rows}

@@ -1,14 +1,14 @@
-"""The corpus benchmark's machinery (jobs.bench.suites.corpus) without Spark: the corpus, the one-core
+"""The corpus benchmark's machinery (bench.suites.corpus) without Spark: the corpus, the one-core
 baseline on a small generated image, and the ratios of the jobs to it."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from bench.suites import corpus
 from hecore.images import load_image
 from hecore.keys import keygen
 from hecore.params import preset
-from jobs.bench.suites import corpus
 
 
 def test_without_the_data_set_the_corpus_is_generated_at_the_asked_size(tmp_path, monkeypatch):
@@ -74,8 +74,8 @@ def test_the_atrest_suite_writes_its_rows_to_its_table(tmp_path):
     import pyarrow.parquet as pq
     from PIL import Image
 
-    from jobs.bench.suites import atrest
-    from schemas.bench import BENCH_ATREST
+    from bench.schemas import BENCH_ATREST
+    from bench.suites import atrest
 
     path = tmp_path / "small.png"
     Image.fromarray(np.random.default_rng(3).integers(0, 256, (16, 24), dtype=np.uint8)).save(path)
@@ -93,7 +93,7 @@ def test_the_atrest_suite_writes_its_rows_to_its_table(tmp_path):
 # --- the jobs' rows and report (no Spark: a fake manifest and fake process-tree peaks) ----------------
 
 def _peaks(py: float, jvm: float, worker: float, cpu=(1.0, 30.0, 20.0)):
-    from jobs.bench.proctree import MemoryPeaks
+    from bench.proctree import MemoryPeaks
 
     return MemoryPeaks(driver_python_mb=py, driver_jvm_mb=jvm, worker_python_max_mb=worker,
                        workers_together_mb=2 * worker, worker_processes=2, samples=50,
@@ -163,8 +163,8 @@ def test_the_report_breaks_each_job_down_and_shows_memory_growth_by_corpus_size(
 def test_the_rows_fit_the_corpus_table(tmp_path):
     import pyarrow.parquet as pq
 
-    from jobs.bench.rows import write_rows
-    from schemas.bench import BENCH_CORPUS
+    from bench.rows import write_rows
+    from bench.schemas import BENCH_CORPUS
 
     common = {"run_id": "r", "started": corpus.runinfo.now(), "preset": "paper-4096", "dataset": "generated",
               "op": corpus.OP}
@@ -183,7 +183,7 @@ def test_images_takes_a_count_or_a_list_of_sizes(given, counts):
 
 
 def test_only_the_corpus_suite_takes_a_list_of_image_counts(tmp_path):
-    from jobs.bench.command import _counts
+    from bench.command import _counts
     from jobs.cli import main
 
     assert (_counts("4"), _counts("4,10")) == (4, [4, 10])      # one count stays a number for the other suites

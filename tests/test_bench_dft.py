@@ -6,10 +6,10 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.bench import seeds
-from jobs.bench.suites import dft as bench_dft
+from bench import seeds
+from bench.schemas import BENCH_DFT, BENCH_TABLES
+from bench.suites import dft as bench_dft
 from jobs.cli import main
-from schemas.bench import BENCH_DFT, BENCH_TABLES
 
 
 @pytest.fixture(scope="module")

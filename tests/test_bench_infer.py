@@ -7,10 +7,10 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.bench import seeds
-from jobs.bench.suites import infer as bench_infer
+from bench import seeds
+from bench.schemas import BENCH_INFER, BENCH_TABLES
+from bench.suites import infer as bench_infer
 from jobs.cli import main
-from schemas.bench import BENCH_INFER, BENCH_TABLES
 
 pytest.importorskip("sklearn")
 

@@ -1,5 +1,5 @@
-"""The load benchmark's machinery (jobs.bench.suites.load) on a handful of tiny images, and the process-tree
-sampler it shares with the corpus suite (jobs.bench.proctree): peaks and CPU seconds by role.
+"""The load benchmark's machinery (bench.suites.load) on a handful of tiny images, and the process-tree
+sampler it shares with the corpus suite (bench.proctree): peaks and CPU seconds by role.
 
 The benchmark itself (1,000+ images) is run by hand; see docs/benchmarks.md, "Load".
 """
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jobs.bench.proctree import TreeSampler, cpu_seconds
-from jobs.bench.suites.load import make_corpus, run_load
+from bench.proctree import TreeSampler, cpu_seconds
+from bench.suites.load import make_corpus, run_load
 
 
 def test_generated_corpus_has_the_asked_images(tmp_path):

@@ -7,10 +7,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from bench.schemas import BENCH_OPS, BENCH_TABLES
+from bench.suites import ops as bench_ops
 from hecore.ops.matching import plain_distances
-from jobs.bench.suites import ops as bench_ops
 from jobs.cli import main
-from schemas.bench import BENCH_OPS, BENCH_TABLES
 
 #: --quick, smaller still: every case and configuration, a few seconds of encryption.
 TINY = replace(bench_ops.QUICK, meanfilter_size=16, brightness_size=32, watermark_size=16, match_size=32,

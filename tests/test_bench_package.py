@@ -1,4 +1,4 @@
-"""jobs.bench as a package: the suite registry, the one row writer, the data sets' location."""
+"""bench as a package: the suite registry, the one row writer, the data sets' location."""
 from __future__ import annotations
 
 import ast
@@ -12,20 +12,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.bench.command import SUITE_OPTIONS, refuse_unread
-from jobs.bench.rows import BenchRow, run_columns, write_rows
-from jobs.bench.suites import SUITES
-from schemas.bench import BENCH
+from bench.command import SUITE_OPTIONS, refuse_unread
+from bench.rows import BenchRow, run_columns, write_rows
+from bench.schemas import BENCH
+from bench.suites import SUITES
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH_DIR = ROOT / "jobs" / "bench"
+BENCH_DIR = ROOT / "bench"
 
 
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_every_registered_suite_is_a_module_with_options_and_run(name):
     module_name, help_ = SUITES[name]
     module = importlib.import_module(module_name)
-    assert module_name == f"jobs.bench.suites.{name}" and help_
+    assert module_name == f"bench.suites.{name}" and help_
     assert set(module.OPTIONS) <= set(SUITE_OPTIONS), module.OPTIONS
     assert callable(module.run)
 
@@ -62,10 +62,19 @@ def test_no_private_name_crosses_a_module_and_the_core_never_imports_the_benchma
         assert not [m for m, _ in _imports(path) if m == "jobs" or m.startswith("jobs.")], path
 
 
+def test_only_the_bench_and_report_commands_reach_the_benchmarks():
+    from jobs.cli import JOBS
+
+    for path in sorted((ROOT / "jobs").rglob("*.py")) + sorted((ROOT / "hecore").rglob("*.py")):
+        assert not [m for m, _ in _imports(path) if m == "bench" or m.startswith("bench.")], path
+    routed = {name for name, c in JOBS.items() if any(t.startswith("bench.") for t in (c.arguments, c.run))}
+    assert routed == {"bench", "report"}
+
+
 def test_the_command_imports_no_suite_and_no_suite_imports_the_command():
-    assert not [m for m, _ in _imports(BENCH_DIR / "command.py") if m.startswith("jobs.bench.suites.")]
+    assert not [m for m, _ in _imports(BENCH_DIR / "command.py") if m.startswith("bench.suites.")]
     for path in sorted((BENCH_DIR / "suites").glob("*.py")):
-        assert "jobs.bench.command" not in [m for m, _ in _imports(path)], path
+        assert "bench.command" not in [m for m, _ in _imports(path)], path
 
 
 @dataclass
@@ -94,7 +103,7 @@ def test_write_rows_refuses_a_column_the_schema_lacks(tmp_path):
 
 
 def test_datasets_are_read_next_to_the_repository_unless_hepix_datasets_says_otherwise(monkeypatch, tmp_path):
-    import jobs.bench.datasets as datasets
+    import bench.datasets as datasets
     try:
         monkeypatch.delenv("HEPIX_DATASETS", raising=False)
         importlib.reload(datasets)

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.bench.suites.packed import HEPIX_PACKED, HEPIX_PACKED_COMPLEX, PIXEL_FULL, TENSEAL, run_packed_bench
+from bench.schemas import BENCH_PACKED, BENCH_TABLES
+from bench.suites.packed import HEPIX_PACKED, HEPIX_PACKED_COMPLEX, PIXEL_FULL, TENSEAL, run_packed_bench
 from jobs.cli import main
-from schemas.bench import BENCH_PACKED, BENCH_TABLES
 
 
 def _camera(size: int) -> np.ndarray:
@@ -112,7 +112,7 @@ def test_tenseal_rows_at_equal_parameters_public_and_symmetric(bench):
 
 def test_without_tenseal_its_rows_are_skipped_with_a_message(monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "tenseal", None)        # makes `import tenseal` raise ImportError
-    with caplog.at_level(logging.WARNING, logger="jobs.bench.suites.packed"):
+    with caplog.at_level(logging.WARNING, logger="bench.suites.packed"):
         rows = run_packed_bench({"camera@32": _camera(32)}, presets=("paper-4096",), repeats=1, pixel_full=False,
                                 symmetric=False)
     assert [r.implementation for r in rows] == [HEPIX_PACKED, HEPIX_PACKED_COMPLEX]

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from bench_tiny import as_rows, tiny_bench
 
-from jobs.bench.command import resolve_suite
-from jobs.bench.peakmem import PeakMeter, reset_peak
-from jobs.bench.report import load_rows, render
+from bench.command import resolve_suite
+from bench.peakmem import PeakMeter, reset_peak
+from bench.report import load_rows, render
+from bench.schemas import BENCH, BENCH_DFT, BENCH_INFER
 from jobs.cli import main
-from schemas.bench import BENCH, BENCH_DFT, BENCH_INFER
 
 EXPERIMENTS = {"fig3", "fig10", "brightness60", "limits", "packed"}
 
@@ -106,7 +106,7 @@ def test_report_fills_every_section_and_draws_the_plots(report):
 
 
 def test_report_names_the_papers_and_never_by_number(report):
-    from jobs.bench import seeds
+    from bench import seeds
     md = report[1]
     for paper in seeds.PAPERS:
         assert paper.title in md
@@ -208,7 +208,7 @@ def test_the_default_suite_is_all_unless_a_pixel_option_is_given(given, suite):
 
 
 def test_brightness60_isolated_runs_each_preset_in_its_own_process():
-    from jobs.bench.suites.paper import brightness60_isolated
+    from bench.suites.paper import brightness60_isolated
     img = (np.arange(16 * 16 * 3).reshape(16, 16, 3) % 200).astype(np.uint8)
     rows = brightness60_isolated([("ramp@16", img)], ("bfv-4096",))
     (r,) = rows
@@ -220,8 +220,8 @@ def test_brightness60_isolated_runs_each_preset_in_its_own_process():
 
 def _suite_tables(folder):
     """bench_dft and bench_infer tables of two rows each, for the report's rendering only."""
+    from bench.rows import run_columns, write_rows
     from jobs import runinfo
-    from jobs.bench.rows import run_columns, write_rows
 
     run_id = runinfo.new_run_id()
     common = run_columns(run_id)

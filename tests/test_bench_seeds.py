@@ -1,4 +1,4 @@
-"""jobs.bench.seeds: every reference figure once, with its paper and where in it."""
+"""bench.seeds: every reference figure once, with its paper and where in it."""
 from __future__ import annotations
 
 import re
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.bench import seeds
+from bench import seeds
 
-BENCH_DIR = Path(__file__).resolve().parent.parent / "jobs" / "bench"
+BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 
 
 def _figures():
@@ -59,7 +59,7 @@ def test_icheetah_cases_and_table_3():
 
 
 def test_reference_figures_live_only_in_seeds():
-    """The papers' numbers appear in jobs/bench only in seeds.py."""
+    """The papers' numbers appear in bench only in seeds.py."""
     pattern = re.compile(r"11075|826\.19|1026\.1|2055\.09|80\.87|0\.9991|48\.7|17\.57|0\.476|51\.30|464\.44")
     for path in sorted(BENCH_DIR.rglob("*.py")):
         if path.name != "seeds.py":

@@ -6,9 +6,9 @@ import math
 import pyarrow.dataset as ds
 import pytest
 
-from jobs.bench.report import BENCH_TFHE, load_suite, tfhe_stages
+from bench.report import BENCH_TFHE, load_suite, tfhe_stages
+from bench.schemas import BENCH_TABLES
 from jobs.cli import main
-from schemas.bench import BENCH_TABLES
 
 VALUES_512 = 512 * 512 * 3
 

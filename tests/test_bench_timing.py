@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.timing import median, split_encryption
 from hecore.context import HEContext
 from hecore.errors import HepixError
 from hecore.evaluator import Evaluator
 from hecore.params import preset
-from jobs.bench.timing import median, split_encryption
 
 
 @pytest.fixture(scope="module", params=["paper-4096", "bfv-4096"])

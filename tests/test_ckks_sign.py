@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.contexts import Keys
 from hecore.ops.sign import approx_sign_mask, levels_needed, mask_errors, plain_sign_mask
 from hecore.tfhe.ops import Threshold
-from jobs.bench.contexts import Keys
 
 PIXELS = np.arange(256, dtype=np.uint8)
 #: CKKS's own error on top of the polynomial's, in mask units (0..255): the relative scale drift of

@@ -6,8 +6,8 @@ import stat
 import pyarrow.parquet as pq
 import pytest
 
+from bench.schemas import BENCH_PIXEL
 from jobs.cli import main
-from schemas.bench import BENCH_PIXEL
 
 
 def test_keygen_writes_a_key_directory_with_a_private_secret_key(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""jobs.bench.detect: the binary difference map of Fig. 8 and watermark detection after decryption."""
+"""bench.detect: the binary difference map of Fig. 8 and watermark detection after decryption."""
 from __future__ import annotations
 
 
@@ -7,7 +7,7 @@ import pytest
 from conftest import shared_dataset
 from PIL import Image
 
-from jobs.bench.detect import detect_watermark, difference_map, expected_difference, save_difference_map
+from bench.detect import detect_watermark, difference_map, expected_difference, save_difference_map
 
 
 def _grey(h=16, w=20, seed=0):

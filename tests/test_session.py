@@ -4,9 +4,9 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
+from bench.schemas import BENCH_SPARK
 from jobs.cli import main
 from jobs.session import read_conf_file
-from schemas.bench import BENCH_SPARK
 
 
 def test_conf_file_reads_spark_defaults_format(tmp_path):

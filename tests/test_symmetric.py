@@ -177,7 +177,7 @@ def test_a_missing_extension_is_a_clear_error(monkeypatch, he_addonly2048):
 
 @needs_native
 def test_bench_has_symmetric_rows_next_to_the_baselines():
-    from jobs.bench.suites.packed import HEPIX_SYMMETRIC, PIXEL_FULL, PIXEL_SYMMETRIC, run_packed_bench
+    from bench.suites.packed import HEPIX_SYMMETRIC, PIXEL_FULL, PIXEL_SYMMETRIC, run_packed_bench
 
     img = usc_crop(GREY)
     try:

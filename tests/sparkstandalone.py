@@ -5,8 +5,11 @@
 log, work and scratch directories, and stops them all.  :func:`cluster_dist` gives the archives of
 ``spark-submit/package.sh`` (the packed environment built once per dependency set and cached, the
 source zip built fresh from this checkout); :func:`standalone_command` the ``spark-submit/standalone.sh``
-command line and environment of a job.  The ``cluster`` benchmark suite and the standalone-cluster
-tests run on it.
+command line and environment of a job.
+
+Test infrastructure, not part of the installed package: the standalone-cluster tests import it
+(``tests/sparkcluster.py``), and ``hepix bench --suite cluster`` loads it from the checkout it runs
+from (:func:`bench.suites.cluster.launcher`), as it does ``spark-submit/``.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from typing import Self
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SUBMIT = REPO / "spark-submit"
 GIB = 2**30
 

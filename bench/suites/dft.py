@@ -15,7 +15,7 @@ the ratio to it (``speedup_vs_seed``) is taken from hepix's end-to-end time,
 ``end_to_end_seconds`` = building + encoding the diagonals + encryption + the cold pipeline +
 decryption (key generation apart, as the paper's); ``pipeline_seconds`` (cold, encoding included)
 and ``warm_seconds`` are the pipeline alone, next to it.  Writes ``OUT/bench_dft/<run_id>.parquet``
-(``schemas.bench.BENCH_DFT``).
+(``bench.schemas.BENCH_DFT``).
 """
 from __future__ import annotations
 
@@ -26,15 +26,15 @@ from typing import Callable
 
 import numpy as np
 
+from bench import seeds
+from bench.contexts import Keys
+from bench.datasets import sample
+from bench.rows import run_columns, write_rows
+from bench.schemas import BENCH_DFT
+from bench.timing import pin_one_core
 from hecore.ops import dft
 from jobs import runinfo
-from jobs.bench import seeds
-from jobs.bench.contexts import Keys
-from jobs.bench.datasets import sample
-from jobs.bench.rows import run_columns, write_rows
-from jobs.bench.timing import pin_one_core
 from jobs.console import table
-from schemas.bench import BENCH_DFT
 
 #: The options of ``hepix bench`` this suite reads besides --out and --quick: none (fixed configurations).
 OPTIONS = frozenset()

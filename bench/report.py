@@ -4,7 +4,7 @@ Reads, under a ``hepix bench --out`` directory, the ``bench`` table of the defau
 the newest, or ``--run``) and, when present, the newest runs of ``bench_dft``, ``bench_infer`` and
 ``bench_tfhe``.
 Every number under "ours" is read from those tables; the papers' figures come from
-:mod:`jobs.bench.seeds` as *reference* figures, each with its source, set next to ours with the
+:mod:`bench.seeds` as *reference* figures, each with its source, set next to ours with the
 ratio.  A section whose rows are missing says "not measured" instead of inventing a number.
 Plots keep their legends outside the data and draw one panel per family of rows.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
-from jobs.bench import seeds
+from bench import seeds
 
 MIB = 2**20
 #: The table names under a ``hepix bench --out`` directory that the report reads.

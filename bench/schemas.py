@@ -1,8 +1,8 @@
 """The tables ``hepix bench`` writes and ``hepix report`` reads: one row per measured configuration.
 
 The product tables (what the jobs write) are in :mod:`schemas.tables`; these are the benchmarks'.
-The suites that write them are in :mod:`jobs.bench.suites`; the papers' reference figures set next
-to the measurements (``seed_*`` columns) come from :mod:`jobs.bench.seeds`.
+The suites that write them are in :mod:`bench.suites`; the papers' reference figures set next
+to the measurements (``seed_*`` columns) come from :mod:`bench.seeds`.
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ BENCH_PACKED = pa.schema([
 #: ``pixels`` counts the channel values of one image (matching: of each of the three); ``ciphertexts``
 #: and ``bytes`` the encrypted input(s).  Image operations: ``exact_fraction`` against
 #: ``round_to_uint8(hecore.ops.spec.reference)``, ``max_abs_err`` of ``raw x post_scale`` before the finish
-#: snaps and rounds; a watermark's ``detected`` (exactly its pixel, by jobs.bench.detect).  Matching: one row
+#: snaps and rounds; a watermark's ``detected`` (exactly its pixel, by bench.detect).  Matching: one row
 #: per metric, ``d12 d13 d23`` decrypted, ``ref_d*`` exact in plaintext, ``distance_rel_err`` against what
 #: the ciphertexts compute exactly (L2², or L1's polynomial stand-in), and whether d12 < d23 < d13 (Table 3).
 BENCH_OPS = pa.schema([
@@ -209,8 +209,8 @@ BENCH_OPS = pa.schema([
 #: One row per measured configuration of ``hepix bench`` (the default suite, ``--suite all``), read by
 #: ``hepix report`` and notebooks/results.ipynb.  ``experiment``: fig3 (iCHEETAH Fig. 3 / Table 2),
 #: fig10, brightness60 (the TenSEAL study's brightness +60), limits (memcpy; packed encode/encrypt/
-#: serialise split), packed (``jobs.bench.suites.packed``), spark (brightness +60 through the jobs on
-#: local Spark); see ``jobs.bench.suites.paper``.  Times are seconds measured on
+#: serialise split), packed (``bench.suites.packed``), spark (brightness +60 through the jobs on
+#: local Spark); see ``bench.suites.paper``.  Times are seconds measured on
 #: ``pixels_measured`` channel values; when that is fewer than ``pixels`` (the whole image) or the row
 #: is an extrapolation to a size not run, ``extrapolated`` is true and only ``pixels_per_second`` /
 #: ``seconds`` (= pixels / pixels_per_second) describe the whole image.  ``*_peak_rss_<stage>``: bytes;
@@ -288,7 +288,7 @@ _RUN_FIELDS = [
 ]
 
 
-#: One row per configuration of ``hepix bench --suite dft`` (jobs.bench.suites.dft): the DFT-Hadamard-iDFT
+#: One row per configuration of ``hepix bench --suite dft`` (bench.suites.dft): the DFT-Hadamard-iDFT
 #: low-pass pipeline on N pixel values, cold (diagonals encoded on the way) and warm, errors against
 #: NumPy's FFT pipeline.  ``seed_seconds``: Costache-Smart-Vivek's latency for the same N (Table 3,
 #: encryption and decryption included), so ``speedup_vs_seed`` = seed_seconds / ``end_to_end_seconds``
@@ -320,7 +320,7 @@ BENCH_DFT = pa.schema(_RUN_FIELDS + [
 ])
 
 
-#: One row per configuration of ``hepix bench --suite infer`` (jobs.bench.suites.infer): a model on the
+#: One row per configuration of ``hepix bench --suite infer`` (bench.suites.infer): a model on the
 #: digits test set as one encrypted batch, and on one sample alone; Deonise et al.'s figures alongside
 #: (``seed_*``, 0-vs-1 task only): their per-sample latency against ``single_sample_ms``
 #: (``latency_vs_seed`` = seed / ours), their throughput against the batch's end-to-end rate
@@ -363,7 +363,7 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
 ])
 
 
-#: One row per measurement of ``hepix bench --suite tfhe`` (jobs.bench.suites.tfhe): a stage (keygen, encrypt,
+#: One row per measurement of ``hepix bench --suite tfhe`` (bench.suites.tfhe): a stage (keygen, encrypt,
 #: decrypt, expand, op, compress) of TFHE on a measured crop of pixel values, per pixel value, and the figure
 #: extrapolated (``extrapolated`` true: nothing that size is run) to one 512x512 RGB image.
 BENCH_TFHE = pa.schema(_RUN_FIELDS + [
@@ -463,7 +463,7 @@ BENCH_CORPUS = pa.schema([
 
 #: One row per (image, encryption path) of ``hepix bench --suite atrest``: bytes at rest and the speed of
 #: each secure encryption path against the pixel layout's ``full`` caching, one process, one thread
-#: (``jobs.bench.suites.atrest.AtRestRow``).
+#: (``bench.suites.atrest.AtRestRow``).
 BENCH_ATREST = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("started", pa.timestamp("us", tz="UTC"), nullable=False),

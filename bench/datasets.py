@@ -17,8 +17,8 @@ from hecore.images import center_crop, load_image, resize
 
 log = logging.getLogger(__name__)
 
-#: ``$HEPIX_DATASETS``, else ``../shared/datasets`` next to the repository (jobs/bench/ is two below it).
-DATASETS = Path(os.environ.get("HEPIX_DATASETS") or Path(__file__).resolve().parents[3] / "shared" / "datasets")
+#: ``$HEPIX_DATASETS``, else ``../shared/datasets`` next to the repository (this file is in its bench/).
+DATASETS = Path(os.environ.get("HEPIX_DATASETS") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
 
 #: Preferred USC-SIPI images of the packed suite: colour and grey, 256x256 and 512x512 originals.
 PACKED_USC_SIPI = ("4.1.05.tiff", "4.2.03.tiff", "5.1.12.tiff", "7.1.01.tiff")

@@ -4,7 +4,7 @@ Everything runs in one process, one thread, on the same images in the same run:
 
 * ``hepix-packed``: :func:`hecore.layouts.packed.encrypt_tiles` (a tile channel of up to N/2
   pixels per fresh public-key ciphertext, IND-CPA), at each preset; a second pass splits the time
-  into encoding + encryption and serialisation (:func:`jobs.bench.timing.split_encryption`).
+  into encoding + encryption and serialisation (:func:`bench.timing.split_encryption`).
 * ``hepix-packed-complex``: the same with complex packing (two pixels per slot, layout
   ``packed-complex``): twice the pixels per ciphertext.
 * ``tenseal``: TenSEAL ``ckks_vector`` at the same N, primes and scale, on the same tiles (N/2
@@ -32,7 +32,7 @@ Everything runs in one process, one thread, on the same images in the same run:
 Every implementation, the pixel ``full`` baseline included, is timed ``repeats`` times
 round-robin (every implementation once per round, so machine noise hits them alike) and the
 median is reported.  Ratios on the same image, never absolute timings, are what hepix claims.
-Writes ``OUT/bench_packed/<run_id>.parquet`` (``schemas.bench.BENCH_PACKED``).
+Writes ``OUT/bench_packed/<run_id>.parquet`` (``bench.schemas.BENCH_PACKED``).
 """
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ from typing import Callable
 
 import numpy as np
 
+from bench.datasets import packed_images
+from bench.rows import run_columns, write_rows
+from bench.schemas import BENCH_PACKED
+from bench.timing import median, split_encryption
 from hecore.ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS
 from hecore.context import HEContext
 from hecore.encrypt.strategies import make_strategy
@@ -60,11 +64,7 @@ from hecore.layouts.tiling import tile_image, untile_channels
 from hecore.params import Params, preset
 from hecore.quality import compare
 from jobs import runinfo
-from jobs.bench.datasets import packed_images
-from jobs.bench.rows import run_columns, write_rows
-from jobs.bench.timing import median, split_encryption
 from jobs.console import table
-from schemas.bench import BENCH_PACKED
 
 from .pixel import DEFAULT_TILE as PIXEL_TILE
 
@@ -95,7 +95,7 @@ DEFAULT_IMAGES = 4
 @dataclass
 class PackedMeasurement:
     """One implementation at one parameter set, encryption type and serialisation on one image
-    (see ``schemas.bench.BENCH_PACKED``)."""
+    (see ``bench.schemas.BENCH_PACKED``)."""
 
     implementation: str
     library: str

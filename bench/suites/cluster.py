@@ -1,7 +1,9 @@
 """``hepix bench --suite cluster``: the encrypt job on a Spark standalone cluster, one worker against two.
 
-A real standalone cluster on this machine's loopback (:mod:`jobs.bench.standalone`: a master and
-one-core workers from pyspark's own distribution); jobs go through ``spark-submit/standalone.sh`` with
+A real standalone cluster on this machine's loopback (a master and one-core workers from pyspark's
+own distribution, started by the tests' launcher ``tests/sparkstandalone.py``, which :func:`launcher`
+loads from the checkout: like ``spark-submit/``, it is not part of the installed package, so this
+suite runs from a checkout only); jobs go through ``spark-submit/standalone.sh`` with
 the archives of ``spark-submit/package.sh``, input and output on a local path that the driver and the
 workers both see -- the shared-mount case, so the Python workers write the ciphertext files (``--writer workers``).
 
@@ -11,23 +13,32 @@ Each application asks for exactly the cores it compares (``--total-executor-core
 until they are registered before the job starts, so executor start-up (unpacking the packed
 environment) falls in the start-up column, not in the compared seconds -- decode + cache build +
 encrypt + write, as the job's manifest records them.  Writes ``OUT/bench_cluster/<run_id>.parquet``
-(``schemas.bench.BENCH_CLUSTER``).  ``tests/test_cluster.py`` runs on the same cluster and archives.
+(``bench.schemas.BENCH_CLUSTER``).  ``tests/test_cluster.py`` runs on the same cluster and archives.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..standalone import GIB, StandaloneCluster, cluster_dist, java_available, scratch_parent, standalone_command
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from sparkstandalone import StandaloneCluster
 
 log = logging.getLogger(__name__)
+
+#: The standalone-cluster launcher of the tests, in the checkout this package is run from.
+LAUNCHER = Path(__file__).resolve().parents[2] / "tests" / "sparkstandalone.py"
 
 #: The options of ``hepix bench`` this suite reads (besides --out and --quick).
 OPTIONS = frozenset({"images", "preset", "repeats"})
@@ -45,10 +56,26 @@ BYTES_PER_IMAGE = 480 * 2**20
 
 # --- the benchmark -------------------------------------------------------------------------------
 
+def launcher() -> ModuleType:
+    """The tests' standalone-cluster launcher (:data:`LAUNCHER`), imported once as ``sparkstandalone``
+    (the name the tests import it by); exits with a message when this is not a checkout."""
+    name = "sparkstandalone"
+    if name in sys.modules:
+        return sys.modules[name]
+    if not LAUNCHER.is_file():
+        raise SystemExit(f"hepix bench: the cluster suite runs from a checkout of hepix (it starts the cluster "
+                         f"with tests/sparkstandalone.py and submits through spark-submit/); {LAUNCHER} is absent")
+    spec = importlib.util.spec_from_file_location(name, LAUNCHER)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @dataclass
 class ClusterRow:
     """The encrypt job on the standalone cluster with ``workers`` one-core workers
-    (see ``schemas.bench.BENCH_CLUSTER``)."""
+    (see ``bench.schemas.BENCH_CLUSTER``)."""
 
     config: str                       # standalone, N worker(s) of 1 core
     repeat: int
@@ -73,7 +100,7 @@ class ClusterRow:
 def corpus(folder: Path, count: int) -> tuple[str, list[Path]]:
     """``count`` images of 2048x1024: DIV2K's (linked, read in place) when the data sets are
     present, else smooth generated colour images written into ``folder``."""
-    from jobs.bench.datasets import DATASETS
+    from bench.datasets import DATASETS
 
     folder.mkdir(parents=True, exist_ok=True)
     found = sorted((DATASETS / DIV2K_RESIZED).glob("*.png")) if (DATASETS / DIV2K_RESIZED).is_dir() else []
@@ -104,9 +131,8 @@ def corpus(folder: Path, count: int) -> tuple[str, list[Path]]:
 def encrypt_on(cluster: StandaloneCluster, dist: Path, *, cores: int, keys: Path, images: Path, out: Path,
                extra: list[str], log_path: Path) -> tuple[float, dict]:
     """One ``standalone.sh encrypt`` on ``cores`` cores: its wall time and its manifest."""
-    cmd, env = standalone_command(cluster, dist, ["encrypt", "--keys", str(keys), "--input", str(images),
-                                                  "--out", str(out), "--quiet", *extra], cores=cores,
-                                  driver_memory="2g")
+    args = ["encrypt", "--keys", str(keys), "--input", str(images), "--out", str(out), "--quiet", *extra]
+    cmd, env = launcher().standalone_command(cluster, dist, args, cores=cores, driver_memory="2g")
     t0 = time.perf_counter()
     with open(log_path, "w") as f:
         code = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, check=False).returncode
@@ -134,13 +160,14 @@ def run_cluster_bench(work: Path, *, images: int, preset_name: str, quick: bool,
     # files themselves (the executors' JVMs would otherwise move every ciphertext, a core's share each).
     extra = (["--partitions", str(partitions), "--writer", "workers"]
              + (["--resize", str(QUICK_RESIZE)] if quick else []))
-    dist = cluster_dist(work / "dist")
+    sc = launcher()
+    dist = sc.cluster_dist(work / "dist")
     out_bytes = (1 if quick else images) * BYTES_PER_IMAGE
-    scratch = Path(tempfile.mkdtemp(prefix="hepix-cluster-", dir=scratch_parent(work, 4 * GIB)))
+    scratch = Path(tempfile.mkdtemp(prefix="hepix-cluster-", dir=sc.scratch_parent(work, 4 * sc.GIB)))
     # The ciphertexts too when memory has room for them besides the environments, else on disk.
-    outputs = scratch if scratch_parent(work, 4 * GIB + out_bytes) != work else work
+    outputs = scratch if sc.scratch_parent(work, 4 * sc.GIB + out_bytes) != work else work
     rows = []
-    with StandaloneCluster(work / "cluster", workers=1, scratch=scratch) as cluster:
+    with sc.StandaloneCluster(work / "cluster", workers=1, scratch=scratch) as cluster:
         for repeat in range(repeats):
             for workers in (1, 2):
                 t0 = time.perf_counter()
@@ -192,12 +219,12 @@ def report(rows: list[ClusterRow], label: str, images: int, preset_name: str) ->
 
 def run(args) -> int:
     """``hepix bench --suite cluster``: measure, write ``OUT/bench_cluster/<run_id>.parquet``, print."""
+    from bench.rows import write_rows
+    from bench.schemas import BENCH_CLUSTER
     from hecore.params import DEFAULT_PRESET
     from jobs import runinfo
-    from jobs.bench.rows import write_rows
-    from schemas.bench import BENCH_CLUSTER
 
-    if not java_available():
+    if not launcher().java_available():
         raise SystemExit("hepix bench: the cluster suite needs Java (a JRE on the PATH or JAVA_HOME) for the "
                          "Spark master and workers")
     images = args.images if args.images is not None else (QUICK_IMAGES if args.quick else DEFAULT_IMAGES)

@@ -1,7 +1,7 @@
 """``hepix bench --suite corpus``: encrypt -> process -> decrypt of an image corpus, the jobs against hecore.
 
 The corpus is the DIV2K images at 2048x1024 read in place (``div2k/resized_2048x1024`` under
-:data:`jobs.bench.datasets.DATASETS`), or -- without the data set -- images of the same size made from
+:data:`bench.datasets.DATASETS`), or -- without the data set -- images of the same size made from
 scikit-image's samples (said so in the ``dataset`` column).  For each layout and encryption mode
 (:data:`MODES`: packed with the public key, packed-complex with the owner's seeded secret-key
 encryption) it runs, in this one run:
@@ -12,7 +12,7 @@ encryption) it runs, in this one run:
   reference and the metrics (MSE, PSNR, SSIM, exactness);
 * the jobs: ``hepix encrypt``, ``hepix process --op brightness:60`` and ``hepix decrypt --images``
   (with the owner map) on ``local[2]``, each a child process (``python -m jobs.cli``) with its own Spark
-  session, its process tree sampled every :data:`SAMPLE_SECONDS` (:class:`jobs.bench.proctree.TreeSampler`).
+  session, its process tree sampled every :data:`SAMPLE_SECONDS` (:class:`bench.proctree.TreeSampler`).
   ``seconds`` is the job's own time from its manifest; ``wall_seconds`` adds the interpreter and session
   start-up, key reading and commit (``startup_seconds`` is the difference, shown apart).
 
@@ -24,7 +24,7 @@ shuffles and writes the bytes) and the Python workers, of which the core work's 
 rows (:data:`CORE_COLUMN`), and the peak memory of each (driver = Python + JVM; worker = the largest
 Python worker).  ``--images 4,10`` measures every size in one run and reports how the packed public
 jobs' memory (the largest ciphertexts) grows with the corpus.
-Writes ``OUT/bench_corpus/<run_id>.parquet`` (``schemas.bench.BENCH_CORPUS``).
+Writes ``OUT/bench_corpus/<run_id>.parquet`` (``bench.schemas.BENCH_CORPUS``).
 """
 from __future__ import annotations
 
@@ -40,12 +40,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.datasets import DATASETS, SAMPLES, sample
+from bench.proctree import MemoryPeaks, TreeSampler
+from bench.rows import write_rows
+from bench.schemas import BENCH_CORPUS
+from bench.timing import load_1m
 from jobs import runinfo
-from jobs.bench.datasets import DATASETS, SAMPLES, sample
-from jobs.bench.proctree import MemoryPeaks, TreeSampler
-from jobs.bench.rows import write_rows
-from jobs.bench.timing import load_1m
-from schemas.bench import BENCH_CORPUS
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ CORE_COLUMN = {"encrypt": ("ciphertexts", "encrypt_seconds"), "process": ("ciphe
 #: Seconds between two samples of a job's process tree (a pid's CPU after its last sample is missed).
 SAMPLE_SECONDS = 0.2
 #: The repository, put on the jobs' ``PYTHONPATH`` so they run this code.
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -125,7 +125,7 @@ class CorpusRow:
     scored_seconds: float | None = None
     decrypt_seconds: float | None = None
     timings: str | None = None
-    # a job: its process tree, sampled (:class:`jobs.bench.proctree.TreeSampler`)
+    # a job: its process tree, sampled (:class:`bench.proctree.TreeSampler`)
     driver_python_peak_rss: int | None = None
     driver_jvm_peak_rss: int | None = None
     workers_together_peak_rss: int | None = None

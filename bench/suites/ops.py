@@ -14,7 +14,7 @@ matching (§4.4.3)         128x128  L2² and L1 between image 1, image 2 (image 
                                    by +30, clipped: a plain image) and image 3 (another
                                    image); whether d12 < d23 < d13 as in the paper's Table 3
 watermark (§4.4.4)        64x64    +5.0 at one pixel; exact_fraction, and whether
-                                   :func:`jobs.bench.detect.detect_watermark` finds exactly it
+                                   :func:`bench.detect.detect_watermark` finds exactly it
 brightness-60 (Saker)     256/64   +60
 contrast (hepix)          256/64   ``contrast:1.5``
 ========================  =======  ==========================================================
@@ -38,11 +38,11 @@ Layouts and parameters:
   (L1, ``match-8192``).  The ``size`` column says which.
 
 Every image is grey, centre-cropped and resized (the paper's preprocessing),
-from USC-SIPI when the data sets are there (:mod:`jobs.bench.datasets`), else from
+from USC-SIPI when the data sets are there (:mod:`bench.datasets`), else from
 scikit-image's samples.  Timings are single runs in one process on a shared
 machine: compare rows of the same run, not runs.  iCHEETAH's own encryption times of
-the four cases (:data:`jobs.bench.seeds.ICHEETAH_CASES`) are printed next to the pixel
-rows of the same size.  Writes ``OUT/bench_ops/<run_id>.parquet`` (``schemas.bench.BENCH_OPS``).
+the four cases (:data:`bench.seeds.ICHEETAH_CASES`) are printed next to the pixel
+rows of the same size.  Writes ``OUT/bench_ops/<run_id>.parquet`` (``bench.schemas.BENCH_OPS``).
 
 Exactness: ``exact_fraction`` is the share of values equal to
 ``round_to_uint8(reference(image, ops))`` after decryption, the deferred
@@ -65,6 +65,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from bench import seeds
+from bench.contexts import Keys
+from bench.datasets import sample, usc_sipi_dir
+from bench.detect import detect_watermark
+from bench.rows import run_columns, write_rows
+from bench.schemas import BENCH_OPS
 from hecore.ciphertexts import SECURITY_IND_CPA
 from hecore.context import HEContext
 from hecore.encrypt.strategies import make_strategy, security_of
@@ -90,13 +96,7 @@ from hecore.ops.spec import (
 )
 from hecore.quality import round_to_uint8
 from jobs import runinfo
-from jobs.bench import seeds
-from jobs.bench.contexts import Keys
-from jobs.bench.datasets import sample, usc_sipi_dir
-from jobs.bench.detect import detect_watermark
-from jobs.bench.rows import run_columns, write_rows
 from jobs.console import table
-from schemas.bench import BENCH_OPS
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class Case:
 
 @dataclass
 class OpsMeasurement:
-    """One case in one layout, parameter set and strategy (see ``schemas.bench.BENCH_OPS``)."""
+    """One case in one layout, parameter set and strategy (see ``bench.schemas.BENCH_OPS``)."""
 
     case: str
     section: str
@@ -297,7 +297,7 @@ def run_packed_chain(ctx: HEContext, ev: Evaluator, img: np.ndarray, ops: Sequen
                      meter=None) -> ChainResult:
     """Packed layout: encrypt every tile channel, apply ``ops`` to each (load, operate, serialize),
     decrypt; the raw values (before the finish) of the whole image.  ``meter``: a
-    :class:`jobs.bench.peakmem.PeakMeter` recording each stage's peak memory."""
+    :class:`bench.peakmem.PeakMeter` recording each stage's peak memory."""
     stage = meter.stage if meter is not None else (lambda _name: nullcontext())
     halo = _halo(ops)
     th, tw = default_tile(ctx.params, halo)

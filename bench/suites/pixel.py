@@ -4,7 +4,7 @@ iCHEETAH (Wang et al., §3.2 and §4.3.1) caches ciphertexts of pixel values to 
 CKKS encryption.  Ratios, never absolute timings, are what hepix claims: ``fresh`` runs in the
 same process on the same pixels, right before the strategy it is compared with, and a NumPy memory
 copy of the same number of bytes gives the physical limit of any cache-and-add scheme on this
-machine.  Writes ``OUT/bench_pixel/<run_id>.parquet`` (``schemas.bench.BENCH_PIXEL``) and prints
+machine.  Writes ``OUT/bench_pixel/<run_id>.parquet`` (``bench.schemas.BENCH_PIXEL``) and prints
 time, pixels/s, ciphertext MB/s and the speedup over ``fresh`` for every image size.
 """
 from __future__ import annotations
@@ -19,6 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.datasets import source_image
+from bench.rows import run_columns, write_rows
+from bench.schemas import BENCH_PIXEL
 from hecore.context import HEContext
 from hecore.encrypt.strategies import make_strategy, strategy_names
 from hecore.images import center_crop, resize
@@ -27,10 +30,7 @@ from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
 from hecore.params import DEFAULT_PRESET, preset
 from hecore.quality import compare
 from jobs import runinfo
-from jobs.bench.datasets import source_image
-from jobs.bench.rows import run_columns, write_rows
 from jobs.console import table
-from schemas.bench import BENCH_PIXEL
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ DEFAULT_TILE = 32
 
 @dataclass
 class PixelMeasurement:
-    """One strategy on one image (see ``schemas.bench.BENCH_PIXEL``)."""
+    """One strategy on one image (see ``bench.schemas.BENCH_PIXEL``)."""
 
     image: str
     size: int
@@ -91,7 +91,7 @@ def measure_strategy(ctx: HEContext, name: str, image: np.ndarray, *, image_name
                      allow_leaky: bool = False, meter=None) -> PixelMeasurement:
     """Prepare, encrypt (timed), decrypt (timed) and score one strategy on one image.
 
-    ``meter``: a :class:`jobs.bench.peakmem.PeakMeter` that records the peak memory of the
+    ``meter``: a :class:`bench.peakmem.PeakMeter` that records the peak memory of the
     ``encrypt`` and ``decrypt`` stages (the ciphertexts kept for decryption count in both)."""
     options = options or {}
     stage = meter.stage if meter is not None else (lambda _name: nullcontext())

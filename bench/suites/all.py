@@ -1,9 +1,9 @@
 """``hepix bench`` (``--suite all``, the default): the papers' experiments, one ``bench`` table.
 
-Runs the experiments of :mod:`jobs.bench.suites.paper` in this process, one after the other, on the
-data sets when present (:mod:`jobs.bench.datasets`), and writes their rows to
-``OUT/bench/<run_id>.parquet`` (``schemas.bench.BENCH``); ``hepix report --bench OUT`` turns them
-into plots and a Markdown report next to the papers' figures (:mod:`jobs.bench.seeds`).
+Runs the experiments of :mod:`bench.suites.paper` in this process, one after the other, on the
+data sets when present (:mod:`bench.datasets`), and writes their rows to
+``OUT/bench/<run_id>.parquet`` (``bench.schemas.BENCH``); ``hepix report --bench OUT`` turns them
+into plots and a Markdown report next to the papers' figures (:mod:`bench.seeds`).
 ``--quick`` (a few minutes) measures smaller sizes, fewer images and a shorter Fig. 10 budget than
 the full run; both say in every row what was measured and what is extrapolated.
 """
@@ -15,12 +15,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import datasets, seeds
+from bench.contexts import Keys
+from bench.rows import BenchRow, run_columns, write_rows
+from bench.schemas import BENCH
 from hecore.images import center_crop, load_image, resize
 from jobs import runinfo
-from jobs.bench import datasets, seeds
-from jobs.bench.contexts import Keys
-from jobs.bench.rows import BenchRow, run_columns, write_rows
-from schemas.bench import BENCH
 
 from . import paper
 from .pixel import DEFAULT_STRATEGIES

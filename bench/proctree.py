@@ -18,7 +18,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from jobs.bench.peakmem import cmdline, descendants
+from bench.peakmem import cmdline, descendants
 
 #: The roles of a job's processes.
 ROLES = ("driver_python", "driver_jvm", "worker_python", "other")

@@ -1,7 +1,7 @@
 """The papers' experiments measured here, as rows of one ``bench`` table (``hepix bench``, suite ``all``).
 
-Each function runs one experiment in this process and returns :class:`~jobs.bench.rows.BenchRow`
-records (the columns of ``schemas.bench.BENCH``; null where not applicable):
+Each function runs one experiment in this process and returns :class:`~bench.rows.BenchRow`
+records (the columns of ``bench.schemas.BENCH``; null where not applicable):
 
 * :func:`fig3` -- iCHEETAH (Wang et al.) Fig. 3 and Table 2: pixel-layout encryption time, MSE and
   PSNR against image size for ``fresh`` and the leaking caching strategies, next to the packed
@@ -19,7 +19,7 @@ records (the columns of ``schemas.bench.BENCH``; null where not applicable):
   driver's and the workers' peak memory per job.
 * :func:`limits` -- NumPy memory-copy bandwidth, and the packed path's split of time into
   encoding, encryption and serialisation.
-* :func:`packed` -- the rows of :func:`jobs.bench.suites.packed.run_packed_bench` (every
+* :func:`packed` -- the rows of :func:`bench.suites.packed.run_packed_bench` (every
   implementation and encryption variant it measures: the packed layout public-key and symmetric,
   complex packing, TenSEAL as shipped and uncompressed, pixel ``full``).
 
@@ -38,6 +38,10 @@ from typing import Callable
 
 import numpy as np
 
+from bench.contexts import Keys
+from bench.peakmem import PeakMeter
+from bench.rows import BenchRow
+from bench.timing import load_1m, split_encryption
 from hecore.ciphertexts import SECURITY_IND_CPA
 from hecore.context import HEContext
 from hecore.images import center_crop, load_image, resize
@@ -50,10 +54,6 @@ from hecore.layouts.tiling import tile_image
 from hecore.ops.spec import finish_for, parse_ops, reference
 from hecore.params import preset
 from hecore.quality import compare, round_to_uint8
-from jobs.bench.contexts import Keys
-from jobs.bench.peakmem import PeakMeter
-from jobs.bench.rows import BenchRow
-from jobs.bench.timing import load_1m, split_encryption
 
 from .ops import run_packed_chain
 from .pixel import measure_strategy, memcpy_bandwidth
@@ -257,7 +257,7 @@ def brightness60_isolated(images: list[tuple[str, np.ndarray]], presets, *, ops_
 
 def limits(keys: Keys, img: np.ndarray, name: str, presets, *, progress: Progress = None) -> list[BenchRow]:
     """A NumPy memcpy row (bytes/s of a plain copy: the floor of any cache-and-add scheme), and per
-    preset the packed path's time split (:func:`jobs.bench.timing.split_encryption`): encoding,
+    preset the packed path's time split (:func:`bench.timing.split_encryption`): encoding,
     encryption and serialisation, summed over the image's tile channels, next to the whole pass's time."""
     rows: list[BenchRow] = []
     bw = memcpy_bandwidth()
@@ -295,7 +295,7 @@ def limits(keys: Keys, img: np.ndarray, name: str, presets, *, progress: Progres
 # --- the packed suite --------------------------------------------------------------------------
 
 def packed(images: dict[str, np.ndarray], presets, repeats: int, *, progress: Progress = None) -> list[BenchRow]:
-    """:func:`jobs.bench.suites.packed.run_packed_bench` as ``bench`` rows (experiment ``packed``)."""
+    """:func:`bench.suites.packed.run_packed_bench` as ``bench`` rows (experiment ``packed``)."""
     from .packed import run_packed_bench
 
     rows: list[BenchRow] = []

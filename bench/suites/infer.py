@@ -18,7 +18,7 @@ pinned to one core:
 
 Also reported: ciphertext bytes per sample, and the accuracy of the encrypted predictions next to
 the plaintext model's.  The paper measured the 0-vs-1 task; the ``all`` task has no paper figure.
-Writes ``OUT/bench_infer/<run_id>.parquet`` (``schemas.bench.BENCH_INFER``).
+Writes ``OUT/bench_infer/<run_id>.parquet`` (``bench.schemas.BENCH_INFER``).
 """
 from __future__ import annotations
 
@@ -30,15 +30,15 @@ from typing import Callable
 
 import numpy as np
 
+from bench import seeds
+from bench.contexts import Keys
+from bench.rows import run_columns, write_rows
+from bench.schemas import BENCH_INFER
+from bench.timing import median, pin_one_core
 from hecore.infer import encrypted
 from hecore.infer import models as infer
 from jobs import runinfo
-from jobs.bench import seeds
-from jobs.bench.contexts import Keys
-from jobs.bench.rows import run_columns, write_rows
-from jobs.bench.timing import median, pin_one_core
 from jobs.console import table
-from schemas.bench import BENCH_INFER
 
 #: The options of ``hepix bench`` this suite reads besides --out and --quick: none (fixed configurations).
 OPTIONS = frozenset()

@@ -22,7 +22,7 @@ from jobs import runinfo
 
 @dataclass
 class BenchRow:
-    """One measured configuration of the ``bench`` table (``schemas.bench.BENCH``: its columns but the
+    """One measured configuration of the ``bench`` table (``bench.schemas.BENCH``: its columns but the
     run's, which :func:`run_columns` adds).  Null: not applicable."""
 
     experiment: str
@@ -108,7 +108,7 @@ def write_rows(rows: Iterable[Any], schema: pa.Schema, folder: Path, run_id: str
         unknown = set(r) - names
         if unknown:
             raise ValueError(f"bench row has columns the {folder.name} schema lacks: {sorted(unknown)}; "
-                             "add them to schemas/bench.py")
+                             "add them to bench/schemas.py")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{run_id}.parquet.tmp"

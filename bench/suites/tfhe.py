@@ -7,7 +7,7 @@ plaintext reference, the peak RSS of this process so far, and the figure extrapo
 :func:`run` (the suite) measures a crop of scikit-image's astronaut (8x8 RGB, 192 values; 2x2 RGB
 with ``--quick``) -- encrypt in every encoding, brightness +60 (saturating) and the other ops with
 the default circuit, decrypt -- on one thread, and writes ``OUT/bench_tfhe/<run_id>.parquet``
-(``schemas.bench.BENCH_TFHE``); `hepix report` sets its encrypt / +60 / decrypt next to the
+(``bench.schemas.BENCH_TFHE``); `hepix report` sets its encrypt / +60 / decrypt next to the
 TenSEAL study's TFHE figures.  Slow circuits (the 256-entry table ones) are measured on at most
 ``table_pixels`` values; each row says how many it measured.
 
@@ -18,17 +18,15 @@ one ciphertext's slots (a 64x64 RGB crop of astronaut cut to 4,096 / 8,192 value
 cost is the amortised one a packed image pays: stage ``ckks-sign``, variant ``steps@preset``, the time of
 the polynomial on the ciphertext over the values in it, and its error against the exact mask.
 
-Run as a script, ``python jobs/bench/suites/tfhe.py [--pixels N] [--threads T]`` measures a seeded
-random array (every nibble and carry path) with every circuit and prints one JSON object per row.
+With ``--pixels N`` the suite measures ``N`` seeded random values instead (every nibble and carry
+path) with every circuit (:data:`VARIANTS`), the table circuits on at most ``--table-pixels`` of
+them (default 8), on ``--threads`` threads (default 1), and no ``ckks-sign`` rows.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import os
 import resource
-import sys
 import time
 
 import numpy as np
@@ -151,8 +149,8 @@ def measure_ckks_sign(samples, threshold: int = SIGN_THRESHOLD, variants=None) -
     the polynomial on the packed ciphertext (encryption and decryption not counted; a sample larger than
     the slots is cut to one ciphertext's worth, the name says so) and its error against the exact mask
     (``hecore.ops.sign.mask_errors``) and against the same polynomial in float64."""
+    from bench.contexts import Keys
     from hecore.ops.sign import approx_sign_mask, mask_errors, plain_sign_mask, steps_name
-    from jobs.bench.contexts import Keys
 
     keys = Keys(rotations=False)
     rows = []
@@ -178,13 +176,15 @@ def measure_ckks_sign(samples, threshold: int = SIGN_THRESHOLD, variants=None) -
 SUITE_VARIANTS = [("brightness:60", "nibble"), ("brightness-wrap:60", "nibble"), ("threshold:128", "nibble"),
                   ("min:200", "nibble"), ("max:50", "nibble"), ("lut:gamma-0.5", "nibble")]
 QUICK_VARIANTS = [("brightness:60", "nibble"), ("threshold:128", "nibble")]
-#: The options of ``hepix bench`` this suite reads besides --out and --quick: none.
-OPTIONS = frozenset()
+#: The options of ``hepix bench`` this suite reads besides --out and --quick.
+OPTIONS = frozenset({"pixels", "table_pixels", "threads"})
+#: ``--table-pixels`` unless given: on the crop, and with ``--pixels``.
+TABLE_PIXELS, RANDOM_TABLE_PIXELS = 4, 8
 
 
 def crop(side: int) -> tuple[str, np.ndarray]:
     """A ``side`` x ``side`` RGB crop of scikit-image's astronaut (bright and dark parts: +60 saturates some)."""
-    from jobs.bench.datasets import sample
+    from bench.datasets import sample
 
     y, x = 32, 400
     return f"astronaut[{y}:{y + side},{x}:{x + side}]", np.ascontiguousarray(sample("astronaut")[y:y + side, x:x + side])
@@ -194,26 +194,34 @@ def run(args) -> int:
     """``hepix bench --suite tfhe``: measure, write ``OUT/bench_tfhe/<run_id>.parquet``, print."""
     from pathlib import Path
 
+    from bench.rows import run_columns, write_rows
+    from bench.schemas import BENCH_TFHE
     from jobs import runinfo
-    from jobs.bench.rows import run_columns, write_rows
     from jobs.console import table
-    from schemas.bench import BENCH_TFHE
 
     run_id, started = runinfo.new_run_id(), runinfo.now()
-    name, values = crop(2 if args.quick else 8)
-    print(f"hepix bench {run_id}: TFHE ({native_module().TFHE_RS_VERSION}) on {name} ({values.size} pixel values), "
-          f"one thread{' (quick)' if args.quick else ''}; per pixel value, extrapolated to 512x512 RGB")
-    rows = measure(threads=1, table_pixels=2 if args.quick else 4,
-                   variants=QUICK_VARIANTS if args.quick else SUITE_VARIANTS, values=values)
+    threads = args.threads or 1
+    if args.pixels:
+        name, values, variants = "seeded random values", None, VARIANTS
+        table_pixels = args.table_pixels or RANDOM_TABLE_PIXELS
+    else:
+        (name, values), variants = crop(2 if args.quick else 8), QUICK_VARIANTS if args.quick else SUITE_VARIANTS
+        table_pixels = args.table_pixels or (2 if args.quick else TABLE_PIXELS)
+    count = args.pixels or values.size
+    print(f"hepix bench {run_id}: TFHE ({native_module().TFHE_RS_VERSION}) on {name} ({count} pixel values), "
+          f"{'one thread' if threads == 1 else f'{threads} threads'}{' (quick)' if args.quick else ''}; "
+          "per pixel value, extrapolated to 512x512 RGB")
+    rows = measure(args.pixels or 0, threads=threads, table_pixels=table_pixels, variants=variants, values=values)
     for r in rows:
         r["image"] = name
         if r["stage"] == "keygen":
             r["extrapolated"] = False
-    # the same crop in one ciphertext (its slots mostly empty: the cost is not amortised), then a sample
-    # that fills a ciphertext's slots (the per-value cost a packed image pays)
-    big_name, big = crop(64)
-    rows += measure_ckks_sign([(name, values), (big_name, big)],
-                              variants=QUICK_SIGN_VARIANTS if args.quick else SIGN_VARIANTS)
+    if not args.pixels:
+        # the same crop in one ciphertext (its slots mostly empty: the cost is not amortised), then a sample
+        # that fills a ciphertext's slots (the per-value cost a packed image pays)
+        big_name, big = crop(64)
+        rows += measure_ckks_sign([(name, values), (big_name, big)],
+                                  variants=QUICK_SIGN_VARIANTS if args.quick else SIGN_VARIANTS)
     path = write_rows(rows, BENCH_TFHE, Path(args.out) / "bench_tfhe", run_id, run_columns(run_id, started))
     shown = [r for r in rows if r["stage"] != "keygen"]
     print(table(shown, [("stage", "stage", ""), ("op", "op", ""), ("variant", "variant", ""), ("pixels", "values", "d"),
@@ -232,18 +240,3 @@ def run(args) -> int:
     print(f"\nwrote {path}")
     return 0 if all(r.get("exact", True) is not False for r in rows) else 1
 
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pixels", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--table-pixels", type=int, default=8)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
-    for row in measure(args.pixels, args.threads, args.table_pixels):
-        sys.stdout.write(json.dumps(row) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

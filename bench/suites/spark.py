@@ -5,7 +5,7 @@ encrypt, build the Arrow rows) in this one process on the same images, and
 writes the same Parquet table with pyarrow: the job minus Spark.  Then the
 encrypt job runs on ``local[1]`` and ``local[2]``.  Session start-up is
 reported apart; the compared times are decode + cache build + encrypt + write.
-Writes ``OUT/bench_spark/<run_id>.parquet`` (``schemas.bench.BENCH_SPARK``).
+Writes ``OUT/bench_spark/<run_id>.parquet`` (``bench.schemas.BENCH_SPARK``).
 """
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.datasets import SAMPLES, sample
+from bench.rows import write_rows
+from bench.schemas import BENCH_SPARK
 from hecore.keys import keygen, read_public
 from hecore.params import DEFAULT_PRESET, preset
 from jobs import runinfo
-from jobs.bench.datasets import SAMPLES, sample
-from jobs.bench.rows import write_rows
 from jobs.tasks.decode import DecodeOptions, decode_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition
 from jobs.tasks.rows import RowMeta
-from schemas.bench import BENCH_SPARK
 from schemas.tables import CIPHERTEXTS
 
 #: The options of ``hepix bench`` this suite reads (besides --out and --quick).
@@ -38,7 +38,7 @@ DEFAULT_TILE = 32
 
 @dataclass
 class SparkRow:
-    """One configuration: hecore alone, or the encrypt job on local[N] (see ``schemas.bench.BENCH_SPARK``)."""
+    """One configuration: hecore alone, or the encrypt job on local[N] (see ``bench.schemas.BENCH_SPARK``)."""
 
     config: str                       # hecore, one process | spark local[N]
     cores: int

@@ -17,8 +17,9 @@ Packed rows use the tile that stores the image in the fewest ciphertexts for the
 image, bytes per image pixel (tile padding included), and for the compact rows the cost of expanding them back to SEAL bytes and of
 decrypting, with the round trip's exactness.  Imports hecore and NumPy only.
 
-``python -m jobs.bench.suites.atrest [IMAGE ...]`` prints the rows; ``--loop SECONDS --only ROW`` runs
-one row in a loop for a profiler (``perf record -g``, ``valgrind --tool=callgrind``).
+``hepix bench --suite atrest [--image IMAGE,...]`` writes and prints the rows; ``--bytes-only`` prints
+bytes per pixel alone (one pass, for large images); ``--loop SECONDS --only ROW`` runs one row in a loop
+for a profiler (``perf record -g``, ``valgrind --tool=callgrind``).
 """
 from __future__ import annotations
 
@@ -258,26 +259,28 @@ def _usc(name: str) -> np.ndarray:
 
     from hecore.images import load_image
 
-    root = Path(os.environ.get("HEPIX_DATASETS") or Path(__file__).resolve().parents[3].parent / "shared" / "datasets")
+    root = Path(os.environ.get("HEPIX_DATASETS") or Path(__file__).resolve().parents[2].parent / "shared" / "datasets")
     return load_image(Path(name) if Path(name).exists() else root / "usc-sipi" / name).pixels
 
 
 #: The options of ``hepix bench`` the ``atrest`` suite reads (besides --out and --quick).
-OPTIONS = frozenset({"images", "image", "preset", "repeats"})
+OPTIONS = frozenset({"images", "image", "preset", "repeats", "bytes_only", "loop", "only"})
+#: The row ``--loop`` runs unless ``--only`` names another.
+DEFAULT_LOOP_ROW = "compact-brightness"
 #: Its default images (USC-SIPI, read in place): one grey and one colour.
 DEFAULT_IMAGES = ("5.1.12.tiff", "4.2.07.tiff")
 
 
 def suite_images(count: int | None, image: str | None) -> dict[str, np.ndarray]:
-    """``image`` alone when given; else the first ``count`` of :data:`DEFAULT_IMAGES` read in place, or
-    scikit-image's samples when the data set is absent (logged)."""
+    """``image`` when given (a comma list of files or USC-SIPI names, read in place); else the first
+    ``count`` of :data:`DEFAULT_IMAGES`, or scikit-image's samples when the data set is absent (logged)."""
     import logging
+    from pathlib import Path
 
-    from jobs.bench.datasets import SAMPLES, sample, source_image, usc_sipi_dir
+    from bench.datasets import SAMPLES, sample, usc_sipi_dir
 
     if image:
-        name, pixels = source_image(image)
-        return {name: pixels}
+        return {Path(n).name: _usc(n) for n in image.split(",") if n}
     names = DEFAULT_IMAGES[:count or len(DEFAULT_IMAGES)]
     if all((usc_sipi_dir() / n).is_file() for n in names):
         return {n: _usc(str(usc_sipi_dir() / n)) for n in names}
@@ -285,18 +288,46 @@ def suite_images(count: int | None, image: str | None) -> dict[str, np.ndarray]:
     return {f"skimage-{n}": sample(n) for n in SAMPLES[:len(names)]}
 
 
+def bytes_only(images: dict[str, np.ndarray], preset_name: str) -> None:
+    """``--bytes-only``: one pass of every packed path on each image, its bytes per pixel printed."""
+    for name, image in images.items():
+        for r in stored_bytes(image, preset_name=preset_name):
+            print(f"{name:12s} {r['implementation']:28s} tile {r['tile']:>7s} halo {r['halo']} "
+                  f"{r['ciphertexts']:>6d} ct {r['bytes']:>12,d} B {r['bytes_per_pixel']:>7.2f} B/px")
+
+
+def loop(image: np.ndarray, preset_name: str, row: str, seconds: float) -> None:
+    """``--loop SECONDS``: the path ``row`` on ``image`` over and over for ``seconds``, for a profiler."""
+    ctx, secret = HEContext.generate(preset(preset_name), rotations=False)
+    path = next(x for x in paths(ctx, secret, baseline=row == PIXEL_FULL) if x.implementation == row)
+    if isinstance(path, _Packed):
+        path.fit(image)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        path.once(image)
+        n += 1
+    print(f"{row}: {n} passes, {n * image.size / (time.perf_counter() - t0):,.0f} pixels/s")
+
+
 def run(args) -> int:
-    """``hepix bench --suite atrest``: :func:`measure`, written to ``OUT/bench_atrest/<run_id>.parquet``."""
+    """``hepix bench --suite atrest``: :func:`measure`, written to ``OUT/bench_atrest/<run_id>.parquet``;
+    or, with ``--bytes-only`` or ``--loop``, :func:`bytes_only` or :func:`loop`, printed only."""
     from pathlib import Path
 
+    from bench.rows import write_rows
+    from bench.schemas import BENCH_ATREST
+    from bench.timing import load_1m
     from jobs import runinfo
-    from jobs.bench.rows import write_rows
-    from jobs.bench.timing import load_1m
-    from schemas.bench import BENCH_ATREST
 
     preset_name = args.preset or DEFAULT_PRESET
     repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)
     images = suite_images(1 if args.quick and args.images is None else args.images, args.image)
+    if getattr(args, "bytes_only", None):
+        bytes_only(images, preset_name)
+        return 0
+    if getattr(args, "loop", None):
+        loop(next(iter(images.values())), preset_name, getattr(args, "only", None) or DEFAULT_LOOP_ROW, args.loop)
+        return 0
     run_id, started = runinfo.new_run_id(), runinfo.now()
     print(f"hepix bench {run_id}: bytes at rest and encryption speed, {len(images)} images, {preset_name}, "
           f"{repeats} repeats")
@@ -310,47 +341,3 @@ def run(args) -> int:
     print(f"\nwrote {path}")
     return 0
 
-
-def main(argv=None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("images", nargs="*", default=["5.1.12.tiff", "4.2.07.tiff"],
-                   help="USC-SIPI file names (read in place from the data sets beside the checkout) or paths")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
-    p.add_argument("--preset", default=DEFAULT_PRESET)
-    p.add_argument("--loop", type=float, metavar="SECONDS", help="profile mode: run --only in a loop this long")
-    p.add_argument("--only", default="compact-brightness", help="the row --loop runs")
-    p.add_argument("--bytes-only", action="store_true",
-                   help="one pass of every packed path, bytes per pixel only (large images: no pixel-full)")
-    args = p.parse_args(argv)
-    images = {n: _usc(n) for n in args.images}
-    if args.bytes_only:
-        for name, image in images.items():
-            for r in stored_bytes(image, preset_name=args.preset):
-                print(f"{name:12s} {r['implementation']:28s} tile {r['tile']:>7s} halo {r['halo']} "
-                      f"{r['ciphertexts']:>6d} ct {r['bytes']:>12,d} B {r['bytes_per_pixel']:>7.2f} B/px")
-        return 0
-    if args.loop:
-        ctx, secret = HEContext.generate(preset(args.preset), rotations=False)
-        path = next(x for x in paths(ctx, secret, baseline=args.only == PIXEL_FULL) if x.implementation == args.only)
-        image, n, t0 = next(iter(images.values())), 0, time.perf_counter()
-        if isinstance(path, _Packed):
-            path.fit(image)
-        while time.perf_counter() - t0 < args.loop:
-            path.once(image)
-            n += 1
-        secs = time.perf_counter() - t0
-        print(f"{args.only}: {n} passes, {n * image.size / secs:,.0f} pixels/s")
-        return 0
-    for r in measure(images, preset_name=args.preset, repeats=args.repeats):
-        extra = (f"  expand {r['expand_us_per_ciphertext']:.0f} us/ct, decrypt {r['decrypt_us_per_ciphertext']:.0f} "
-                 f"us/ct, exact {r['exact_fraction']:.4f}" if r["expand_seconds"] is not None else "")
-        print(f"{r['image']:12s} {r['implementation']:28s} L{r['level']} s{r['scale_bits']} d{r['drop0']:<2d} "
-              f"{r['pixels_per_second']:>12,.0f} px/s {r['vs_pixel_full']:>7.1f}x  {r['bytes_per_pixel']:>9.2f} B/px"
-              + extra)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

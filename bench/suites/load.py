@@ -1,31 +1,38 @@
-"""Load benchmark: many images through packed `hepix encrypt`, with peak memory and throughput.
+"""``hepix bench --suite load``: many images through packed `hepix encrypt`, with peak memory and throughput.
 
-    python -m jobs.bench.suites.load --images 1000 --size 64 --work /tmp/hepix-load --master 'local[2]'
+    hepix bench --suite load --images 1000 --sizes 64 --work /tmp/hepix-load --master 'local[2]'
 
-Makes a corpus (random crops of the data sets, :data:`jobs.bench.datasets.DATASETS`, when
-present, else generated images) in ``--work``, makes keys, then runs ``hepix encrypt`` as a child
-process with a bounded driver heap (``spark.driver.memory``) and samples the child's process tree from ``/proc``:
-the Python driver, the driver JVM (in local mode also the executor), and the Python workers
-(:class:`jobs.bench.proctree.TreeSampler`).  Peaks are each process's ``VmHWM`` (the kernel's
+Makes a corpus (random crops of the data sets, :data:`bench.datasets.DATASETS`, when
+present, else generated images; ``--generated``: generated ones anyway) in ``--work`` (default a
+temporary directory, removed after), makes keys, then runs ``hepix encrypt`` as a child
+process with a bounded driver heap (``--driver-memory``, ``spark.driver.memory``) and samples the child's
+process tree from ``/proc``: the Python driver, the driver JVM (in local mode also the executor), and the
+Python workers (:class:`bench.proctree.TreeSampler`).  Peaks are each process's ``VmHWM`` (the kernel's
 high-water mark of its resident set), so short spikes between samples are not missed; "workers
-together" is the largest sum of the workers' current RSS over the samples.  Prints a summary and
-writes it as JSON; a benchmark, not a test -- nothing here asserts a speed.  Not a ``hepix bench``
-suite: it drives the ``hepix`` command as a child process, with options of its own.
+together" is the largest sum of the workers' current RSS over the samples.  Prints a summary, and
+writes it as JSON with ``--json FILE`` (no Parquet table); a benchmark, not a test -- nothing here
+asserts a speed.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from jobs.bench.datasets import DATASETS
-from jobs.bench.proctree import TreeSampler
+from bench.datasets import DATASETS
+from bench.proctree import TreeSampler
+
+#: The options of ``hepix bench`` this suite reads (besides --out and --quick).
+OPTIONS = frozenset({"images", "sizes", "preset", "tile", "work", "master", "driver_memory", "batch_images",
+                     "generated", "json"})
+DEFAULT_IMAGES, DEFAULT_SIZE, DEFAULT_PRESET, DEFAULT_MASTER = 1000, 64, "paper-4096", "local[2]"
+DEFAULT_DRIVER_MEMORY, DEFAULT_BATCH_IMAGES = "1g", 256
 
 # --- the corpus ---------------------------------------------------------------------------------
 
@@ -111,23 +118,19 @@ def run_load(work: Path, images: int, size: int, master: str, driver_memory: str
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jobs.bench.suites.load", description=__doc__.split("\n\n")[0])
-    p.add_argument("--images", type=int, default=1000)
-    p.add_argument("--size", type=int, default=64, help="square side of each image (default 64)")
-    p.add_argument("--work", type=Path, required=True, help="scratch directory (corpus, keys, output)")
-    p.add_argument("--master", default="local[2]")
-    p.add_argument("--driver-memory", default="1g", help="spark.driver.memory (default 1g)")
-    p.add_argument("--preset", default="paper-4096")
-    p.add_argument("--batch-images", type=int, default=256)
-    p.add_argument("--tile", help="tile HxW (default: the packed layout's default for the preset)")
-    p.add_argument("--generated", action="store_true", help="generated images even where the data sets exist")
-    p.add_argument("--json", type=Path, help="also write the summary here")
-    args = p.parse_args(argv)
-    s = run_load(args.work, args.images, args.size, args.master, args.driver_memory, args.preset,
-                 args.batch_images, args.tile, datasets=None if args.generated else DATASETS)
+def run(args) -> int:
+    """``hepix bench --suite load``: :func:`run_load` in ``--work`` (or a temporary directory), the summary
+    printed (and written to ``--json``)."""
+    if args.sizes and len(args.sizes) > 1:
+        raise SystemExit(f"hepix bench: the load suite takes one --sizes side, not {','.join(map(str, args.sizes))}")
+    size = args.sizes[0] if args.sizes else DEFAULT_SIZE
+    with tempfile.TemporaryDirectory(prefix="hepix-bench-load-") as tmp:
+        s = run_load(Path(args.work or tmp), args.images or DEFAULT_IMAGES, size, args.master or DEFAULT_MASTER,
+                     args.driver_memory or DEFAULT_DRIVER_MEMORY, args.preset or DEFAULT_PRESET,
+                     args.batch_images or DEFAULT_BATCH_IMAGES, f"{args.tile}x{args.tile}" if args.tile else None,
+                     datasets=None if args.generated else DATASETS)
     if args.json:
-        args.json.write_text(json.dumps(s, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(s, indent=2) + "\n")
     print(f"corpus: {s['corpus']}")
     print(f"encrypt: {s['images_encrypted']} of {s['images']} images -> {s['ciphertexts']} ciphertexts "
           f"({s['ciphertext_mb']:,.0f} MB), {s['preset']}, tile {s['tile']}, {s['master']}, driver heap "
@@ -140,6 +143,3 @@ def main(argv: list[str] | None = None) -> int:
           f"{s['workers_together_mb']:.0f} MB ({s['worker_processes']} worker processes, {s['samples']} samples)")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 """`hepix bench`: parse the options, pick the suite, hand over to its module.
 
-The suites are listed in :data:`jobs.bench.suites.SUITES` (name -> module); each module's
+The suites are listed in :data:`bench.suites.SUITES` (name -> module); each module's
 ``run(args)`` measures and writes ``OUT/<table>/<run_id>.parquet`` (schemas in
-:mod:`schemas.bench`).  Without ``--suite`` the default is ``all`` (the papers' experiments, one
+:mod:`bench.schemas`).  Without ``--suite`` the default is ``all`` (the papers' experiments, one
 ``bench`` table for ``hepix report``), or ``pixel`` when a pixel-suite option is given.  A suite
 refuses the options it does not read, by name.
 """
@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from bench.suites import SUITES
 from hecore.params import PRESETS
-from jobs.bench.suites import SUITES
 
 #: The options a suite may read besides --out and --quick (a suite lists its own in ``OPTIONS``).
-SUITE_OPTIONS = ("images", "sizes", "preset", "image", "repeats", "strategies", "tile")
+SUITE_OPTIONS = ("images", "sizes", "preset", "image", "repeats", "strategies", "tile",
+                 "bytes_only", "loop", "only", "pixels", "table_pixels", "threads",
+                 "work", "master", "driver_memory", "batch_images", "generated", "json")
 #: Given without --suite, any of these selects the pixel suite.
 PIXEL_OPTIONS = ("sizes", "strategies", "tile", "preset", "image")
 
@@ -52,20 +54,48 @@ def add_arguments(p):
     p.add_argument("--images", type=_counts, default=None,
                    help="spark: number of sample images (default 12); packed: number of images (default 4: "
                         "USC-SIPI when the data sets are present, else scikit-image samples); corpus: one "
-                        "count or a comma list of corpus sizes, e.g. 4,10 (default 4)")
+                        "count or a comma list of corpus sizes, e.g. 4,10 (default 4); load: corpus size "
+                        "(default 1000)")
     p.add_argument("--sizes", type=_int_list, default=None,
                    help="square image sizes, comma-separated (pixel: default 8,32,64,128; spark and packed "
                         "use the last one, default 32 and 256)")
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
                    help="parameter preset (pixel and spark: default the library's; packed: default "
                         "paper-4096 and tenseal-8192)")
-    p.add_argument("--image", help="image file to crop and resize (default: the data sets' or scikit-image's)")
+    p.add_argument("--image", help="image file to crop and resize (default: the data sets' or scikit-image's); "
+                                   "atrest: a comma list of image files or USC-SIPI names read in place")
     p.add_argument("--repeats", type=int, default=None,
                    help="packed: timed passes per image and implementation, median reported (default 5)")
     p.add_argument("--strategies", type=_names, default=None,
                    help="pixel: comma-separated strategies (default fresh,radix,radix-rand,scan,full; "
                         "fresh always runs)")
-    p.add_argument("--tile", type=int, default=None, help="pixel and spark: tile side in pixels (default 32)")
+    p.add_argument("--tile", type=int, default=None,
+                   help="pixel and spark: tile side in pixels (default 32); load: square tiles of this side "
+                        "(default the packed layout's for the preset)")
+    atrest = p.add_argument_group("the atrest suite")
+    atrest.add_argument("--bytes-only", action="store_true", default=None,
+                        help="one pass of every packed path, bytes per pixel only, printed (large images: no "
+                             "pixel-full, no table written)")
+    atrest.add_argument("--loop", type=float, metavar="SECONDS", default=None,
+                        help="profile mode: run the --only row in a loop this long, print its speed (no table)")
+    atrest.add_argument("--only", default=None, help="the row --loop runs (default compact-brightness)")
+    tfhe = p.add_argument_group("the tfhe suite")
+    tfhe.add_argument("--pixels", type=int, default=None,
+                      help="measure this many seeded random pixel values (every nibble and carry path) with every "
+                           "circuit instead of the astronaut crop")
+    tfhe.add_argument("--table-pixels", type=int, default=None,
+                      help="values the 256-entry table circuits are measured on, at most (default 4; 8 with "
+                           "--pixels)")
+    tfhe.add_argument("--threads", type=int, default=None, help="threads of tfhe-rs (default 1)")
+    load = p.add_argument_group("the load suite (--images default 1000, --sizes one side, default 64)")
+    load.add_argument("--work", default=None,
+                      help="scratch directory: corpus, keys, output (default a temporary one, removed after)")
+    load.add_argument("--master", default=None, help="Spark master of the encrypt job (default local[2])")
+    load.add_argument("--driver-memory", default=None, help="spark.driver.memory (default 1g)")
+    load.add_argument("--batch-images", type=int, default=None, help="images per encrypt batch (default 256)")
+    load.add_argument("--generated", action="store_true", default=None,
+                      help="generated images even where the data sets exist")
+    load.add_argument("--json", default=None, help="also write the summary here")
 
 
 def resolve_suite(args) -> str:
@@ -75,11 +105,15 @@ def resolve_suite(args) -> str:
     return "pixel" if any(getattr(args, o, None) is not None for o in PIXEL_OPTIONS) else "all"
 
 
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
 def refuse_unread(args, name: str, reads) -> None:
     """Exit naming the options ``name`` does not read, when any of them was given."""
-    given = [f"--{o}" for o in SUITE_OPTIONS if getattr(args, o, None) is not None and o not in reads]
+    given = [_flag(o) for o in SUITE_OPTIONS if getattr(args, o, None) is not None and o not in reads]
     if given:
-        takes = ["--out", "--quick"] + [f"--{o}" for o in SUITE_OPTIONS if o in reads]
+        takes = ["--out", "--quick"] + [_flag(o) for o in SUITE_OPTIONS if o in reads]
         raise SystemExit(f"hepix bench: the {name} suite takes only {', '.join(takes[:-1])} and {takes[-1]}, "
                          f"not {', '.join(given)}")
 
