@@ -1,7 +1,7 @@
 """`hepix audit`: distinguishers over a ciphertext table, run WITHOUT any key.
 
 Thin: read the input run's manifest (its public parameters) -> check every row of exactly the files it
-lists (jobs/rowcheck.py, keyless: SEAL's validation against the parameters) -> for each good image
+lists (jobs/runtime/rowcheck.py, keyless: SEAL's validation against the parameters) -> for each good image
 channel, read its ciphertexts -> :func:`hecore.audit.audit_group` -> the metadata test over the other
 columns (:mod:`hecore.audit.metadata`) -> write the ``audit`` table, the ``rejects`` table, the pictures
 the attacker sees (pixel layout) and a manifest, and print a short summary.  It plays the untrusted
@@ -41,11 +41,11 @@ from hecore.params import Params
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import AUDIT, CIPHERTEXTS, REJECTS
 
-from . import runinfo
-from .console import table
-from .rowcheck import ImageSummary, RowExpect, check_batch, image_problems, reject_row
-from .runs import exit_status
-from .storage import MANIFEST, inside, parse_manifest
+from .runtime import runinfo
+from .runtime.console import table
+from .runtime.rowcheck import ImageSummary, RowExpect, check_batch, image_problems, reject_row
+from .runtime.runs import exit_status
+from .runtime.storage import MANIFEST, inside, parse_manifest
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def run(args) -> int:
     params = Params.from_json(parent.params)
     owner = None
     if args.owner:
-        from .owner import OwnerMap
+        from .runtime.owner import OwnerMap
 
         owner = OwnerMap.load(args.owner)
     candidates = _candidates(args.images, args.recursive, parent.options) if args.images else []

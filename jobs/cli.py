@@ -1,8 +1,11 @@
 """The `hepix` command: one subcommand per job.
 
 Each subcommand names the function that declares its arguments and the one that runs it
-(:class:`Command`); the run functions are imported only when their command runs.
-Errors hepix raises on purpose (``hecore.errors.HepixError``) become a
+(:class:`Command`); the run functions are imported only when their command runs.  ``hepix process``
+serves three kinds of op chain -- image ops, ``match:QUERY`` and ``infer:MODEL`` -- and ``hepix decrypt``
+three kinds of input -- images, a match run's distances and an inference run's scores: :func:`process`
+and :func:`decrypt` pick the job module by the parsed ops or by the input run's manifest (the job
+modules never import each other).  Errors hepix raises on purpose (``hecore.errors.HepixError``) become a
 one-line message and exit status 2; anything else is a bug and keeps its
 traceback.
 """
@@ -46,10 +49,10 @@ JOBS = {
                        "owner map that stays with you"),
     "encrypt-digits": Command("jobs.infer:add_encrypt_arguments", "jobs.infer:run_encrypt",
                               "encrypt scikit-learn's digits (test split) for `process --op infer:MODEL`"),
-    "process": Command("jobs.process:add_arguments", "jobs.routes:process",
+    "process": Command("jobs.process:add_arguments", "jobs.cli:process",
                        "apply ops (brightness, contrast, watermark, mean filter, DFT filter), match images or run "
                        "a model, on ciphertexts, with public keys only"),
-    "decrypt": Command("jobs.decrypt:add_arguments", "jobs.routes:decrypt",
+    "decrypt": Command("jobs.decrypt:add_arguments", "jobs.cli:decrypt",
                        "decrypt ciphertexts into images and a metrics table (reads the secret key: a local Spark "
                        "master only, unless --trusted-cluster)"),
     "audit": Command("jobs.audit:add_arguments", "jobs.audit:run",
@@ -64,6 +67,77 @@ JOBS = {
     "demo": Command("jobs.demo:add_arguments", "jobs.demo:run",
                     "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
 }
+
+
+# --- the commands that serve several kinds of run ---------------------------------------------------
+
+#: What a decrypt input holds, from its manifest.
+IMAGES, DISTANCES, SCORES = "images", "distances", "scores"
+
+
+def key_scheme(keys: str):
+    """The scheme of a (public) key directory, from its manifest (:func:`hecore.schemes.scheme_of`):
+    its op vocabulary."""
+    from hecore.schemes import scheme_of
+
+    from .runtime.remote import is_hdfs, remote_keys
+
+    if not is_hdfs(keys):
+        return scheme_of(keys)
+    with remote_keys(keys) as local:
+        return scheme_of(local)
+
+
+def process(args) -> int:
+    """``hepix process``: image ops, a match or an inference, public keys only, in the vocabulary of the
+    keys' scheme (TFHE's ops run with the server key alone)."""
+    from hecore.errors import KeyDirectoryError
+    from hecore.schemes import DEFAULT_SCHEME
+
+    from . import infer, match
+    from . import process as process_job
+    from .runtime.runs import refuse_secret_key_directory
+
+    refuse_secret_key_directory(args.keys)          # before anything else, whatever the ops
+    try:
+        scheme = key_scheme(args.keys)
+    except KeyDirectoryError:
+        scheme = DEFAULT_SCHEME   # the job names the key directory's problem when it opens it, after the ops'
+    try:
+        chain = scheme.parse_chain(args.op)
+    except ValueError as e:
+        raise HepixError(str(e)) from None
+    runner = {"image": process_job.run, "match": match.run, "infer": infer.run_process}[chain.kind]
+    return runner(args, chain)
+
+
+def input_kind(parent) -> str:
+    """What a decrypt input holds: ``distances`` (a match run), ``scores`` (encrypted digits) or ``images``.
+    The manifest says so; the table it must then list is checked when it is read
+    (:func:`jobs.runtime.storage.listed_paths`)."""
+    from .infer import LAYOUT
+
+    if parent.ops and parent.ops[-1].startswith("match:"):
+        return DISTANCES
+    if parent.layout == LAYOUT:
+        return SCORES
+    return IMAGES
+
+
+def decrypt(args) -> int:
+    """``hepix decrypt``: the key owner's job, for whichever kind of run the input is."""
+    from . import decrypt as decrypt_job
+    from . import infer, match
+    from .runtime.runs import open_run
+
+    decrypt_job.check_arguments(args)
+    with open_run(args, "decrypt", secret=True) as run:
+        run.owner = decrypt_job.load_owner(args, run.fingerprint)
+        parent = run.parent
+        print(f"hepix decrypt {run.run_id}: {args.input} -> {args.out}; key {run.fingerprint[:16]}; "
+              f"ops {' | '.join(parent.ops) or 'none'}")
+        runner = {IMAGES: decrypt_job.run, DISTANCES: match.decrypt, SCORES: infer.decrypt}[input_kind(parent)]
+        return runner(run)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,11 +6,11 @@ with ``--images`` -- or, when ops were applied, against the originals with
 the same ops applied in plaintext and the same single clipping at the end.
 
 What it reads came back from the cluster, so nothing of it is believed: it reads exactly the files the
-manifest lists, checks every row (jobs/rowcheck.py) against this key, the owner's settings (from the
+manifest lists, checks every row (jobs/runtime/rowcheck.py) against this key, the owner's settings (from the
 owner map, ``--owner``: layout, tile, halo, pixel limit, and each image's id and size) and the run's
 ops, and rejects what fails -- a row SEAL refuses, of another key or size, an id the owner never made,
 values no image could decrypt to -- leaving its image out whole.  ``images_in = decrypted + rejected``.
-It runs in a secret-holding session (jobs.session.secret_session).
+It runs in a secret-holding session (jobs.runtime.session.secret_session).
 
 The originals of ``--images`` are found through the owner map (by the SHA-256 of each file's bytes, which
 the owner recorded); without one, by what decrypts: each decrypted image, rounded, is matched to the
@@ -32,14 +32,14 @@ from schemas.manifest import Counts
 from schemas.stages import DECRYPTED, IMAGES, ORIGINALS, OWNER_NAMES, REFERENCES
 from schemas.tables import METRICS, spark_schema
 
-from .console import table
-from .owner import OwnerMap
-from .progress import Progress
-from .rowcheck import reject_row
-from .runs import add_reject_arguments, add_spark_arguments, cogroup_function, exit_status, table_function
-from .session import add_trust_argument
-from .sources import read_images
-from .tables import write_rejects
+from .runtime.console import table
+from .runtime.owner import OwnerMap
+from .runtime.progress import Progress
+from .runtime.rowcheck import reject_row
+from .runtime.runs import add_reject_arguments, add_spark_arguments, cogroup_function, exit_status, table_function
+from .runtime.session import add_trust_argument
+from .runtime.sources import read_images
+from .runtime.tablefiles import write_rejects
 
 
 def add_arguments(p) -> None:
@@ -150,7 +150,7 @@ def references(run, owner: OwnerMap, ids: list[str]):
 
 def decrypt_work(run):
     """The partition function that decrypts ciphertext rows into DECRYPTED blocks (the secret key goes to
-    the owner's own executors in a broadcast): run in the row checks' task (jobs/rowcheck.py)."""
+    the owner's own executors in a broadcast): run in the row checks' task (jobs/runtime/rowcheck.py)."""
     bc, token = run.broadcast(run.keys.for_decryption())
     return functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds, tasks=run.tasks,
                              flood_std=run.args.flood_std)
@@ -205,7 +205,7 @@ def run(run) -> int:
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
         progress.stage("checking and decrypting the input rows")
-        # one pass reads every ciphertext: checks it and decrypts it if it passes (jobs/rowcheck.py);
+        # one pass reads every ciphertext: checks it and decrypts it if it passes (jobs/runtime/rowcheck.py);
         # check_seconds covers that pass and the per-image decisions, scored_seconds assembling and scoring
         checked = run.checked_input("decrypt", expectation(run, owner), keys=run.keys.for_checks(), owner=owner,
                                     work=decrypt_work(run), work_schema=DECRYPTED)

@@ -24,7 +24,7 @@ from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
 from hecore.params import DEFAULT_PRESET, PRESETS
 from hecore.quality import compare
 
-from .console import table
+from .runtime.console import table
 
 #: scikit-image's bundled images (no download): two grey, one colour.
 SAMPLES = ("camera", "coins", "astronaut")

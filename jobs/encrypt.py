@@ -2,16 +2,16 @@
 
 Thin: open the keys (hecore.schemes.open_keys) and check the settings against them -> session -> resume what
 an earlier run into ``--out`` left -> per batch of images: decode tiles on the executors, (scan), broadcast
-the encryptor's state once, encrypt with the key set's encryptor, write, commit (jobs/batches.py) -> mark the
+the encryptor's state once, encrypt with the key set's encryptor, write, commit (jobs/runtime/batches.py) -> mark the
 run complete.  Encryption needs only the public key; the secret key file is never opened -- except where
 the owner's secret encrypts: ``--encryption symmetric``, the key owner's fast path (hecore.encrypt.symmetric),
 and TFHE keys, whose encryption is the client key's.  Such a run reads the secret and ships it to its own
-executors: a secret-holding job (jobs.session.secret_session: a local master unless the cluster is trusted,
+executors: a secret-holding job (jobs.runtime.session.secret_session: a local master unless the cluster is trusted,
 Spark authentication and encryption on, a private local dir).
 
 ``--out`` is what the cluster gets: the ciphertext table (random image ids, no file names, no hashes of
 plaintext) and a manifest naming no owner path.  Which id is which file, the rejects and the settings go
-to the owner map (``--owner``, jobs/owner.py), which a resumed run, decrypt and audit read.
+to the owner map (``--owner``, jobs/runtime/owner.py), which a resumed run, decrypt and audit read.
 
 Runs are resumable.  Images go in batches (``--batch-images``); each batch is
 written under ``_staging/<run_id>/``, its files are moved into the tables, and
@@ -36,14 +36,14 @@ from hecore.layouts.packed import check_tile_fits, default_tile
 from hecore.layouts.tiling import parse_tile_spec
 from hecore.schemes import scheme_of
 
-from . import runinfo
-from .batches import EncryptRun
-from .owner import default_dir
-from .progress import Progress
-from .remote import remote_keys
-from .runs import add_spark_arguments
-from .session import add_trust_argument, plain_session, secret_session, trusted_cluster
-from .storage import Output, Storage
+from .runtime import runinfo
+from .runtime.batches import EncryptRun
+from .runtime.owner import default_dir
+from .runtime.progress import Progress
+from .runtime.remote import remote_keys
+from .runtime.runs import add_spark_arguments
+from .runtime.session import add_trust_argument, plain_session, secret_session, trusted_cluster
+from .runtime.storage import Output, Storage
 
 log = logging.getLogger(__name__)
 

@@ -25,13 +25,13 @@ from hecore.errors import HepixError, InvalidParameters
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PREDICTIONS, spark_schema
 
-from . import runinfo
-from .console import table
-from .rowcheck import reject_row
-from .runs import add_spark_arguments, exit_status, open_run, table_function
-from .session import build_session, spark_info
-from .storage import Output, Storage
-from .tables import describe_table, table_checksums, write_rejects
+from .runtime import runinfo
+from .runtime.console import table
+from .runtime.rowcheck import reject_row
+from .runtime.runs import add_spark_arguments, exit_status, open_run, table_function
+from .runtime.session import build_session, spark_info
+from .runtime.storage import Output, Storage
+from .runtime.tablefiles import describe_table, table_checksums, write_rejects
 
 LAYOUT = "digits"
 
@@ -248,7 +248,7 @@ def decrypt(run) -> int:
                          "run `hepix process --op infer:MODEL` first")
     from hecore.infer import models as infer
 
-    from .owner import valid_id
+    from .runtime.owner import valid_id
 
     op = infer.parse_infer(parent.ops[-1].partition(":")[2])
     task = infer.digits_task(op.task)

@@ -22,11 +22,11 @@ from jobs.tasks.process import match_group
 from schemas.manifest import Counts
 from schemas.tables import DISTANCES, ENCRYPTED_DISTANCES, spark_schema
 
-from .console import table
-from .progress import Progress
-from .rowcheck import reject_row
-from .runs import exit_status, open_run, table_function
-from .tables import write_rejects
+from .runtime.console import table
+from .runtime.progress import Progress
+from .runtime.rowcheck import reject_row
+from .runtime.runs import exit_status, open_run, table_function
+from .runtime.tablefiles import write_rejects
 
 KEYS = ["tile_y", "tile_x", "channel", "index"]
 
@@ -153,7 +153,7 @@ def decrypt_distances(run) -> tuple[list[dict], list[dict]]:
 
     from hecore.ops.matching import l1_poly_error
 
-    from .owner import valid_id
+    from .runtime.owner import valid_id
 
     ctx, run_id = run.keys.context(), run.run_id
     df, rejects = run.input_table("distances", ENCRYPTED_DISTANCES)

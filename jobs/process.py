@@ -4,7 +4,7 @@ Runs where the data owner's secret must never be: it refuses a key directory
 that holds a secret key, and checks the input's key fingerprint before any
 work, and checks that the key's parameters can run the ops (the planner
 names a preset that can when they cannot).  It reads exactly the files the
-input's manifest lists and checks every row before it is used (jobs/rowcheck.py): a row
+input's manifest lists and checks every row before it is used (jobs/runtime/rowcheck.py): a row
 SEAL refuses, or of the wrong size, parameters or key, is a rejects row and
 its image is left out; the rest is processed.  Where the Python workers can
 write the output (a local master and path), a ciphertext is checked,
@@ -33,10 +33,10 @@ from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 
-from .progress import Progress
-from .runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
-from .tables import write_rejects
-from .workerfiles import drop_images, keep_reported, keep_schema, worker_local_path
+from .runtime.progress import Progress
+from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
+from .runtime.tablefiles import write_rejects
+from .tasks.files import drop_images, keep_reported, keep_schema, worker_local_path
 
 
 def add_arguments(p) -> None:
@@ -125,7 +125,7 @@ def processed(run, df, ops):
 
 def process_in_one_pass(run, expect, ops):
     """Check, process and write every ciphertext in one pass, the Python workers writing the Parquet files
-    (:func:`jobs.rowcheck.inspect_rows` with :func:`jobs.tasks.files.work_to_file` as its work); then the
+    (:func:`jobs.runtime.rowcheck.inspect_rows` with :func:`jobs.tasks.files.work_to_file` as its work); then the
     rows of the images found bad are taken out of the written files.  The checked input and the ciphertext
     bytes the workers reported writing (None when images were taken out: the files changed), or (None,
     None) where the workers cannot write the output (a non-local master or path) or the ops need a

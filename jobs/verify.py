@@ -7,7 +7,7 @@ What is checked, from the manifest's file list (``files``) and checksums:
 * every ciphertext row's ``ct`` bytes still hash to its ``ct_xxh3`` (corrupted or truncated
   bytes are reported by row: image, channel, tile, index);
 * per file, the row count and the XOR of the row checksums match the manifest;
-* every row is one the run could have written (jobs/rowcheck.py): its key fingerprint, layout,
+* every row is one the run could have written (jobs/runtime/rowcheck.py): its key fingerprint, layout,
   parameters, ops and geometry are the run's, its image id has hepix's form, and SEAL accepts its
   ciphertext (checked against the parameters alone: verify needs no key);
 * no (image, channel, tile, index) key appears twice, and every image has all its ciphertexts.
@@ -25,12 +25,12 @@ from hecore.errors import HepixError
 from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
 
-from . import runinfo
-from .rowcheck import KEY, ImageSummary, RowExpect, check_partition, image_problems
-from .runs import add_spark_arguments
-from .session import build_session
-from .storage import Storage, inside, join, read_manifest
-from .tables import write_rejects
+from .runtime import runinfo
+from .runtime.rowcheck import KEY, ImageSummary, RowExpect, check_partition, image_problems
+from .runtime.runs import add_spark_arguments
+from .runtime.session import build_session
+from .runtime.storage import Storage, inside, join, read_manifest
+from .runtime.tablefiles import write_rejects
 
 log = logging.getLogger(__name__)
 

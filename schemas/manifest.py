@@ -1,7 +1,7 @@
 """The run manifest: ``_manifest.json`` beside the tables a job writes, and its schema.
 
 It is written last, after the tables are in place, so a directory whose
-manifest says ``"status": "complete"`` holds a whole run (see jobs/storage.py).
+manifest says ``"status": "complete"`` holds a whole run (see jobs/runtime/storage.py).
 ``encrypt`` rewrites it after each committed batch with ``"status": "partial"``
 and the files so far; ``files`` and ``checksums`` are what ``hepix verify``
 checks the tables against (jobs/verify.py).
@@ -11,7 +11,7 @@ checks every field against :data:`FIELDS` (types, ranges, known fields only, fil
 pattern, ops that parse, parameters that are a preset's) and raises :class:`ManifestInvalid` naming the
 first bad field; nothing in it names a file outside its directory or sizes an allocation unchecked.
 The manifest handed to the cluster names no owner path: encrypt writes ``input`` and ``output`` empty
-(the owner's paths stay in its owner map, jobs/owner.py).
+(the owner's paths stay in its owner map, jobs/runtime/owner.py).
 """
 from __future__ import annotations
 

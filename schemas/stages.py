@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: Internal: the decode stage's output, one row per tile and channel of raw pixels, or one per reject.
-#: ``source`` and ``content_sha256`` go to the owner map only (jobs.owner), never to a ciphertext row.
+#: ``source`` and ``content_sha256`` go to the owner map only (jobs.runtime.owner), never to a ciphertext row.
 TILES = pa.schema([
     pa.field("image_id", pa.string()),
     pa.field("source", pa.string(), nullable=False),
@@ -93,7 +93,7 @@ WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.i
 HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]
 
 
-#: One row per checked ciphertext row (jobs.rowcheck): its key, what the bytes hash to, why it is bad (or null).
+#: One row per checked ciphertext row (jobs.runtime.rowcheck): its key, what the bytes hash to, why it is bad (or null).
 CHECKED = pa.schema([
     ("file", pa.string()), ("image_id", pa.string()), ("channel", pa.int32()),
     ("tile_y", pa.int32()), ("tile_x", pa.int32()), ("index", pa.int32()), ("layout", pa.string()),

@@ -52,7 +52,7 @@ CIPHERTEXTS = pa.schema([
     pa.field("encrypt_seconds", pa.float64(), nullable=False),
     pa.field("process_seconds", pa.float64(), nullable=False),
     pa.field("ct", pa.binary(), nullable=False),
-    pa.field("ct_xxh3", pa.int64()),        # XXH3-64 of ct (jobs.checksums); null: written before checksums
+    pa.field("ct_xxh3", pa.int64()),        # XXH3-64 of ct (jobs.tasks.checksums); null: written before checksums
 ])
 
 #: ``hepix process --op match:QUERY``: one encrypted distance per (image, metric).  Slot 0 of ``ct``
@@ -140,7 +140,7 @@ REJECTS = pa.schema([
     pa.field("index", pa.int32()),
 ])
 
-#: The owner map (jobs/owner.py): which image id of an encrypt run is which of the owner's files.  Written
+#: The owner map (jobs/runtime/owner.py): which image id of an encrypt run is which of the owner's files.  Written
 #: by encrypt next to nothing the cluster gets (``--owner``, 0700/0600), read by decrypt and audit to find
 #: the originals and name the results, and by a resumed encrypt to skip what is done.  ``ciphertexts``:
 #: how many rows the owner wrote for the image, which the cluster's answer must match.

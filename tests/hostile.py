@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs.checksums import ct_checksums, xor_all
+from jobs.tasks.checksums import ct_checksums, xor_all
 
 #: Where the coefficients of an uncompressed SEAL 4.1 ciphertext start (see hecore.audit.sealbytes).
 COEFFICIENTS_AT = 113

@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from jobs.checksums import xor_all
+from jobs.tasks.checksums import xor_all
 from jobs.cli import main
 
 settings.register_profile("hostile", database=None, deadline=None, derandomize=True, print_blob=True,
@@ -479,7 +479,7 @@ def test_a_forged_manifest_is_a_manifest_or_one_field_named(sandbox, forgery):
 @given(name=st.one_of(PATHLIKE, st.text(max_size=60)))
 def test_a_listed_name_resolves_inside_its_directory_or_is_refused(name):
     from hecore.errors import ManifestError
-    from jobs.storage import inside
+    from jobs.runtime.storage import inside
 
     for base in ("/data/run/ciphertexts", "hdfs://nn:9820/run/ciphertexts", "file:/data/run/ciphertexts"):
         try:
@@ -508,7 +508,7 @@ def test_a_png_name_stays_in_its_directory(tmp_path_factory, image_id, source):
 def test_the_row_checks_catch_every_forged_row_by_itself_or_with_its_image(sandbox, data, forgery):
     from hecore.checks import CiphertextChecker
     from hecore.params import preset
-    from jobs.rowcheck import ImageSummary, RowExpect, check_batch, image_problems
+    from jobs.runtime.rowcheck import ImageSummary, RowExpect, check_batch, image_problems
 
     sb = sandbox
     victim = data.draw(st.sampled_from(sb.ids))

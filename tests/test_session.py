@@ -6,7 +6,7 @@ import pytest
 
 from bench.schemas import BENCH_SPARK
 from jobs.cli import main
-from jobs.session import read_conf_file
+from jobs.runtime.session import read_conf_file
 
 
 def test_conf_file_reads_spark_defaults_format(tmp_path):

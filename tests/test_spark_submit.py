@@ -243,13 +243,13 @@ def test_a_cluster_script_needs_the_packaged_archives(tmp_path):
 # --- conf/ and the entry file -----------------------------------------------------------
 
 def test_the_properties_file_mirrors_the_session_defaults():
-    from jobs.session import DEFAULTS, read_conf_file
+    from jobs.runtime.session import DEFAULTS, read_conf_file
 
     assert read_conf_file(REPO / "conf" / "spark-hepix.conf") == DEFAULTS
 
 
 def test_the_cluster_scripts_pass_every_property_of_the_file(fake_dist):
-    from jobs.session import DEFAULTS
+    from jobs.runtime.session import DEFAULTS
 
     words = dry_run("yarn.sh", "encrypt", env={**CLUSTER_ENV["yarn.sh"], "HEPIX_DIST": str(fake_dist)})
     confs = conf_values(words)

@@ -118,7 +118,7 @@ def test_the_secret_session_encrypts_shuffle_files_on_disk_and_removes_its_direc
     plaintext in its local directory (and the same shuffle without I/O encryption does: the scan can fail)."""
     import secrets
 
-    from jobs.session import build_session, secret_session
+    from jobs.runtime.session import build_session, secret_session
 
     marker = "PLAINTEXT-" + secrets.token_hex(8)
 
@@ -465,7 +465,7 @@ class FakeWebHdfs:
 ])
 def test_a_secret_key_on_hdfs_is_fetched_only_privately_and_only_when_hdfs_guards_it(corpus, monkeypatch, url,
                                                                                      permission, owner, refused):
-    import jobs.remote as remote
+    import jobs.runtime.remote as remote
     from hecore.errors import KeyDirectoryError
 
     files = {p.name: p.read_bytes() for p in (corpus / "keys").iterdir()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hecore.errors import HepixError
-from jobs.workerfiles import SHARED_OUT, checked_reports, worker_local_path
+from jobs.tasks.files import SHARED_OUT, checked_reports, worker_local_path
 
 NAME = "part-00003-0-0123abcd.parquet"
 

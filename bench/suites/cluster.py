@@ -198,7 +198,7 @@ def run_cluster_bench(work: Path, *, images: int, preset_name: str, quick: bool,
 
 
 def report(rows: list[ClusterRow], label: str, images: int, preset_name: str) -> str:
-    from jobs.console import table
+    from jobs.runtime.console import table
 
     dicts = [vars(r) for r in rows]
     lines = [table(dicts, [("config", "configuration", ""), ("repeat", "repeat", "d"), ("ciphertexts", "cts", "d"),

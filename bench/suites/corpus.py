@@ -374,7 +374,7 @@ def _stages(r: CorpusRow) -> str:
 def breakdown(rows: list[CorpusRow]) -> str:
     """Where each job's time and memory go: wall and start-up, the manifest's stages, CPU seconds by role
     (the JVM moving bytes, the Python workers, of which the core work), the peaks by role."""
-    from jobs.console import table
+    from jobs.runtime.console import table
 
     shown = [vars(r) | {"mode": f"{r.layout}/{r.encryption}", "stages": _stages(r),
                         "py_mb": _mb(r.driver_python_peak_rss), "jvm_mb": _mb(r.driver_jvm_peak_rss),
@@ -420,7 +420,7 @@ def memory_by_size(rows: list[CorpusRow], layout: str = "packed", encryption: st
 
 
 def report(rows: list[CorpusRow], dataset: str, preset_name: str) -> str:
-    from jobs.console import table
+    from jobs.runtime.console import table
 
     shown = [vars(r) | {"ms_per_ct": r.seconds_per_ciphertext * 1e3, "mb": _mb(r.driver_peak_rss),
                         "worker_mb": _mb(r.workers_peak_rss)} for r in rows]

@@ -38,7 +38,7 @@ from bench.timing import median, pin_one_core
 from hecore.infer import encrypted
 from hecore.infer import models as infer
 from jobs import runinfo
-from jobs.console import table
+from jobs.runtime.console import table
 
 #: The options of ``hepix bench`` this suite reads besides --out and --quick: none (fixed configurations).
 OPTIONS = frozenset()

@@ -96,7 +96,7 @@ from hecore.ops.spec import (
 )
 from hecore.quality import round_to_uint8
 from jobs import runinfo
-from jobs.console import table
+from jobs.runtime.console import table
 
 log = logging.getLogger(__name__)
 

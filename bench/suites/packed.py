@@ -64,7 +64,7 @@ from hecore.layouts.tiling import tile_image, untile_channels
 from hecore.params import Params, preset
 from hecore.quality import compare
 from jobs import runinfo
-from jobs.console import table
+from jobs.runtime.console import table
 
 from .pixel import DEFAULT_TILE as PIXEL_TILE
 

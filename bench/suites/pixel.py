@@ -30,7 +30,7 @@ from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
 from hecore.params import DEFAULT_PRESET, preset
 from hecore.quality import compare
 from jobs import runinfo
-from jobs.console import table
+from jobs.runtime.console import table
 
 log = logging.getLogger(__name__)
 

@@ -129,7 +129,7 @@ def run_spark_bench(*, images: int, resize: int, tile: int, preset_name: str,
 
 
 def report(measured: list[SparkRow], params_name: str, images: int, resize: int) -> str:
-    from jobs.console import table
+    from jobs.runtime.console import table
 
     rows = [vars(r) for r in measured]
     lines = [table(rows, [("config", "configuration", ""), ("ciphertexts", "cts", "d"), ("seconds", "seconds", ".2f"),

@@ -2,7 +2,7 @@
 and written as PNG when asked -- or, for an image decrypt rejected, one row saying why.
 
 PNG names never come from a table value as such: the image id (already checked against the strict id
-pattern, jobs/rowcheck.py) and, when the owner map names the image, the stem of the owner's own file
+pattern, jobs/runtime/rowcheck.py) and, when the owner map names the image, the stem of the owner's own file
 name with anything but letters, digits, ``.``, ``_`` and ``-`` replaced; the path is then resolved and
 checked to lie in the PNG directory before anything is written.
 """

@@ -16,7 +16,7 @@ import pyarrow as pa
 from hecore.layouts import Layout
 from hecore.schemes.seal import SEAL
 from hecore.schemes.tfhe import PROCESSED, TFHE
-from jobs.checksums import ct_checksums
+from jobs.tasks.checksums import ct_checksums
 from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.checksums import ct_checksums
+from jobs.tasks.checksums import ct_checksums
 from schemas.tables import CIPHERTEXTS
 
 

@@ -7,9 +7,9 @@ first, :meth:`Run.manifest` and :meth:`Run.commit` the second; a job's ``run()``
 
 The input came from the cluster, so the preamble trusts none of it: the manifest is validated
 (schemas.manifest), the job reads exactly the files it lists (:meth:`Run.input_table`, each inside the
-table's directory), and every row is checked before use (:meth:`Run.checked_input`, jobs/rowcheck.py):
+table's directory), and every row is checked before use (:meth:`Run.checked_input`, jobs/runtime/rowcheck.py):
 a bad row is a rejects row and its image is left out.  The owner's jobs (``secret=True``) run in a
-:func:`jobs.session.secret_session`.
+:func:`jobs.runtime.session.secret_session`.
 """
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ class Run:
     timings: dict = field(default_factory=dict)
     rebuilds: object = None     # accumulators of worker events: cache rebuilds and tasks
     tasks: object = None
-    owner: object = None        # the owner map (jobs.owner.OwnerMap) of an owner's job, when given
+    owner: object = None        # the owner map (jobs.runtime.owner.OwnerMap) of an owner's job, when given
 
     @property
     def sc(self):
@@ -228,10 +228,10 @@ class Run:
                                                        "preset": self.keys.params.name, **overrides})
 
     def checked_input(self, stage: str, expect=None, keys=None, owner=None, work=None, work_schema=None):
-        """The input's ciphertext rows after every check (jobs/rowcheck.py): the images with a bad row are left
+        """The input's ciphertext rows after every check (jobs/runtime/rowcheck.py): the images with a bad row are left
         out whole, and each bad row or image becomes a rejects row of ``stage``.  With ``work`` (a partition
         function giving ``work_schema`` rows), the work's output for the good images, done in the checking
-        pass (:func:`jobs.rowcheck.inspect_rows`; the caller releases it)."""
+        pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it)."""
         from .rowcheck import inspect_rows
 
         df, missing = self.input_table()
@@ -249,7 +249,7 @@ class Run:
 
     def describe(self, tables: dict[str, bool]) -> tuple[dict, dict]:
         """The manifest's ``files`` and ``checksums`` of the staged tables (``{table: with row checksums}``)."""
-        from .tables import describe_table, table_checksums
+        from .tablefiles import describe_table, table_checksums
 
         files = {name: describe_table(self.spark, self.storage, self.out.table(name), checksums=with_sums)
                  for name, with_sums in tables.items()}
@@ -263,7 +263,7 @@ def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = 
 
     Public side (``secret=False``): a key directory holding ``secret.key`` is refused without opening it,
     and only the public material is read.  Owner side (``secret=True``): the secret key is loaded (0600,
-    refused otherwise) and the session is a :func:`jobs.session.secret_session` (a local master unless the
+    refused otherwise) and the session is a :func:`jobs.runtime.session.secret_session` (a local master unless the
     cluster is trusted; authentication and encryption on; a private local directory, removed at the end).
     Then the staged output, and the input: a complete run of one of ``inputs`` (its manifest validated),
     made with the same key (checked before any work).  The staged output is removed when the body raises;

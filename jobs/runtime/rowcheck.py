@@ -31,7 +31,7 @@ from hecore.layouts import Layout
 from schemas.stages import CHECKED
 from schemas.tables import IMAGE_ID, spark_schema
 
-from .checksums import ALGORITHM, ct_checksums
+from ..tasks.checksums import ALGORITHM, ct_checksums
 
 KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
 _ID = re.compile(IMAGE_ID)
@@ -205,7 +205,7 @@ def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -
 def check_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
                     rebuilds=None) -> Iterator[pa.RecordBatch]:
     """One CHECKED row per ciphertext row: its key, sizes, and why it is bad (or null)."""
-    from .tasks.worker import worker_state
+    from ..tasks.worker import worker_state
 
     checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
     for rb in batches:
@@ -240,7 +240,7 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
     the CHECKED rows (:func:`inspect_rows`): the work of an image found bad then is dropped unused."""
     from collections import deque
 
-    from .tasks.worker import worker_state
+    from ..tasks.worker import worker_state
 
     checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
     schema = fused_schema(work_schema)
@@ -348,7 +348,7 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
     """Check every row of ``df`` (ciphertext rows) and every image; leave out the images with a problem.
 
     ``keys``: the job's keys (:meth:`hecore.schemes.KeySet.for_checks`: their checker loads each ciphertext);
-    None checks against the parameters alone (no key).  ``owner``: the owner map (jobs.owner.OwnerMap) when the owner runs this.
+    None checks against the parameters alone (no key).  ``owner``: the owner map (jobs.runtime.owner.OwnerMap) when the owner runs this.
 
     Without ``work`` the result's ``df`` is ``df`` without the bad images, for the job to read again.
     With ``work`` (a partition function, rows in, ``work_schema`` rows out) the job's work runs in the

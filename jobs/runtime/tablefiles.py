@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.tables import PARQUET_OPTIONS, REJECTS, spark_schema
 
-from .checksums import ALGORITHM
+from ..tasks.checksums import ALGORITHM
 from .storage import Storage
 
 

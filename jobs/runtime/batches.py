@@ -3,7 +3,7 @@
 A batch is decoded into tile channels on the executors, encrypted (the encryptor's state -- a pixel
 strategy's cache, the public key, or the owner's secret key -- broadcast once per run), staged under
 ``_staging/<run_id>/``, and committed in three steps: its ciphertext files are moved into the table,
-the owner map (jobs/owner.py) records the batch -- its images' ids, sources, content hashes and sizes,
+the owner map (jobs/runtime/owner.py) records the batch -- its images' ids, sources, content hashes and sizes,
 its rejects, the files it added -- and ``_manifest.json`` is rewritten (status ``partial``) to list
 them.  :meth:`EncryptRun.finish` removes what no batch lists and marks the run ``complete``.
 
@@ -27,8 +27,8 @@ import numpy as np
 from hecore.errors import HepixError
 from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
+from jobs.tasks.files import keep_reported, worker_local_path
 from jobs.tasks.rows import RowMeta
-from jobs.workerfiles import keep_reported, worker_local_path
 from schemas.manifest import Counts, RunManifest
 from schemas.stages import TILES, WRITTEN
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
@@ -40,7 +40,7 @@ from .runs import ListAccumulator, worker_report
 from .session import spark_info
 from .sources import read_image_list
 from .storage import MANIFEST, join, read_manifest
-from .tables import describe_table, table_checksums
+from .tablefiles import describe_table, table_checksums
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def settings_differ(old: dict, new: dict) -> str | None:
 def write_from_workers(units, directory: str, **task_args) -> list[dict]:
     """Encrypt with :func:`encrypt_to_files`: the table's entries (name, rows, bytes, xxh3_xor, ct_bytes) as
     the tasks reported them, once the driver has checked that it sees each of them, at the reported size,
-    in ``directory``; every other file there removed (:func:`jobs.workerfiles.keep_reported`)."""
+    in ``directory``; every other file there removed (:func:`jobs.tasks.files.keep_reported`)."""
     os.makedirs(directory, exist_ok=True)
     return keep_reported(directory, units.mapInArrow(functools.partial(encrypt_to_files, directory=directory,
                                                                        **task_args), spark_schema(WRITTEN)).collect())

@@ -24,7 +24,6 @@ import tempfile
 from pathlib import Path
 
 from hecore.errors import UntrustedSession
-
 from schemas.tables import BLOB_READER_BATCH_ROWS
 
 log = logging.getLogger(__name__)

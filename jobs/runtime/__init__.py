@@ -1,0 +1,6 @@
+"""What every job runs on, on the driver: the run's preamble and commit (:mod:`.runs`), the Spark
+session (:mod:`.session`), storage and remote key directories (:mod:`.storage`, :mod:`.remote`), the
+input images (:mod:`.sources`), the owner map (:mod:`.owner`), the row checks (:mod:`.rowcheck`),
+encrypt's committed batches (:mod:`.batches`), a run's table files (:mod:`.tablefiles`), progress
+lines and console tables, run ids and versions.  The commands (``jobs/*.py``) are thin over it; the
+code Spark's Python workers run is :mod:`jobs.tasks`."""
