@@ -26,7 +26,7 @@ from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
 
 from .runtime import runinfo
-from .runtime.rowcheck import KEY, ImageSummary, RowExpect, check_partition, image_problems
+from .runtime.rowcheck import KEY, RowExpect, check_partition, image_problems, image_summaries
 from .runtime.runs import add_spark_arguments
 from .runtime.session import build_session
 from .runtime.storage import Storage, inside, join, read_manifest
@@ -122,24 +122,14 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                                     f"{r['tile_x']}), index {r['index']} appears {r['n']} times",
                                     **{k: r[k] for k in KEY}))
         bad_ids = {p["image_id"] for p in problems if p.get("image_id")}
-        images = checked.groupBy("image_id").agg(
-            F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
-            F.first("layout").alias("layout"), F.first("file").alias("file"),
-            *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
-                                                      "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
-        ).collect()
-        for r in images:
-            if r["image_id"] is None or r["image_id"] in bad_ids or r["keys"] != r["n"]:
+        images = image_summaries(checked)
+        for s in images:
+            if s.image_id is None or s.image_id in bad_ids or s.keys != s.rows:
                 continue                 # already reported row by row
-            s = ImageSummary(image_id=r["image_id"], rows=r["n"], keys=r["keys"], layout=r["layout"],
-                             heights=(r["lo_image_height"], r["hi_image_height"]),
-                             widths=(r["lo_image_width"], r["hi_image_width"]),
-                             channels=(r["lo_image_channels"], r["hi_image_channels"]),
-                             tiles=(r["lo_tile_h"], r["hi_tile_h"], r["lo_tile_w"], r["hi_tile_w"]))
             found = image_problems(s)
             if found is not None:
-                problems.append(problem(run_id, (r["file"] or "").rsplit("/", 1)[-1], found[0],
-                                        f"image {r['image_id']}: {found[1]}", image_id=r["image_id"]))
+                problems.append(problem(run_id, (s.file or "").rsplit("/", 1)[-1], found[0],
+                                        f"image {s.image_id}: {found[1]}", image_id=s.image_id))
         summary["images"] = len(images)
     finally:
         checked.unpersist()

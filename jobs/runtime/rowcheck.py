@@ -388,6 +388,25 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
     return result
 
 
+def image_summaries(checked) -> list[ImageSummary]:
+    """One :class:`ImageSummary` per image id of the CHECKED rows ``checked`` (rows without an id under
+    None), aggregated by Spark without the bytes: what :func:`image_problems` judges."""
+    from pyspark.sql import functions as F
+
+    rows = checked.groupBy("image_id").agg(
+        F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
+        F.first("layout").alias("layout"), F.first("file").alias("file"),
+        *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
+                                                  "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
+    ).collect()
+    return [ImageSummary(image_id=s["image_id"], rows=s["n"], keys=s["keys"], layout=s["layout"],
+                         heights=(s["lo_image_height"], s["hi_image_height"]),
+                         widths=(s["lo_image_width"], s["hi_image_width"]),
+                         channels=(s["lo_image_channels"], s["hi_image_channels"]),
+                         tiles=(s["lo_tile_h"], s["hi_tile_h"], s["lo_tile_w"], s["hi_tile_w"]), file=s["file"])
+            for s in rows]
+
+
 def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInput:
     """The rejects and the images left out, from the CHECKED rows ``checked``; ``df`` without those images."""
     from pyspark.sql import functions as F
@@ -400,27 +419,16 @@ def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInp
                                   r["ct_bytes"]))
         if r["image_id"] is not None:
             bad.add(r["image_id"])
-    summaries = checked.groupBy("image_id").agg(
-        F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
-        F.first("layout").alias("layout"), F.first("file").alias("file"),
-        *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
-                                                  "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
-    ).collect()
     rows_of = {}
-    for s in summaries:
-        rows_of[s["image_id"]] = s["n"]
-        if s["image_id"] is None or s["image_id"] in bad:
+    for summary in image_summaries(checked):
+        rows_of[summary.image_id] = summary.rows
+        if summary.image_id is None or summary.image_id in bad:
             continue
-        summary = ImageSummary(
-            image_id=s["image_id"], rows=s["n"], keys=s["keys"], layout=s["layout"],
-            heights=(s["lo_image_height"], s["hi_image_height"]), widths=(s["lo_image_width"], s["hi_image_width"]),
-            channels=(s["lo_image_channels"], s["hi_image_channels"]),
-            tiles=(s["lo_tile_h"], s["hi_tile_h"], s["lo_tile_w"], s["hi_tile_w"]), file=s["file"])
         p = image_problems(summary, owner)
         if p is not None:
-            bad.add(s["image_id"])
-            rejects.append(reject_row(run_id, stage, _file_name(s["file"]), p[0], p[1],
-                                      {"image_id": s["image_id"]}))
+            bad.add(summary.image_id)
+            rejects.append(reject_row(run_id, stage, _file_name(summary.file), p[0], p[1],
+                                      {"image_id": summary.image_id}))
     good = sorted(i for i in rows_of if i is not None and i not in bad)
     total = sum(rows_of.values())
     if None in rows_of:            # rows without an id belong to no image: they count as read, not as images
