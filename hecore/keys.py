@@ -125,12 +125,10 @@ def read_info(keys: str | os.PathLike) -> KeyInfo:
     return KeyInfo(params, fingerprint, created, has_secret=(keys / SECRET).exists())
 
 
-def key_scheme(keys: str | os.PathLike) -> str:
-    """The scheme of a key directory, from its manifest alone (reads no key): ``tfhe`` for TFHE keys,
-    else the parameters' scheme (``ckks``, ``bfv``, ``bgv``).  What a job looks at to pick the op
-    vocabulary (:func:`hecore.ops.spec.parse_chain`'s ``scheme``) and the key loader."""
-    keys = Path(keys)
-    path = keys / MANIFEST
+def manifest_doc(keys: str | os.PathLike) -> dict:
+    """The parsed ``hepix-keys.json`` of a key directory of any scheme (reads no key), or a
+    :class:`KeyDirectoryError` saying how to make one, or that it is malformed."""
+    path = Path(keys) / MANIFEST
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -139,7 +137,16 @@ def key_scheme(keys: str | os.PathLike) -> str:
         ) from None
     except (OSError, ValueError) as e:
         raise KeyDirectoryError(f"{path} is malformed: {e}") from None
-    if isinstance(doc, dict) and doc.get("scheme") == TFHE_SCHEME:
+    if not isinstance(doc, dict):
+        raise KeyDirectoryError(f"{path} is malformed: not a JSON object")
+    return doc
+
+
+def key_scheme(keys: str | os.PathLike) -> str:
+    """The scheme of a key directory, from its manifest alone (reads no key): ``tfhe`` for TFHE keys,
+    else the parameters' scheme (``ckks``, ``bfv``, ``bgv``).  :func:`hecore.schemes.scheme_of` gives
+    the scheme's type."""
+    if manifest_doc(keys).get("scheme") == TFHE_SCHEME:
         return TFHE_SCHEME
     return read_info(keys).params.scheme
 

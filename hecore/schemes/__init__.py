@@ -11,7 +11,6 @@ from a command line's ``--scheme``.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -37,21 +36,13 @@ SCHEME_NAMES = {"ckks": SEAL, "bfv": SEAL, "bgv": SEAL, "tfhe": TFHE}
 
 def scheme_of(keys: str | os.PathLike) -> Scheme:
     """The scheme of key directory ``keys``, from its manifest alone (reads no key)."""
-    from hecore.keys import MANIFEST
+    from hecore.keys import MANIFEST, manifest_doc
 
-    path = Path(keys) / MANIFEST
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise KeyDirectoryError(
-            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --out {keys}`"
-        ) from None
-    except (OSError, ValueError) as e:
-        raise KeyDirectoryError(f"{path} is malformed: {e}") from None
-    for scheme in SCHEMES if isinstance(doc, dict) else ():
+    doc = manifest_doc(keys)
+    for scheme in SCHEMES:
         if scheme.owns_manifest(doc):
             return scheme
-    raise KeyDirectoryError(f"{path} is malformed: it names no scheme hepix knows")
+    raise KeyDirectoryError(f"{Path(keys) / MANIFEST} is malformed: it names no scheme hepix knows")
 
 
 def scheme_for_preset(preset) -> Scheme:
