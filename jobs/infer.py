@@ -124,10 +124,8 @@ def _check_fits(op, model, params, pack: bool) -> None:
 
     if fits(params):
         return
-    works = sorted((p for p in PRESETS.values() if p.scheme == params.scheme and fits(p)),
-                   key=lambda p: (p.n, p.total_bits))
-    if not works:
-        works = sorted((p for p in PRESETS.values() if fits(p)), key=lambda p: (p.n, p.total_bits))
+    # the smallest preset that fits, one of the keys' own scheme first
+    works = sorted((p for p in PRESETS.values() if fits(p)), key=lambda p: (p.scheme != params.scheme, p.n, p.total_bits))
     need = (f"{op.depth} level(s), {params.name} has {params.depth}" if not params.is_integer
             else f"a plaintext modulus the quantised model fits, t of {params.plain_modulus_bits} bits is too small")
     hint = f"use keys made with `hepix keygen --preset {works[0].name}` ({works[0].describe()})" if works else \
