@@ -184,7 +184,7 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        log4j = Path(__file__).with_name("resources") / "log4j2.properties"
+        log4j = Path(__file__).resolve().parents[1] / "resources" / "log4j2.properties"
         java_opts = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Dlog4j.configurationFile={log4j.as_uri()}"
         if master.startswith("local"):
             # In local mode the driver JVM is also the executor, and it only moves ciphertext bytes
