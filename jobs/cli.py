@@ -181,6 +181,9 @@ def entry() -> None:
     returns, so skipping the teardown loses nothing.
     """
     code = main()
+    session = sys.modules.get("jobs.runtime.session")
+    if session is not None:
+        session.release_kept_session()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

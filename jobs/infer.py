@@ -29,7 +29,7 @@ from .runtime import runinfo
 from .runtime.console import table
 from .runtime.rowcheck import reject_row
 from .runtime.runs import add_spark_arguments, exit_status, open_run, table_function
-from .runtime.session import build_session, spark_info
+from .runtime.session import plain_session, spark_info
 from .runtime.storage import Output, Storage
 from .runtime.tablefiles import describe_table, table_checksums, write_rejects
 
@@ -78,27 +78,25 @@ def run_encrypt(args) -> int:
                 "channel": 0, "index": i, "ops": [], "post_scale": 1.0, "level": 0,
                 "scale_bits": params.scale_bits, "encrypt_seconds": secs, "process_seconds": 0.0, "ct": ct})
     enc_secs = time.perf_counter() - t_all
-    spark = build_session("encrypt-digits", args.master, args.conf)
-    out = Output(Storage(spark), args.out, run_id)
-    try:
-        spark.createDataFrame(rows, spark_schema(CIPHERTEXTS)).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
-            "overwrite").parquet(out.table("ciphertexts"))
-        nbytes = sum(len(r["ct"]) for r in rows)
-        files = {"ciphertexts": describe_table(spark, out.storage, out.table("ciphertexts"), checksums=True)}
-        manifest = RunManifest(
-            job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
-            finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
-            layout=LAYOUT, strategy="fresh", security="ind-cpa", preset=params.name, params=params.to_json(),
-            key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n},
-            counts=Counts(images_in=n, images_encrypted=n, ciphertexts=len(rows), ciphertext_bytes=nbytes),
-            timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark),
-            files=files, checksums=table_checksums(files))
-        out.commit(manifest, ["ciphertexts"])
-    except BaseException:
-        out.abort()
-        raise
-    finally:
-        spark.stop()
+    with plain_session("encrypt-digits", args.master, args.conf) as spark:
+        out = Output(Storage(spark), args.out, run_id)
+        try:
+            spark.createDataFrame(rows, spark_schema(CIPHERTEXTS)).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
+                "overwrite").parquet(out.table("ciphertexts"))
+            nbytes = sum(len(r["ct"]) for r in rows)
+            files = {"ciphertexts": describe_table(spark, out.storage, out.table("ciphertexts"), checksums=True)}
+            manifest = RunManifest(
+                job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
+                finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
+                layout=LAYOUT, strategy="fresh", security="ind-cpa", preset=params.name, params=params.to_json(),
+                key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n},
+                counts=Counts(images_in=n, images_encrypted=n, ciphertexts=len(rows), ciphertext_bytes=nbytes),
+                timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark),
+                files=files, checksums=table_checksums(files))
+            out.commit(manifest, ["ciphertexts"])
+        except BaseException:
+            out.abort()
+            raise
     print(f"encrypted {n} digits (task {args.task}) into {len(rows)} ciphertexts, {nbytes / 2**20:.1f} MB "
           f"({nbytes / n:,.0f} bytes per sample) in {enc_secs:.2f} s with {params.name}; key {ctx.fingerprint[:16]}")
     return 0

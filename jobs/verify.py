@@ -28,7 +28,7 @@ from schemas.tables import TABLES, spark_schema
 from .runtime import runinfo
 from .runtime.rowcheck import KEY, RowExpect, check_partition, image_problems, image_summaries
 from .runtime.runs import add_spark_arguments
-from .runtime.session import build_session
+from .runtime.session import plain_session
 from .runtime.storage import Storage, inside, join, read_manifest
 from .runtime.tablefiles import write_rejects
 
@@ -138,8 +138,7 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
 
 def run(args) -> int:
     run_id = runinfo.new_run_id()
-    spark = build_session("verify", args.master, args.conf)
-    try:
+    with plain_session("verify", args.master, args.conf) as spark:
         storage = Storage(spark)
         manifest = read_manifest(storage, args.dst)
         if manifest is None:
@@ -164,8 +163,6 @@ def run(args) -> int:
                                     f"`hepix {manifest.job}` with the same arguments to finish it"))
         if args.rejects:
             write_rejects(spark, problems, args.rejects)
-    finally:
-        spark.stop()
     for s in summaries:
         print(f"{s['table']}: {s['files_ok']} of {s['files']} files as listed, {s['rows']} rows"
               + (f", {s['images']} images" if "images" in s else ""))

@@ -21,6 +21,10 @@ import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The jobs these tests run one after the other in this process share a Spark session where they hold no
+# secret (jobs.runtime.session.KEEP_ENV): its Python workers and the JVM's warm code serve the next job.
+os.environ.setdefault("HEPIX_KEEP_SESSION", "1")
 #: The folder holding ``usc-sipi/`` and ``div2k/``.
 DATASETS = Path(os.environ.get("HEPIX_DATASETS") or REPO_ROOT.parent / "shared" / "datasets")
 

@@ -118,14 +118,74 @@ def secret_settings(local_dir: str, master: str) -> dict[str, str]:
     return settings
 
 
+# --- one session for the jobs of one process ------------------------------------------------------------
+
+#: ``1``: a plain session (a job that holds no secret) is kept when its job ends, and the next plain job of
+#: this process with the same master and settings runs in it -- its Python workers, their imports and the
+#: JVM's warm code included.  For a process that runs many jobs one after the other (the tests, a
+#: notebook); the jobs that hold a secret never share a session (:func:`secret_session`).
+KEEP_ENV = "HEPIX_KEEP_SESSION"
+
+#: The kept session and what it was built with: ``(settings, session)``.
+_kept: tuple[tuple, object] | None = None
+
+
+def _keeping() -> bool:
+    return os.environ.get(KEEP_ENV, "") == "1" and not under_spark_submit()
+
+
+def release_kept_session() -> None:
+    """Stop the session kept for the next job, if there is one."""
+    global _kept
+    if _kept is not None:
+        _, spark = _kept
+        _kept = None
+        if _alive(spark):
+            spark.stop()
+
+
+def _alive(spark) -> bool:
+    """Whether ``spark`` can still run a job (whoever held it may have stopped it)."""
+    jsc = spark.sparkContext._jsc
+    return jsc is not None and not jsc.sc().isStopped()
+
+
+def _keep(settings: tuple, spark) -> None:
+    """Keep ``spark`` for the next plain job, with nothing of this job's left cached in it."""
+    global _kept
+    spark.catalog.clearCache()
+    for rdd in spark.sparkContext._jsc.getPersistentRDDs().values():
+        rdd.unpersist(False)
+    _kept = (settings, spark)
+
+
 @contextlib.contextmanager
 def plain_session(app: str, master: str | None, conf_file: str | None):
-    """A Spark session for a job that holds no secret key, stopped when the block ends."""
-    spark = build_session(app, master, conf_file)
+    """A Spark session for a job that holds no secret key, stopped when the block ends (or kept for the
+    next such job of this process, with :data:`KEEP_ENV`)."""
+    settings = _session_settings(master, conf_file)
+    if _kept is not None and _kept[0] == settings and _keeping() and _alive(_kept[1]):
+        spark = _kept[1]
+    else:
+        spark = build_session(app, master, conf_file)
     try:
         yield spark
     finally:
-        spark.stop()
+        global _kept
+        _kept = None
+        if _keeping():
+            _keep(settings, spark)
+        else:
+            spark.stop()
+
+
+def _session_settings(master: str | None, conf_file: str | None) -> tuple:
+    """What decides whether a kept session can serve a job: the master, the user's settings file, and the
+    environment its JVM and Python workers were started with."""
+    user = read_conf_file(conf_file) if conf_file else {}
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith(("SPARK_", "PYSPARK_", "HEPIX_", "JAVA_")) and k != KEEP_ENV)
+    return master, tuple(sorted(user.items())), tuple(env)
 
 
 @contextlib.contextmanager
@@ -141,6 +201,7 @@ def secret_session(app: str, master: str | None, conf_file: str | None, *, trust
     if is_local_master(planned) and os.environ.get("SPARK_LOCAL_DIRS"):
         raise UntrustedSession(f"SPARK_LOCAL_DIRS={os.environ['SPARK_LOCAL_DIRS']} would override the private "
                                f"local directory `hepix {app}` keeps its temporary files in; unset it")
+    release_kept_session()                  # never share a session with a job that held no secret
     local_dir = tempfile.mkdtemp(prefix=f"hepix-{app}-")          # 0700, this user's
     spark = None
     try:
@@ -167,6 +228,7 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
+    release_kept_session()              # a kept session would be returned as it is, whatever this one asks
     user = read_conf_file(conf_file) if conf_file else {}
     builder = SparkSession.builder.appName(f"hepix-{app}")
     if under_spark_submit():

@@ -2,25 +2,30 @@
 
 Expensive worker state (an HE context, an encryptor and its cache, an evaluator with its keys) is built
 from broadcast bytes once per Python worker and kept in a module-level cache keyed by the broadcast's
-token -- not once per task.
+token -- not once per task.  A worker can outlive its job (a session kept for the next job of the same
+process): the cache holds the states of the last few tokens only.
 """
 from __future__ import annotations
 
 import os
 from typing import Callable
 
-#: token -> state built from a broadcast, for the life of this Python worker.
+#: token -> state built from a broadcast, least recently used first.
 _WORKER_CACHE: dict[str, object] = {}
+#: States kept: more than one job's stages use at once (row checks, the work, a model).
+CACHED_STATES = 8
 
 
 def worker_state(token: str, broadcast, build: Callable[[object], object], rebuilds=None):
     """The state for ``token``, built from ``broadcast.value`` the first time this worker needs it."""
-    state = _WORKER_CACHE.get(token)
+    state = _WORKER_CACHE.pop(token, None)
     if state is None:
         state = build(broadcast.value)
-        _WORKER_CACHE[token] = state
         if rebuilds is not None:
             rebuilds.add([(os.getpid(), token)])
+    _WORKER_CACHE[token] = state                    # the most recently used last
+    while len(_WORKER_CACHE) > CACHED_STATES:
+        del _WORKER_CACHE[next(iter(_WORKER_CACHE))]
     return state
 
 
