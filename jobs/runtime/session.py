@@ -163,6 +163,7 @@ def _keep(settings: tuple, spark) -> None:
 def plain_session(app: str, master: str | None, conf_file: str | None):
     """A Spark session for a job that holds no secret key, stopped when the block ends (or kept for the
     next such job of this process, with :data:`KEEP_ENV`)."""
+    global _kept
     settings = _session_settings(master, conf_file)
     if _kept is not None and _kept[0] == settings and _keeping() and _alive(_kept[1]):
         spark = _kept[1]
@@ -171,7 +172,6 @@ def plain_session(app: str, master: str | None, conf_file: str | None):
     try:
         yield spark
     finally:
-        global _kept
         _kept = None
         if _keeping():
             _keep(settings, spark)
