@@ -46,7 +46,7 @@ def corpus(tmp_path_factory):
     images.mkdir()
     rng = np.random.default_rng(21)
     Image.fromarray(rng.integers(0, 256, (12, 12), dtype=np.uint8)).save(images / "alice.png")
-    Image.fromarray(rng.integers(0, 256, (12, 12), dtype=np.uint8)).save(images / "bob.png")
+    Image.fromarray(rng.integers(0, 256, (12, 12), dtype=np.uint8)).save(images / "bobby.png")
     Image.fromarray(rng.integers(0, 256, (12, 10, 3), dtype=np.uint8)).save(images / "carol.png")
     Image.fromarray(rng.integers(0, 256, (10, 9), dtype=np.uint8)).save(images / "dave.png")
     Image.fromarray(rng.integers(0, 256, (9, 12, 3), dtype=np.uint8)).save(images / "erin.png")
@@ -156,7 +156,7 @@ def test_the_secret_session_encrypts_shuffle_files_on_disk_and_removes_its_direc
 @pytest.fixture(scope="module")
 def forged_decrypt(corpus, tmp_path_factory):
     """One run forged five ways, decrypted once with --png under the session recorder:
-    alice's rows carry a path for an id, bob's first ciphertext has a coefficient above q, carol's rows
+    alice's rows carry a path for an id, bobby's first ciphertext has a coefficient above q, carol's rows
     claim a 2^30 x 2^30 image, the manifest's pixel limit says 1, and an unlisted copy of the table sits
     beside it.  dave and erin are left alone."""
     root = tmp_path_factory.mktemp("forged-decrypt")
@@ -164,7 +164,7 @@ def forged_decrypt(corpus, tmp_path_factory):
     shutil.copytree(corpus / "enc", run)
     names = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in table(corpus / "enc.owner" / "images")}
     t = read_rows(run)
-    t = set_where(t, first_row_mask(t, names["bob.png"]), "ct", coefficient_above_q)
+    t = set_where(t, first_row_mask(t, names["bobby.png"]), "ct", coefficient_above_q)
     t = set_where(t, image_mask(t, names["carol.png"]), "image_height", 2**30)
     t = set_where(t, image_mask(t, names["carol.png"]), "image_width", 2**30)
     # OUT/_staging/<run>/images/../../../../escape-*.png would be root/escape-*.png
@@ -265,7 +265,7 @@ def test_process_rejects_ciphertexts_seal_refuses_and_processes_the_rest(corpus,
 
 
 def test_decrypt_rejects_a_ciphertext_seal_refuses_and_decrypts_the_rest(forged_decrypt):
-    assert rejected(forged_decrypt, "bob.png") == {"seal-refused"}
+    assert rejected(forged_decrypt, "bobby.png") == {"seal-refused"}
 
 
 def test_verify_reports_a_ciphertext_seal_refuses_even_with_its_checksum_recomputed(corpus, tmp_path, capsys):
@@ -346,7 +346,7 @@ def test_hidden_input_files_are_rejected_not_lost(corpus, tmp_path):
     src = tmp_path / "in"
     shutil.copytree(corpus / "images", src)
     shutil.copy(src / "alice.png", src / "_scan.png")
-    shutil.copy(src / "bob.png", src / ".dot.png")
+    shutil.copy(src / "bobby.png", src / ".dot.png")
     out = tmp_path / "enc"
     assert hepix("encrypt", "--keys", corpus / "pub", "--input", src, "--out", out, *ENC, *SPARK) == 0
     counts = manifest(out)["counts"]

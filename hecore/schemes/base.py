@@ -159,6 +159,11 @@ class KeySet(ABC):
         of a SEAL directory, TFHE's server key)."""
 
     @abstractmethod
+    def for_encryption(self, *, use_secret: bool) -> KeySet:
+        """The least of these keys that an encryptor needs (what an encrypt job broadcasts): no evaluation
+        keys; the secret only with ``use_secret`` (the owner's encryption)."""
+
+    @abstractmethod
     def for_decryption(self) -> KeySet:
         """The least of these keys that the decryptor needs: :meth:`for_checks` and the secret (for the
         owner's own executors only)."""

@@ -189,6 +189,9 @@ class SealKeys(KeySet):
     def for_checks(self) -> SealKeys:
         return SealKeys(dataclasses.replace(self.material, relin_key=None, rotate_key=None))
 
+    def for_encryption(self, *, use_secret: bool) -> SealKeys:
+        return SealKeys(self.for_checks().material, self.secret_bytes() if use_secret else None)
+
     def for_decryption(self) -> SealKeys:
         return SealKeys(self.for_checks().material, self.secret_bytes())
 

@@ -160,6 +160,10 @@ class TfheKeys(KeySet):
     def for_checks(self) -> TfheKeys:
         return TfheKeys(self.tfhe_params, self.key_fingerprint)
 
+    def for_encryption(self, *, use_secret: bool) -> TfheKeys:
+        """The client key alone: tfhe-rs encrypts with it (the server key, hundreds of MB, stays home)."""
+        return TfheKeys(self.tfhe_params, self.key_fingerprint, None, self.secret_bytes())
+
     def for_decryption(self) -> TfheKeys:
         return TfheKeys(self.tfhe_params, self.key_fingerprint, None, self.secret_bytes())
 

@@ -208,7 +208,7 @@ class EncryptRun:
             strategy.prepare()
         s = self.setup
         self.broadcast = self.spark.sparkContext.broadcast(EncryptPayload(
-            keys=s.keys, layout=s.layout, strategy=strategy.name,
+            keys=s.keys.for_encryption(use_secret=s.use_secret), layout=s.layout, strategy=strategy.name,
             strategy_state=strategy.state() if strategy.name != "fresh" else None,
             allow_leaky=self.args.allow_leaky, use_secret=s.use_secret, compression=s.compression, store=s.store))
         self.token = f"{self.run_id}/{self.broadcast._jbroadcast.id()}"
