@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs import runinfo
+from jobs.runtime import runinfo
 
 
 @dataclass

@@ -15,7 +15,7 @@ import numpy as np
 
 from hecore.context import HEContext
 from hecore.evaluator import Evaluator
-from jobs import runinfo
+from jobs.runtime import runinfo
 
 
 def median(values) -> float | None:

@@ -13,7 +13,7 @@ from bench.rows import run_columns, write_rows
 from bench.schemas import BENCH
 from bench.suites import paper
 from hecore.images import center_crop, resize
-from jobs import runinfo
+from jobs.runtime import runinfo
 
 BRIGHTNESS60_PRESETS = ("tenseal-8192", "bfv-8192", "bgv-8192")
 

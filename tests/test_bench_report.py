@@ -221,7 +221,7 @@ def test_brightness60_isolated_runs_each_preset_in_its_own_process():
 def _suite_tables(folder):
     """bench_dft and bench_infer tables of two rows each, for the report's rendering only."""
     from bench.rows import run_columns, write_rows
-    from jobs import runinfo
+    from jobs.runtime import runinfo
 
     run_id = runinfo.new_run_id()
     common = run_columns(run_id)

@@ -20,7 +20,7 @@ from bench.contexts import Keys
 from bench.rows import BenchRow, run_columns, write_rows
 from bench.schemas import BENCH
 from hecore.images import center_crop, load_image, resize
-from jobs import runinfo
+from jobs.runtime import runinfo
 
 from . import paper
 from .pixel import DEFAULT_STRATEGIES

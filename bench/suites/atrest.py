@@ -317,7 +317,7 @@ def run(args) -> int:
     from bench.rows import write_rows
     from bench.schemas import BENCH_ATREST
     from bench.timing import load_1m
-    from jobs import runinfo
+    from jobs.runtime import runinfo
 
     preset_name = args.preset or DEFAULT_PRESET
     repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)

@@ -222,7 +222,7 @@ def run(args) -> int:
     from bench.rows import write_rows
     from bench.schemas import BENCH_CLUSTER
     from hecore.params import DEFAULT_PRESET
-    from jobs import runinfo
+    from jobs.runtime import runinfo
 
     if not launcher().java_available():
         raise SystemExit("hepix bench: the cluster suite needs Java (a JRE on the PATH or JAVA_HOME) for the "

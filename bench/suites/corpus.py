@@ -45,7 +45,7 @@ from bench.proctree import MemoryPeaks, TreeSampler
 from bench.rows import write_rows
 from bench.schemas import BENCH_CORPUS
 from bench.timing import load_1m
-from jobs import runinfo
+from jobs.runtime import runinfo
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from bench.rows import run_columns, write_rows
 from bench.schemas import BENCH_DFT
 from bench.timing import pin_one_core
 from hecore.ops import dft
-from jobs import runinfo
+from jobs.runtime import runinfo
 from jobs.runtime.console import table
 
 #: The options of ``hepix bench`` this suite reads besides --out and --quick: none (fixed configurations).

@@ -37,7 +37,7 @@ from bench.schemas import BENCH_INFER
 from bench.timing import median, pin_one_core
 from hecore.infer import encrypted
 from hecore.infer import models as infer
-from jobs import runinfo
+from jobs.runtime import runinfo
 from jobs.runtime.console import table
 
 #: The options of ``hepix bench`` this suite reads besides --out and --quick: none (fixed configurations).

@@ -84,18 +84,9 @@ from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.ops.matching import distance_scale, pair_partial, plain_distances
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.pixel import apply_pointwise, mean_filter_tile
-from hecore.ops.spec import (
-    MeanFilter,
-    Op,
-    Watermark,
-    finish_for,
-    parse_ops,
-    raw_range,
-    reference,
-    window_offsets,
-)
+from hecore.ops.spec import MeanFilter, Op, Watermark, finish_for, parse_ops, raw_range, reference, window_offsets
 from hecore.quality import round_to_uint8
-from jobs import runinfo
+from jobs.runtime import runinfo
 from jobs.runtime.console import table
 
 log = logging.getLogger(__name__)

@@ -63,7 +63,7 @@ from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.layouts.tiling import tile_image, untile_channels
 from hecore.params import Params, preset
 from hecore.quality import compare
-from jobs import runinfo
+from jobs.runtime import runinfo
 from jobs.runtime.console import table
 
 from .pixel import DEFAULT_TILE as PIXEL_TILE

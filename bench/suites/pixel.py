@@ -29,7 +29,7 @@ from hecore.kernels import warm_up
 from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
 from hecore.params import DEFAULT_PRESET, preset
 from hecore.quality import compare
-from jobs import runinfo
+from jobs.runtime import runinfo
 from jobs.runtime.console import table
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from bench.rows import write_rows
 from bench.schemas import BENCH_SPARK
 from hecore.keys import keygen, read_public
 from hecore.params import DEFAULT_PRESET, preset
-from jobs import runinfo
+from jobs.runtime import runinfo
 from jobs.tasks.decode import DecodeOptions, decode_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition
 from jobs.tasks.rows import RowMeta

@@ -196,7 +196,7 @@ def run(args) -> int:
 
     from bench.rows import run_columns, write_rows
     from bench.schemas import BENCH_TFHE
-    from jobs import runinfo
+    from jobs.runtime import runinfo
     from jobs.runtime.console import table
 
     run_id, started = runinfo.new_run_id(), runinfo.now()
