@@ -9,7 +9,7 @@
 #                          the archives (spark-submit/k8s.sh takes all three
 #                          from one URI)
 #
-#   spark-submit/package.sh [--src-only] [--with-pyspark] [--dist DIR]
+#   spark-submit/package.sh [--src-only] [--with-pyspark] [--without DIST]... [--dist DIR]
 #
 # Idempotent: a second run rebuilds the zip, reinstalls hepix into the packing
 # virtualenv and repacks it, but reuses the dependencies already installed
@@ -38,6 +38,12 @@
 #     spark-submit puts the cluster's own pyspark on every driver's and
 #     worker's PYTHONPATH, ahead of the env, so a copy in the archive would
 #     be ~480 MB that is never imported.  The cluster's Spark must be 4.x.
+#   * The dependencies' own test suites (their tests/ folders, ~130 MB that
+#     nothing imports) are left out too.
+#   * --without DIST leaves out one of hepix's dependencies (and what only it
+#     brings): for clusters whose jobs never import it, say duckdb and
+#     matplotlib (the notebooks' and reports' tools), scikit-learn (only
+#     `process --op infer:...`), numba (only the pixel layout's kernels).
 #
 # Environment:
 #   HEPIX_VENV           the project's virtualenv (default .venv); venv-pack is
@@ -53,16 +59,19 @@ cache=${HEPIX_CACHE:-$HOME/.cache/hepix}
 dist=$root/dist
 src_only=0
 with_pyspark=0
+without=()
 # The packages the jobs run on (pyproject.toml, [tool.setuptools.packages.find], less bench:
 # the benchmarks run here, never on the cluster).
 packages=(hecore jobs schemas)
 
 usage() {
   cat <<EOF
-usage: spark-submit/package.sh [--src-only] [--with-pyspark] [--dist DIR]
+usage: spark-submit/package.sh [--src-only] [--with-pyspark] [--without DIST]... [--dist DIR]
   builds DIR/hepix-src.zip (--py-files) and DIR/hepix-env.tar.gz (--archives ...#env)
   --src-only      only the zip (seconds; no virtualenv is packed)
   --with-pyspark  keep pyspark and py4j in the packed env (left out by default)
+  --without DIST  leave the dependency DIST out of the packed env (repeatable), for clusters whose jobs
+                  never import it: duckdb, matplotlib, scikit-learn (infer only), numba (pixel layout only)
   --dist DIR      output directory (default: dist/ in the checkout)
 EOF
 }
@@ -77,6 +86,7 @@ while (( $# )); do
     -h|--help) usage; exit 0 ;;
     --src-only) src_only=1 ;;
     --with-pyspark) with_pyspark=1 ;;
+    --without) (( $# >= 2 )) || die "--without needs a distribution name"; without+=("${2,,}"); shift ;;
     --dist) (( $# >= 2 )) || die "--dist needs a directory"; dist=$2; shift ;;
     --dist=*) dist=${1#--dist=} ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -171,31 +181,39 @@ hepix_wheel=${built[0]}
 
 # hepix's run-time dependencies, from the wheel's metadata (no extras; pyspark
 # and py4j left out unless --with-pyspark).
-mapfile -t deps < <("$py" - "$hepix_wheel" "$with_pyspark" <<'EOF'
+mapfile -t deps < <("$py" - "$hepix_wheel" "$with_pyspark" "${without[@]}" <<'EOF'
 import re
 import sys
 import zipfile
 
-wheel, with_pyspark = sys.argv[1], sys.argv[2] == "1"
-skip = set() if with_pyspark else {"pyspark", "py4j"}
+wheel, with_pyspark, without = sys.argv[1], sys.argv[2] == "1", set(sys.argv[3:])
+skip = (set() if with_pyspark else {"pyspark", "py4j"}) | without
 with zipfile.ZipFile(wheel) as z:
     meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
     text = z.read(meta).decode()
+reqs = {}
 for line in text.splitlines():
     if not line.startswith("Requires-Dist:"):
         continue
     req = line.split(":", 1)[1].strip()
     if "extra ==" in req:
         continue
-    name = re.split(r"[\s<>=!~;\[(]", req, maxsplit=1)[0].lower()
+    reqs[re.split(r"[\s<>=!~;\[(]", req, maxsplit=1)[0].lower()] = req
+unknown = sorted(without - set(reqs))
+if unknown:
+    print("!" + unknown[0])
+for name, req in reqs.items():
     if name not in skip:
         print(req)
 EOF
 )
 (( ${#deps[@]} )) || die "no dependencies found in $(basename "$hepix_wheel")'s metadata"
+if [[ ${deps[0]} == "!"* ]]; then
+  die "--without ${deps[0]#!}: not one of hepix's dependencies (see pyproject.toml)"
+fi
 
 # Recreate the packing venv only when what it is made of changes.
-stamp=$("$py" - "$root/pyproject.toml" "$pyfhel_wheel" "$with_pyspark" <<'EOF'
+stamp=$("$py" - "$root/pyproject.toml" "$pyfhel_wheel" "$with_pyspark" "${without[@]}" <<'EOF'
 import hashlib
 import os
 import sys
@@ -203,7 +221,7 @@ import sys
 h = hashlib.sha256()
 h.update(open(sys.argv[1], "rb").read())
 h.update(os.path.basename(sys.argv[2]).encode())
-h.update(sys.argv[3].encode())
+h.update(" ".join(sys.argv[3:]).encode())
 h.update(sys.version.encode())
 print(h.hexdigest())
 EOF
@@ -224,13 +242,16 @@ echo "package.sh: installing hepix (non-editable) into $pack" >&2
 if "$pack/bin/python" -m pip show --quiet hepix 2>/dev/null | grep -qi "editable project location"; then
   die "hepix is installed in editable mode in $pack; venv-pack cannot pack that"
 fi
+# The dependencies' own test suites: nothing imports them on a cluster.
+find "$pack/lib" -path '*/site-packages/*' -type d -name tests -prune -exec rm -rf {} +
 
 # What executors import, with pyspark from where Spark puts it: PYTHONPATH.
 pyspark_lib=$("$py" -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "python", "lib"))')
 spark_zips=("$pyspark_lib"/pyspark.zip "$pyspark_lib"/py4j-*-src.zip)
 (( ${#spark_zips[@]} == 2 )) || die "expected pyspark.zip and one py4j zip in $pyspark_lib"
 spark_pythonpath=$(IFS=:; echo "${spark_zips[*]}")
-check='import Pyfhel, numba, numpy, pyarrow, pandas, PIL, skimage, hecore.kernels, schemas.tables, jobs.cli, jobs.tasks.encrypt'
+check='import Pyfhel, numpy, pyarrow, pandas, PIL, skimage, schemas.tables, jobs.cli, jobs.tasks.encrypt'
+[[ " ${without[*]} " == *" numba "* ]] || check+=', numba, hecore.kernels'
 check_where='import hecore, sys; assert "site-packages" in hecore.__file__, hecore.__file__'
 
 echo "package.sh: checking the packing venv" >&2

@@ -315,7 +315,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("HEPIX_CACHE") or Path.home() / ".cache" / "hepix")
 
 
-def env_key(cache: Path) -> str:
+def env_key(cache: Path, without: tuple[str, ...] = ()) -> str:
     """What the packed environment is made of: the run-time dependencies (``pyproject.toml``'s
     ``[project] dependencies``; the extras never go into it), the Pyfhel wheel ``make setup``
     cached, the packing script and the Python version.  hepix's own code is not in the key:
@@ -330,18 +330,19 @@ def env_key(cache: Path) -> str:
     for wheel in sorted((cache / "wheels").glob("pyfhel-*.whl")):
         h.update(wheel.name.encode())
     h.update(sys.version.encode())
+    h.update(" ".join(sorted(without)).encode())
     return h.hexdigest()[:20]
 
 
-def packed_env(cache: Path | None = None, venv: Path | None = None) -> Path:
-    """``hepix-env.tar.gz`` exactly as ``spark-submit/package.sh`` builds it, built once per
-    :func:`env_key` into ``$HEPIX_CACHE/cluster-env/<key>/`` (minutes; under a lock, so that
-    concurrent runs build it once) and reused after that."""
+def packed_env(cache: Path | None = None, venv: Path | None = None, without: tuple[str, ...] = ()) -> Path:
+    """``hepix-env.tar.gz`` exactly as ``spark-submit/package.sh`` builds it (``--without`` each of
+    ``without``), built once per :func:`env_key` into ``$HEPIX_CACHE/cluster-env/<key>/`` (minutes;
+    under a lock, so that concurrent runs build it once) and reused after that."""
     cache = cache or cache_dir()
     venv = venv or Path(sys.prefix)
     root = cache / "cluster-env"
     root.mkdir(parents=True, exist_ok=True)
-    key = env_key(cache)
+    key = env_key(cache, without)
     folder = root / key
     archive = folder / "hepix-env.tar.gz"
     with open(root / f"{key}.lock", "w") as lock:
@@ -350,7 +351,8 @@ def packed_env(cache: Path | None = None, venv: Path | None = None) -> Path:
             log.warning("packing the cluster environment for this dependency set into %s (minutes, once)", folder)
             t0 = time.perf_counter()
             env = {**_clean_env(), "HEPIX_VENV": str(venv), "HEPIX_CACHE": str(cache)}
-            r = subprocess.run([str(SUBMIT / "package.sh"), "--dist", str(folder)], env=env,
+            leave_out = [a for name in without for a in ("--without", name)]
+            r = subprocess.run([str(SUBMIT / "package.sh"), "--dist", str(folder), *leave_out], env=env,
                                capture_output=True, text=True, check=False)
             if r.returncode:
                 raise RuntimeError(f"spark-submit/package.sh failed ({r.returncode}):\n{r.stderr[-4000:]}")
@@ -362,10 +364,11 @@ def packed_env(cache: Path | None = None, venv: Path | None = None) -> Path:
     return archive
 
 
-def cluster_dist(dest: Path, cache: Path | None = None, venv: Path | None = None) -> Path:
+def cluster_dist(dest: Path, cache: Path | None = None, venv: Path | None = None,
+                 without: tuple[str, ...] = ()) -> Path:
     """A ``HEPIX_DIST`` directory for ``spark-submit/standalone.sh``: ``hepix-src.zip`` and
     ``hepix_main.py`` from ``package.sh --src-only`` on this checkout (seconds), and the packed
-    environment of :func:`packed_env` linked in."""
+    environment of :func:`packed_env` (``without`` those dependencies) linked in."""
     dest.mkdir(parents=True, exist_ok=True)
     venv = venv or Path(sys.prefix)
     r = subprocess.run([str(SUBMIT / "package.sh"), "--src-only", "--dist", str(dest)],
@@ -374,7 +377,7 @@ def cluster_dist(dest: Path, cache: Path | None = None, venv: Path | None = None
         raise RuntimeError(f"spark-submit/package.sh --src-only failed ({r.returncode}):\n{r.stderr[-4000:]}")
     link = dest / "hepix-env.tar.gz"
     link.unlink(missing_ok=True)
-    link.symlink_to(packed_env(cache, venv))
+    link.symlink_to(packed_env(cache, venv, without))
     return dest
 
 
