@@ -38,9 +38,9 @@ class EncryptPayload:
 
 def build_encryptor(payload: EncryptPayload):
     """A worker's encryptor, built once per Python worker from the broadcast bytes."""
-    from hecore.kernels import warm_up
-
     if payload.strategy_state is not None:     # the caching strategies' kernels (fresh encryption needs none)
+        from hecore.kernels import warm_up
+
         warm_up()
     # check_key=False: the driver already proved that a secret key belongs to the public key.
     enc = payload.keys.encryptor(layout=payload.layout, strategy=payload.strategy,
