@@ -130,8 +130,11 @@ KEEP_ENV = "HEPIX_KEEP_SESSION"
 _kept: tuple[tuple, object] | None = None
 
 
-def _keeping() -> bool:
-    return os.environ.get(KEEP_ENV, "") == "1" and not under_spark_submit()
+def _keeping(master: str | None) -> bool:
+    """Whether a session of ``master`` is kept: with :data:`KEEP_ENV`, for ``local`` masters (one JVM: a
+    ``local-cluster`` one has executor JVMs of its own, which a test may kill)."""
+    return (os.environ.get(KEEP_ENV, "") == "1" and not under_spark_submit()
+            and (master == "local" or (master or "").startswith("local[")))
 
 
 def release_kept_session() -> None:
@@ -165,7 +168,7 @@ def plain_session(app: str, master: str | None, conf_file: str | None):
     next such job of this process, with :data:`KEEP_ENV`)."""
     global _kept
     settings = _session_settings(master, conf_file)
-    if _kept is not None and _kept[0] == settings and _keeping() and _alive(_kept[1]):
+    if _kept is not None and _kept[0] == settings and _keeping(master) and _alive(_kept[1]):
         spark = _kept[1]
     else:
         spark = build_session(app, master, conf_file)
@@ -173,7 +176,7 @@ def plain_session(app: str, master: str | None, conf_file: str | None):
         yield spark
     finally:
         _kept = None
-        if _keeping():
+        if _keeping(master):
             _keep(settings, spark)
         else:
             spark.stop()
