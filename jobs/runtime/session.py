@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -130,11 +131,12 @@ KEEP_ENV = "HEPIX_KEEP_SESSION"
 _kept: tuple[tuple, object] | None = None
 
 
-def _keeping(master: str | None) -> bool:
-    """Whether a session of ``master`` is kept: with :data:`KEEP_ENV`, for ``local`` masters (one JVM: a
-    ``local-cluster`` one has executor JVMs of its own, which a test may kill)."""
-    return (os.environ.get(KEEP_ENV, "") == "1" and not under_spark_submit()
-            and (master == "local" or (master or "").startswith("local[")))
+def _keeping(master: str | None, conf_file: str | None) -> bool:
+    """Whether a session of ``master`` is kept: with :data:`KEEP_ENV`, for a plain ``local[N]`` master and
+    hepix's own settings (a ``local-cluster`` has executor JVMs of its own, which a test may kill; a
+    settings file may ask for anything, failure injection included)."""
+    return (os.environ.get(KEEP_ENV, "") == "1" and not under_spark_submit() and conf_file is None
+            and re.fullmatch(r"local\[[0-9]+\]", master or "") is not None)
 
 
 def release_kept_session() -> None:
@@ -168,7 +170,7 @@ def plain_session(app: str, master: str | None, conf_file: str | None):
     next such job of this process, with :data:`KEEP_ENV`)."""
     global _kept
     settings = _session_settings(master, conf_file)
-    if _kept is not None and _kept[0] == settings and _keeping(master) and _alive(_kept[1]):
+    if _kept is not None and _kept[0] == settings and _keeping(master, conf_file) and _alive(_kept[1]):
         spark = _kept[1]
     else:
         spark = build_session(app, master, conf_file)
@@ -176,7 +178,7 @@ def plain_session(app: str, master: str | None, conf_file: str | None):
         yield spark
     finally:
         _kept = None
-        if _keeping(master):
+        if _keeping(master, conf_file):
             _keep(settings, spark)
         else:
             spark.stop()
