@@ -39,11 +39,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),
 
 KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
 PARTITIONS = 8
-#: Two images a batch (three batches): one is still to come after the first commit, when the worker is
-#: killed.  Each batch is a few Spark jobs, which is most of the time the job takes.
+#: One image a batch (five batches): three are still to come after the first commit, when the worker is
+#: killed, so that the kill lands inside the job however fast its batches go.  Each batch is a few Spark
+#: jobs, which is most of the time the job takes.
 #: The output is on a path the driver and the workers share: the Python workers write the files
 #: (``--writer workers``), and the driver checks it sees every file they report.
-ENC = ["--tile", "8x8", "--partitions", str(PARTITIONS), "--batch-images", "2", "--writer", "workers"]
+ENC = ["--tile", "8x8", "--partitions", str(PARTITIONS), "--batch-images", "1", "--writer", "workers"]
 OP = "brightness:20"
 #: What decryption yields that depends neither on the ciphertexts' randomness nor on the run
 #: (``image_id`` is random per encrypt run, ``max_abs_err`` is measured before rounding, the
