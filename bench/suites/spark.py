@@ -21,8 +21,10 @@ import pyarrow.parquet as pq
 from bench.datasets import SAMPLES, sample
 from bench.rows import write_rows
 from bench.schemas import BENCH_SPARK
-from hecore.keys import keygen, read_public
+from hecore.keys import keygen
+from hecore.layouts import Layout
 from hecore.params import DEFAULT_PRESET, preset
+from hecore.schemes import open_keys
 from jobs.runtime import runinfo
 from jobs.tasks.decode import DecodeOptions, decode_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition
@@ -74,16 +76,16 @@ def write_sample_images(folder: Path, count: int) -> list[Path]:
 
 def hecore_alone(paths: list[Path], keys: Path, out: Path, resize: int, tile: int, strategy: str) -> SparkRow:
     """The encrypt job's task functions in this process, same images, same table."""
-    material = read_public(keys, eval_keys=False)
+    key_set = open_keys(keys, eval_keys=False)
     t0 = time.perf_counter()
     files = pa.RecordBatch.from_pydict({
         "path": [p.resolve().as_uri() for p in paths],
         "content": [p.read_bytes() for p in paths],
     })
     tiles = list(decode_partition(iter([files]), DecodeOptions(tile, tile, resize, (), 2**26)))
-    payload = EncryptPayload(public=material, packed=False, strategy=strategy, strategy_state=None, allow_leaky=False)
-    meta = RowMeta(run_id="bench", layout="pixel", preset=material.params.name,
-                       key_fingerprint=material.fingerprint())
+    payload = EncryptPayload(keys=key_set.for_encryption(use_secret=False), layout=Layout.PIXEL, strategy=strategy,
+                             strategy_state=None, allow_leaky=False)
+    meta = RowMeta(run_id="bench", layout="pixel", preset=key_set.params.name, key_fingerprint=key_set.fingerprint)
     rows = 0
     with pq.ParquetWriter(out, CIPHERTEXTS, compression="none") as writer:
         for rb in encrypt_partition(iter(tiles), token="bench", broadcast=_Local(payload), meta=meta):
