@@ -27,7 +27,6 @@ import time
 import pyarrow as pa
 
 from hecore.errors import HepixError
-from jobs.tasks.files import work_to_file
 from jobs.tasks.process import chain_partition, mean_filter_group, pointwise_partition, scatter_partition
 from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
@@ -36,7 +35,7 @@ from schemas.tables import CIPHERTEXTS, spark_schema
 from .runtime.progress import Progress
 from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
 from .runtime.tablefiles import write_rejects
-from .tasks.files import drop_images, keep_reported, keep_schema, worker_local_path
+from .tasks.files import drop_images, keep_reported, keep_schema, work_to_file, worker_local_path
 
 
 def add_arguments(p) -> None:
