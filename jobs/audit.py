@@ -38,7 +38,7 @@ from hecore.context import PlainCodec, chain_primes
 from hecore.errors import HepixError, ImageError
 from hecore.layouts import Layout
 from hecore.params import Params
-from schemas.manifest import Counts, RunManifest
+from schemas.manifest import MAX_BYTES, Counts, RunManifest
 from schemas.tables import AUDIT, CIPHERTEXTS, REJECTS
 
 from .runtime import runinfo
@@ -173,7 +173,7 @@ def _open_input(args):
     if not (src / MANIFEST).is_file():
         raise HepixError(f"{args.input} holds no complete hepix run (no _manifest.json); audit the output "
                          "directory of `hepix encrypt` or `hepix process`")
-    parent = parse_manifest((src / MANIFEST).read_text(), str(src / MANIFEST))
+    parent = parse_manifest(_read_capped(src / MANIFEST, MAX_BYTES), str(src / MANIFEST))
     if parent.job not in ("encrypt", "process") or not parent.params or not parent.preset:
         raise HepixError(f"{args.input} holds a '{parent.job}' run; audit the output of encrypt or process")
     if args.max_ciphertexts < 2:
@@ -181,6 +181,15 @@ def _open_input(args):
     if dst.exists() and any(dst.iterdir()):
         raise HepixError(f"{args.out} exists and is not empty; choose a new directory")
     return src, dst, parent
+
+
+def _read_capped(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, its size checked before anything is read (a one-line error past ``limit``)."""
+    size = path.stat().st_size
+    if size > limit:
+        raise HepixError(f"{path}: {size} bytes is more than a hepix manifest holds ({limit})")
+    with open(path, "rb") as f:
+        return f.read(limit + 1)
 
 
 def _audit_channels(dataset, params: Params, owner, candidates, args, dst: Path, bad: set, rejects: list[dict],

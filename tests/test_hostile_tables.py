@@ -603,3 +603,164 @@ def test_the_watch_sees_a_read_and_a_write_outside_and_a_big_allocation(sandbox)
             watch.check()
         del kept
     (sb.root / "ex" / "stray.txt").unlink()
+
+
+# --- strings, labels and JSON documents: pure functions, no Spark -------------------------------------------
+
+FP = "ab" * 32
+
+
+def honest_row(**changes) -> dict:
+    """One row of a 10x10 grey image's first tile as encrypt writes it (packed, 8x8 tiles, halo 1)."""
+    r = {"run_id": "20260101T000000Z-0a0b0c0d", "image_id": "0123456789abcdef", "layout": "packed", "scheme": "ckks",
+         "preset": "addonly-2048", "strategy": "fresh", "security": "ind-cpa", "key_fingerprint": FP,
+         "image_height": 10, "image_width": 10, "image_channels": 1, "tile_h": 8, "tile_w": 8, "halo": 1,
+         "tile_y": 0, "tile_x": 0, "y": 0, "x": 0, "h": 8, "w": 8, "channel": 0, "index": 0, "ops": [],
+         "post_scale": 1.0, "level": 1, "scale_bits": 30, "encrypt_seconds": 0.0, "process_seconds": 0.0,
+         "ct": b"\x01" * 64, "ct_xxh3": None}
+    r.update(changes)
+    return r
+
+
+def row_expect():
+    from jobs.runtime.rowcheck import RowExpect, run_labels
+
+    return RowExpect(fingerprint=FP, layout="packed", preset="addonly-2048", tile=(8, 8), halo=1,
+                     security="ind-cpa", **run_labels("addonly-2048", "fresh", {}))
+
+
+def checked(*rows):
+    from schemas.tables import CIPHERTEXTS
+
+    from jobs.runtime.rowcheck import check_batch
+
+    rb = pa.RecordBatch.from_pylist(list(rows), schema=CIPHERTEXTS)
+    return check_batch(rb, row_expect(), None), rb
+
+
+def test_an_honest_row_passes_the_row_checks():
+    assert checked(honest_row())[0] == [None]
+
+
+@pytest.mark.parametrize("image_id", ["0123456789abcdef\n", "0123456789abcdef\n-moon", "\n0123456789abcdef"])
+def test_an_image_id_with_a_newline_is_refused(image_id):
+    assert checked(honest_row(image_id=image_id))[0][0][0] == "bad-image-id"
+
+
+@pytest.mark.parametrize("column,value,reason", [
+    ("security", "leaks", "label-mismatch"), ("strategy", "zinc", "label-mismatch"),
+    ("scheme", "bfv", "parameters-mismatch"), ("scale_bits", 31, "scale-mismatch"),
+    ("level", 7, "scale-mismatch"), ("level", -1, "scale-mismatch")])
+def test_a_row_label_that_is_not_the_runs_is_refused(column, value, reason):
+    assert checked(honest_row(**{column: value}))[0][0][0] == reason
+
+
+@settings(HOSTILE, max_examples=100)
+@given(column=st.sampled_from(["image_id", "layout", "preset", "strategy", "security", "scheme", "key_fingerprint",
+                               "run_id", "ops"]),
+       size=st.sampled_from([257, 4096, 10 * 2**20]), many=st.booleans())
+def test_a_string_bomb_is_refused_and_never_copied(column, size, many):
+    """A value of up to 10 MiB in any string column (or an ops list of 65 items): the row is refused as
+    ``oversized-value`` and neither its detail nor its CHECKED row carries the value."""
+    from jobs.runtime.rowcheck import _checked_batch
+
+    value = ["x" * 10] * 65 if column == "ops" and many else ["x" * size] if column == "ops" else "x" * size
+    problems, rb = checked(honest_row(), honest_row(**{column: value}))
+    assert problems[0] is None and problems[1][0] == "oversized-value" and len(problems[1][1]) < 200
+    out = _checked_batch(rb, problems)
+    longest = max(max((len(v) for v in out.column(c).to_pylist() if isinstance(v, str)), default=0)
+                  for c in out.schema.names)
+    assert longest <= 256
+
+
+@settings(HOSTILE, max_examples=150)
+@given(column=st.sampled_from(["layout", "preset", "strategy", "security", "scheme"]),
+       value=st.text(max_size=256))
+def test_a_reject_detail_echoes_at_most_a_few_dozen_characters_of_a_value(column, value):
+    problems, _ = checked(honest_row(**{column: value}))
+    if problems[0] is not None:
+        assert len(problems[0][1]) < 160 and "\n" not in problems[0][1]
+
+
+def nested(depth: int, kind: str) -> str:
+    return ("[" * depth + "]" * depth) if kind == "list" else ('{"a":' * depth + "1" + "}" * depth)
+
+
+@settings(HOSTILE, max_examples=40)
+@given(depth=st.sampled_from([33, 100, 999, 1001, 5000, 200_000]), kind=st.sampled_from(["list", "dict"]),
+       field=st.sampled_from(["options", "spark", "params", "counts", "(document)"]))
+def test_a_deeply_nested_manifest_is_a_one_line_error(sandbox_free_manifest, depth, kind, field):
+    from schemas.manifest import ManifestInvalid, RunManifest
+
+    doc = dict(sandbox_free_manifest)
+    text = nested(depth, kind) if field == "(document)" else \
+        json.dumps(doc)[:-1] + f', "{field}": ' + nested(depth, kind) + "}"
+    with pytest.raises(ManifestInvalid) as e:
+        RunManifest.from_json(text.encode())
+    assert "\n" not in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def sandbox_free_manifest():
+    return {"format": 2, "job": "encrypt", "run_id": "20260101T000000Z-0a0b0c0d", "status": "complete",
+            "created": "", "finished": "", "input": "", "output": ""}
+
+
+def test_a_manifest_of_newlines_or_of_other_bytes_is_a_one_line_error(sandbox_free_manifest):
+    from schemas.jsondoc import parse
+    from schemas.manifest import ManifestInvalid, RunManifest
+
+    assert RunManifest.from_json(json.dumps(sandbox_free_manifest).encode()).job == "encrypt"
+    for data in (b"\n" * 100_000, b"\xff\xfe{}", b'{"format": 2' + b" " * 10):
+        with pytest.raises(ManifestInvalid) as e:
+            RunManifest.from_json(data)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="more than the 10"):
+        parse(b"{}" * 6, max_bytes=10)
+
+
+def owner_map(d: Path, images: list[dict] | None = None, **doc_changes) -> Path:
+    """An owner map directory written by hand (one batch)."""
+    from schemas.tables import OWNER_IMAGES
+
+    (d / "images").mkdir(parents=True)
+    tag = "20260101T000000Z-0a0b0c0d-b00000"
+    rows = images if images is not None else [{"image_id": "0123456789abcdef", "source": "/x/a.png",
+                                               "content_sha256": "0" * 64, "image_height": 10, "image_width": 10,
+                                               "image_channels": 1, "ciphertexts": 4}]
+    rows = [{"bytes": 1, "run_id": "20260101T000000Z-0a0b0c0d", "batch": tag, **r} for r in rows]
+    pq.write_table(pa.Table.from_pylist(rows, schema=OWNER_IMAGES), d / "images" / f"{tag}.parquet")
+    doc = {"format": 1, "job": "encrypt", "status": "complete", "runs": [], "input": "", "output": "",
+           "key_fingerprint": FP, "settings": {"preset": "addonly-2048"},
+           "batches": [{"tag": tag, "run_id": "20260101T000000Z-0a0b0c0d", "images": f"images/{tag}.parquet",
+                        "rejects": None, "files": {}, "counts": {}}]}
+    doc.update(doc_changes)
+    (d / "owner.json").write_text(json.dumps(doc))
+    return d
+
+
+@pytest.mark.parametrize("tamper", ["nested", "settings", "image-id", "image-size", "not-parquet", "huge-number"])
+def test_a_tampered_owner_map_is_a_one_line_error(tmp_path, tamper):
+    from hecore.errors import OwnerMapError
+
+    from jobs.runtime.owner import OwnerMap
+
+    d = tmp_path / "owner"
+    if tamper == "nested":
+        owner_map(d)
+        (d / "owner.json").write_text('{"format": 1, "settings": ' + nested(100_000, "list") + "}")
+    elif tamper == "settings":
+        owner_map(d, settings={"max_pixels": "many"})
+    elif tamper == "huge-number":
+        owner_map(d)
+        (d / "owner.json").write_text('{"format": ' + "9" * 5000 + "}")
+    elif tamper in ("image-id", "image-size"):
+        owner_map(d, images=[{"image_id": "0123456789abcdef\n" if tamper == "image-id" else "0123456789abcdef",
+                              "source": "a", "content_sha256": "0", "image_height": -5 if tamper == "image-size" else 1,
+                              "image_width": 1, "image_channels": 1, "ciphertexts": 1}])
+    else:
+        owner_map(d)
+        next((d / "images").glob("*.parquet")).write_bytes(b"PAR1 not a table PAR1")
+    with pytest.raises(OwnerMapError) as e:
+        OwnerMap.load(str(d)).images()
+    assert "\n" not in str(e.value)
