@@ -106,9 +106,19 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
     entries = manifest.files.get("ciphertexts")
     if entries is None:
         raise HepixError(f"{src / MANIFEST}: field 'files.ciphertexts' is missing: the run lists no ciphertext table")
-    good, rejects, extra = [], [], []
+    from hecore.schemes import scheme_for_preset
+
+    from .runtime.footers import FooterChecker, FooterLimits, local_reader
+
+    largest = scheme_for_preset(manifest.preset).keyless_checker(manifest.preset).max_bytes
+    good, rejects, extra, seen = [], [], [], set()
+    checker = FooterChecker(CIPHERTEXTS)
     for e in entries:
         path = Path(inside(str(src / "ciphertexts"), e["name"]))
+        why = _file_refusal(path, e, seen, checker, FooterLimits.for_table("ciphertexts", e["rows"], largest))
+        if why is not None:
+            rejects.append(reject_row("", "audit", e["name"], why[0], f"{e['name']}: {why[1]}"))
+            continue
         try:
             schema = pq.read_schema(path)
             missing = [f.name for f in CIPHERTEXTS if f.name not in schema.names or
@@ -122,7 +132,21 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
             rejects.append(reject_row("", "audit", e["name"], "unreadable-file", f"{e['name']}: {err}"))
             continue
         good.append(path)
+    checker.close()
     return good, rejects, pa.schema(list(CIPHERTEXTS) + extra)
+
+
+def _file_refusal(path: Path, entry: dict, seen: set, checker, limits) -> tuple[str, str] | None:
+    """Why audit does not read the listed file ``path`` (a repeat, missing, a symbolic link, a footer that
+    lies: jobs/runtime/footers.py), or None; ``seen`` collects the names read."""
+    if entry["name"] in seen:
+        return "duplicate-file", "listed again in the manifest; it is read once"
+    seen.add(entry["name"])
+    if path.is_symlink():
+        return "unreadable-file", "a symbolic link; hepix reads only the run's own files"
+    if not path.is_file():
+        return "missing-file", "listed in the manifest but not there"
+    return checker.problem(path.stat().st_size, local_reader(str(path)), limits)
 
 
 def run(args) -> int:

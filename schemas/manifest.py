@@ -116,7 +116,7 @@ def text(max_len: int = MAX_TEXT, pattern: re.Pattern | None = None, choices=Non
             return None
         if not isinstance(v, str) or len(v) > max_len:
             _fail(path, f"must be a string of at most {max_len} characters, got {_show(v)}")
-        if pattern is not None and not pattern.match(v):
+        if pattern is not None and not pattern.fullmatch(v):
             _fail(path, f"must match {pattern.pattern}, got {_show(v)}")
         if choices is not None and v not in choices():
             _fail(path, f"must be one of {', '.join(sorted(choices()))}, got {_show(v)}")

@@ -514,16 +514,8 @@ def image_summaries(checked) -> list[ImageSummary]:
 
 def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInput:
     """The rejects and the images left out, from the CHECKED rows ``checked``; ``df`` without those images."""
-    from pyspark.sql import functions as F
 
-    rejects: list[dict] = []
-    bad: set[str] = set()
-    for r in checked.where(F.col("reason").isNotNull()).collect():
-        key = {k: r[k] for k in KEY}
-        rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
-                                  r["ct_bytes"]))
-        if r["image_id"] is not None:
-            bad.add(r["image_id"])
+    rejects, bad = first_rejects(checked, run_id=run_id, stage=stage)
     rows_of = {}
     for summary in image_summaries(checked):
         rows_of[summary.image_id] = summary.rows
@@ -544,6 +536,64 @@ def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInp
                           rows=total, good_ids=good, id_less=None in rows_of)
     result.df = _keep(spark, df, result)
     return result
+
+
+#: The bad rows of one image the driver keeps as rejects rows; the rest are counted in one more row.
+REJECTS_PER_IMAGE = 5
+
+
+class RejectLog:
+    """Rejects rows appended to ``rows`` as a job streams its input: the first :data:`REJECTS_PER_IMAGE` of
+    each image and at most :data:`MAX_REJECTS` in all; :meth:`close` adds one row counting the others."""
+
+    MAX_REJECTS = 10_000
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+        self.per_image: dict = {}
+        self.dropped = 0
+
+    def add(self, row: dict) -> None:
+        key = row.get("image_id")
+        n = self.per_image.get(key, 0)
+        if n >= REJECTS_PER_IMAGE or len(self.rows) >= self.MAX_REJECTS:
+            self.dropped += 1
+            return
+        if len(self.per_image) < self.MAX_REJECTS:
+            self.per_image[key] = n + 1
+        self.rows.append(row)
+
+    def close(self, run_id: str, stage: str) -> None:
+        if self.dropped:
+            self.rows.append(reject_row(run_id, stage, "", "more-rejects",
+                                        f"{self.dropped} more rows were rejected (not listed one by one)"))
+            self.dropped = 0
+
+
+def first_rejects(checked, *, run_id: str, stage: str) -> tuple[list[dict], set[str]]:
+    """The rejects rows of the bad CHECKED rows of ``checked`` -- the first :data:`REJECTS_PER_IMAGE` of each
+    image (rows without an id: of all of them), then one row counting the others --, and the bad image ids.
+    Spark ranks and counts; the driver never holds every bad row."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    bad_rows = checked.where(F.col("reason").isNotNull())
+    order = Window.partitionBy("image_id").orderBy("channel", "tile_y", "tile_x", "index", "reason")
+    ranked = bad_rows.withColumn("_rank", F.row_number().over(order)) \
+        .withColumn("_count", F.count(F.lit(1)).over(Window.partitionBy("image_id")))
+    rejects: list[dict] = []
+    bad: set[str] = set()
+    for r in ranked.where(F.col("_rank") <= REJECTS_PER_IMAGE).orderBy("image_id", "_rank").toLocalIterator():
+        key = {k: r[k] for k in KEY}
+        rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
+                                  r["ct_bytes"]))
+        if r["image_id"] is not None:
+            bad.add(r["image_id"])
+        if r["_rank"] == REJECTS_PER_IMAGE and r["_count"] > REJECTS_PER_IMAGE:
+            rejects.append(reject_row(run_id, stage, _file_name(r["file"]), "more-rejects",
+                                      f"{r['_count'] - REJECTS_PER_IMAGE} more rows were rejected",
+                                      {"image_id": r["image_id"]}))
+    return rejects, bad
 
 
 def _keep(spark, df, checked: CheckedInput):

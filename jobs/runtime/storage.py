@@ -157,7 +157,7 @@ class InputFile:
 def inside(directory: str, name: str) -> str:
     """``directory/name`` for a plain file ``name`` of a manifest, checked to stay inside ``directory``
     (a strict name pattern, then the normalised path); a :class:`ManifestError` otherwise."""
-    if not isinstance(name, str) or not FILE_NAME.match(name):
+    if not isinstance(name, str) or not FILE_NAME.fullmatch(name):
         raise ManifestError(f"{directory}: the manifest names the file {str(name)[:80]!r}, which is not a plain file "
                             "name; hepix reads only the files of a table's own directory")
     path = join(directory, name)
