@@ -40,8 +40,8 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from jobs.tasks.checksums import xor_all
 from jobs.cli import main
+from jobs.tasks.checksums import xor_all
 
 settings.register_profile("hostile", database=None, deadline=None, derandomize=True, print_blob=True,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -630,9 +630,8 @@ def row_expect():
 
 
 def checked(*rows):
-    from schemas.tables import CIPHERTEXTS
-
     from jobs.runtime.rowcheck import check_batch
+    from schemas.tables import CIPHERTEXTS
 
     rb = pa.RecordBatch.from_pylist(list(rows), schema=CIPHERTEXTS)
     return check_batch(rb, row_expect(), None), rb
@@ -742,7 +741,6 @@ def owner_map(d: Path, images: list[dict] | None = None, **doc_changes) -> Path:
 @pytest.mark.parametrize("tamper", ["nested", "settings", "image-id", "image-size", "not-parquet", "huge-number"])
 def test_a_tampered_owner_map_is_a_one_line_error(tmp_path, tamper):
     from hecore.errors import OwnerMapError
-
     from jobs.runtime.owner import OwnerMap
 
     d = tmp_path / "owner"
