@@ -113,6 +113,22 @@ def test_a_job_holding_the_secret_key_refuses_a_cluster_master(corpus, tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("variable", ["SPARK_EXECUTOR_DIRS", "SPARK_LOCAL_DIRS"])
+def test_the_secret_session_refuses_an_environment_that_moves_its_private_directory(monkeypatch, tmp_path, variable):
+    """Spark prefers SPARK_EXECUTOR_DIRS (then SPARK_LOCAL_DIRS) to spark.local.dir: either would put the
+    secret session's shuffle and spill files in a directory it does not own."""
+    from hecore.errors import UntrustedSession
+
+    from jobs.runtime.session import secret_session
+
+    rec = SessionRecorder(monkeypatch)
+    monkeypatch.setenv(variable, str(tmp_path / "shared"))
+    with pytest.raises(UntrustedSession, match=variable):
+        with secret_session("decrypt", "local[1]", None, trusted=False):
+            pass
+    assert rec.masters == []                       # refused before any session
+
+
 def test_the_secret_session_encrypts_shuffle_files_on_disk_and_removes_its_directory(tmp_path):
     """What decrypt's settings do, checked on disk: rows shuffled through a secret session leave no
     plaintext in its local directory (and the same shuffle without I/O encryption does: the scan can fail)."""
