@@ -204,3 +204,33 @@ def test_the_thrift_helpers_rewrite_a_footer_byte_for_byte(good):
     write_footer(copy, read_footer(copy))
     assert copy.read_bytes() == good.read_bytes()
     assert all(field(m, 7)[2] > 0 for m in column_chunks(read_footer(good)))
+
+
+def test_audit_reads_no_listed_file_whose_footer_lies_nor_a_link_nor_a_file_twice(tmp_path):
+    """audit's scan (pyarrow, no Spark) gets the same per-file guard as the Spark jobs."""
+    from schemas.manifest import RunManifest
+    from schemas.tables import CIPHERTEXTS
+
+    from jobs.audit import _listed_files
+
+    src = tmp_path / "run"
+    (src / "ciphertexts").mkdir(parents=True)
+    outside = tmp_path / "outside.parquet"
+    names = {}
+    for name in ("good", "lying", "rows", "link"):
+        path = src / "ciphertexts" / f"part-{name}.parquet"
+        pq.write_table(CIPHERTEXTS.empty_table(), outside if name == "link" else path, compression="none")
+        names[name] = path.name
+    lie_in_footer(src / "ciphertexts" / names["lying"], chunk_size=2**40)
+    lie_in_footer(src / "ciphertexts" / names["rows"], rows=10**12)
+    (src / "ciphertexts" / names["link"]).symlink_to(outside)
+    listed = [names["good"], names["lying"], names["rows"], names["link"], names["good"]]
+    manifest = RunManifest(job="encrypt", run_id="20260101T000000Z-0a0b0c0d", status="complete", created="",
+                           finished="", input="", output="", preset="addonly-2048",
+                           files={"ciphertexts": [{"name": n, "rows": 0, "bytes": 0, "xxh3_xor": 0} for n in listed]})
+    good, rejects, _ = _listed_files(src, manifest)
+    assert [p.name for p in good] == [names["good"]]
+    assert [(r["source"], r["reason"]) for r in rejects] == [
+        (names["lying"], "unreadable-file"), (names["rows"], "unreadable-file"), (names["link"], "unreadable-file"),
+        (names["good"], "duplicate-file")]
+    assert all("\n" not in r["detail"] for r in rejects)

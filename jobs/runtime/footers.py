@@ -32,6 +32,8 @@ MAX_DICTIONARY_BYTES = 2 * 2**20
 #: Bytes a row may hold besides its ciphertext: ids, labels, ops, numbers, and Parquet's page overhead.
 ROW_METADATA_BYTES = 64 * 2**10
 MAX_ROW_GROUPS = 1_000_000
+#: The most bytes a column chunk of an empty row group holds (an empty page's header).
+EMPTY_CHUNK_BYTES = 4096
 #: The address space of the child process that parses footers.
 CHILD_MEMORY = 2 * 2**30
 #: The most values a row holds in one column (a list column: the ops of a run, schemas.manifest.MAX_OPS).
@@ -138,7 +140,7 @@ def _metadata_problem(md, data_end: int, limits: FooterLimits) -> str | None:
         rows += rg.num_rows
         for c in range(rg.num_columns):
             col = rg.column(c)
-            why = _chunk_problem(col, data_end, limits)
+            why = _chunk_problem(col, data_end, limits) if rg.num_rows else _empty_chunk_problem(col, data_end)
             if why is not None:
                 return f"row group {g}, column {col.path_in_schema}: {why}"
             stored += col.total_uncompressed_size
@@ -168,6 +170,17 @@ def _chunk_problem(col, data_end: int, limits: FooterLimits) -> str | None:
         return f"{col.num_values} values in a file of at most {limits.rows} rows"
     if col.compression == "UNCOMPRESSED" and unpacked != size:
         return f"an uncompressed chunk of {size} bytes claims {unpacked} bytes unpacked"
+    return None
+
+
+def _empty_chunk_problem(col, data_end: int) -> str | None:
+    """Why a column chunk of a row group without rows is more than the few bytes writers give one (pyarrow
+    writes an empty dictionary page, and no data page offset), or None."""
+    start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+    size = col.total_compressed_size
+    if not 0 <= size <= EMPTY_CHUNK_BYTES or not 0 <= col.total_uncompressed_size <= EMPTY_CHUNK_BYTES \
+            or start is None or start < 4 or start + size > data_end or col.num_values != 0:
+        return f"a chunk of no rows claims {size} bytes at offset {start} and {col.num_values} values"
     return None
 
 
