@@ -762,3 +762,61 @@ def test_a_tampered_owner_map_is_a_one_line_error(tmp_path, tamper):
     with pytest.raises(OwnerMapError) as e:
         OwnerMap.load(str(d)).images()
     assert "\n" not in str(e.value)
+
+
+def distance_expect():
+    from jobs.runtime.distancecheck import DistanceExpect
+
+    return DistanceExpect(fingerprint=FP, layout="packed", preset="addonly-2048", ops=(), metrics=("l1", "l2"),
+                          bound=255.0, post_scale=1.0, integer=False, slots=1024)
+
+
+def distance_row(**changes) -> dict:
+    from jobs.runtime.distancecheck import DistanceExpect
+
+    r = {"image_id": "0123456789abcdef", "query_image_id": "fedcba9876543210", "metric": "l2", "layout": "packed",
+         "scheme": "ckks", "preset": "addonly-2048", "key_fingerprint": FP, "ops": [], "bound": 255.0, "parts": 4,
+         "process_seconds": 0.0}
+    r["distance_scale"] = DistanceExpect.scale(distance_expect(), r["metric"], r["parts"])
+    r.update(changes)
+    return r
+
+
+class OwnerOf:
+    """An owner map of two 10x10 grey images (the image and the query of :func:`distance_row`)."""
+
+    def get(self, image_id):
+        from jobs.runtime.owner import OwnerImage
+
+        if image_id in ("0123456789abcdef", "fedcba9876543210"):
+            return OwnerImage(image_id, "a.png", "0" * 64, 10, 10, 1, 4)
+        return None
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"image_id": "0123456789abcdef\n"}, "bad-image-id"), ({"key_fingerprint": "0" * 64}, "key-mismatch"),
+    ({"image_id": "0000000000000000"}, "unknown-image"), ({"query_image_id": "0000000000000000"}, "unknown-image"),
+    ({"distance_scale": 1e300}, "bad-distance-scale"), ({"distance_scale": float("nan")}, "bad-distance-scale"),
+    ({"parts": 10**9}, "malformed-row"), ({"parts": 0}, "malformed-row"), ({"bound": 1e12}, "malformed-row"),
+    ({"metric": "l7"}, "malformed-row"), ({"ops": ["brightness:5"]}, "parameters-mismatch")])
+def test_a_forged_distance_row_is_refused_before_it_is_decrypted(change, reason):
+    from jobs.runtime.distancecheck import row_problem
+
+    assert row_problem(distance_row(), distance_expect(), OwnerOf()) is None
+    assert row_problem(distance_row(**change), distance_expect(), OwnerOf())[0] == reason
+
+
+@settings(HOSTILE, max_examples=200)
+@given(distance=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([-3_999_159.0, 1e300])),
+       metric=st.sampled_from(["l1", "l2"]))
+def test_a_decrypted_distance_is_kept_only_within_what_the_pixels_allow(distance, metric):
+    """100 grey pixels 0..255 apart at most: squared L2 in 0..100 x 255^2, L1 in 0..100 x 255 (with the
+    polynomial's error); anything else -- another key's noise, a forged scale -- is implausible."""
+    from jobs.runtime.distancecheck import value_problem
+
+    problem = value_problem(distance, distance_row(metric=metric), distance_expect(), OwnerOf())
+    top = 100 * 255.0 ** 2 if metric == "l2" else 100 * 255.0 * 1.2
+    if not (-0.2 * 100 * 255 <= distance <= top * 1.01 + 1):
+        assert problem is not None and problem[0] == "implausible-values"
+    if metric == "l2" and 0 <= distance <= 100 * 255.0 ** 2:
+        assert problem is None
