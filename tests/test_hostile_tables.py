@@ -820,3 +820,23 @@ def test_a_decrypted_distance_is_kept_only_within_what_the_pixels_allow(distance
         assert problem is not None and problem[0] == "implausible-values"
     if metric == "l2" and 0 <= distance <= 100 * 255.0 ** 2:
         assert problem is None
+
+
+def test_a_fresh_ciphertext_with_its_scale_or_level_changed_is_refused(he_paper4096):
+    """SEAL loads a ciphertext whose scale field was doubled (it decrypts to half the values) or that was
+    switched down a level; a run no op has touched has neither, so the row is a ``scale-mismatch``."""
+    from Pyfhel import PyCtxt
+
+    from hecore.checks import CiphertextChecker
+
+    ctx, _ = he_paper4096
+    ct = ctx.encrypt_vector(np.arange(8.0))
+    checker = CiphertextChecker.for_context(ctx, fresh_scale_bits=ctx.params.scale_bits)
+    doubled = PyCtxt(copy_ctxt=PyCtxt(pyfhel=ctx._he, bytestring=ct))
+    doubled.set_scale(doubled.scale * 2)
+    lower = PyCtxt(pyfhel=ctx._he, bytestring=ct)
+    ctx._he.mod_switch_to_next(lower)
+    assert checker.problem(ct) is None
+    assert checker.problem(doubled.to_bytes()).reason == "scale-mismatch"
+    assert checker.problem(lower.to_bytes()).reason == "scale-mismatch"
+    assert CiphertextChecker.for_context(ctx).problem(doubled.to_bytes()) is None     # processed runs: unchecked

@@ -291,7 +291,8 @@ def _ciphertext_checker(expect: RowExpect, keys):
         from hecore.schemes import scheme_for_preset
 
         return scheme_for_preset(expect.preset).keyless_checker(expect.preset)
-    return keys.checker(fixed_format=expect.fixed_format)
+    fresh = expect.scale_bits if not expect.ops and expect.layout != DIGITS else None
+    return keys.checker(fixed_format=expect.fixed_format, fresh_scale_bits=fresh)
 
 
 def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -> pa.RecordBatch:
