@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.tasks.checksums import ct_checksums, xor_all
@@ -55,6 +56,25 @@ def write_rows(run: Path, t: pa.Table, table: str = "ciphertexts", name: str = "
     doc["files"][table] = [{"name": name, "rows": t.num_rows, "bytes": path.stat().st_size, "xxh3_xor": xor}]
     doc["checksums"][table] = {"algorithm": "xxh3_64", "rows": t.num_rows, "xxh3_xor": xor}
     write_manifest(run, doc)
+
+
+def split_by_image(run: Path) -> dict[str, str]:
+    """Rewrite the run's ciphertext table as one file per image (listed in the manifest); image id -> file."""
+    doc = json.loads((run / "_manifest.json").read_text())
+    t = pa.concat_tables([pq.read_table(run / "ciphertexts" / e["name"]) for e in doc["files"]["ciphertexts"]])
+    for p in (run / "ciphertexts").glob("*.parquet"):
+        p.unlink()
+    entries, where = [], {}
+    for n, iid in enumerate(sorted(set(t.column("image_id").to_pylist()))):
+        part = t.filter(pc.equal(t.column("image_id"), iid))
+        name = f"part-{n:05d}-img.parquet"
+        pq.write_table(part, run / "ciphertexts" / name, compression="none")
+        entries.append({"name": name, "rows": part.num_rows, "bytes": (run / "ciphertexts" / name).stat().st_size,
+                        "xxh3_xor": xor_all(part.column("ct_xxh3").to_numpy())})
+        where[iid] = name
+    doc["files"]["ciphertexts"] = entries
+    (run / "_manifest.json").write_text(json.dumps(doc, indent=2))
+    return where
 
 
 def set_where(t: pa.Table, mask, column: str, value) -> pa.Table:

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from hostile import coefficient_above_q, random_bytes, truncated, with_checksums
+from hostile import coefficient_above_q, random_bytes, split_by_image, truncated, with_checksums
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -73,25 +73,6 @@ class Sandbox:
 
 def hepix(*argv) -> int:
     return main([str(a) for a in argv])
-
-
-def split_by_image(run: Path) -> dict[str, str]:
-    """Rewrite the run's ciphertext table as one file per image (listed in the manifest); image id -> file."""
-    doc = json.loads((run / "_manifest.json").read_text())
-    t = pa.concat_tables([pq.read_table(run / "ciphertexts" / e["name"]) for e in doc["files"]["ciphertexts"]])
-    for p in (run / "ciphertexts").glob("*.parquet"):
-        p.unlink()
-    entries, where = [], {}
-    for n, iid in enumerate(sorted(set(t.column("image_id").to_pylist()))):
-        part = t.filter(pa.compute.equal(t.column("image_id"), iid))
-        name = f"part-{n:05d}-img.parquet"
-        pq.write_table(part, run / "ciphertexts" / name, compression="none")
-        entries.append({"name": name, "rows": part.num_rows, "bytes": (run / "ciphertexts" / name).stat().st_size,
-                        "xxh3_xor": xor_all(part.column("ct_xxh3").to_numpy())})
-        where[iid] = name
-    doc["files"]["ciphertexts"] = entries
-    (run / "_manifest.json").write_text(json.dumps(doc, indent=2))
-    return where
 
 
 @pytest.fixture(scope="module")
