@@ -208,10 +208,9 @@ def test_the_thrift_helpers_rewrite_a_footer_byte_for_byte(good):
 
 def test_audit_reads_no_listed_file_whose_footer_lies_nor_a_link_nor_a_file_twice(tmp_path):
     """audit's scan (pyarrow, no Spark) gets the same per-file guard as the Spark jobs."""
+    from jobs.audit import _listed_files
     from schemas.manifest import RunManifest
     from schemas.tables import CIPHERTEXTS
-
-    from jobs.audit import _listed_files
 
     src = tmp_path / "run"
     (src / "ciphertexts").mkdir(parents=True)
