@@ -250,20 +250,18 @@ class FooterChecker:
             if self.schema is not None:
                 env["HEPIX_FOOTER_SCHEMA"] = self.schema.serialize().to_pybytes().hex()
             self._child = subprocess.Popen([sys.executable, "-m", "jobs.runtime.footers"], stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, env=env, preexec_fn=_limit_memory)
+                                           stdout=subprocess.PIPE, env=env)
         return self._child
 
 
-def _limit_memory() -> None:
+def _serve() -> None:
+    """The child: limits its own address space, then one request (a JSON line, then the footer's bytes) in,
+    one JSON line out, until EOF."""
+    import os
     import resource
+    import sys
 
     resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
-
-
-def _serve() -> None:
-    """The child: one request (a JSON line, then the footer's bytes) in, one JSON line out, until EOF."""
-    import os
-    import sys
 
     schema = None
     if os.environ.get("HEPIX_FOOTER_SCHEMA"):
