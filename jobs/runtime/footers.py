@@ -250,7 +250,7 @@ class FooterChecker:
             if self.schema is not None:
                 env["HEPIX_FOOTER_SCHEMA"] = self.schema.serialize().to_pybytes().hex()
             self._child = subprocess.Popen([sys.executable, "-m", "jobs.runtime.footers"], stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, env=env)
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         return self._child
 
 
