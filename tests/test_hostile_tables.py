@@ -821,3 +821,50 @@ def test_a_fresh_ciphertext_with_its_scale_or_level_changed_is_refused(he_paper4
     assert checker.problem(doubled.to_bytes()).reason == "scale-mismatch"
     assert checker.problem(lower.to_bytes()).reason == "scale-mismatch"
     assert CiphertextChecker.for_context(ctx).problem(doubled.to_bytes()) is None     # processed runs: unchecked
+
+
+class _Rows:
+    """Stands in for a DataFrame whose rows a job streams (``toLocalIterator``)."""
+
+    class Row(dict):
+        def asDict(self):
+            return dict(self)
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def toLocalIterator(self):
+        return iter(self.Row(r) for r in self.rows)
+
+
+class _Keys:
+    def checker(self):
+        class Accepts:
+            def problem(self, ct):
+                return None
+        return Accepts()
+
+
+def test_inference_outputs_are_streamed_checked_and_bounded_per_batch():
+    """Head outputs of a 2-batch task with 2 outputs: a repeated output, a batch id outside the task, a
+    post_scale of 1e300 and another key's row are refused (their batches with them); a good batch is kept."""
+    from types import SimpleNamespace
+
+    from jobs.infer import _checked_outputs
+
+    run = SimpleNamespace(fingerprint=FP, run_id="20260101T000000Z-0a0b0c0d", keys=_Keys())
+
+    def out(batch, index, **changes):
+        return {"image_id": f"digits-01-{batch}", "key_fingerprint": FP, "post_scale": 1.0, "h": 4, "y": 0,
+                "index": index, "ct": b"x", **changes}
+
+    rows = [out(0, 0), out(0, 1),                                   # batch 0: whole and good
+            out(1, 0), out(1, 0),                                   # batch 1: output 0 twice
+            out(2, 0), out(0, 1, image_id="digits-01-0\n"),         # outside the task; a forged id
+            out(1, 1, post_scale=1e300), out(1, 1, key_fingerprint="0" * 64)]
+    rejects: list[dict] = []
+    batches, bad, n = _checked_outputs(run, _Rows(rows), rejects, "01", 2, 2)
+    assert n == len(rows) and set(batches) == {"digits-01-0"} and len(batches["digits-01-0"]) == 2
+    assert {"digits-01-1", "digits-01-2"} <= bad
+    assert {r["reason"] for r in rejects} == {"duplicate-row", "bad-image-id", "malformed-row", "key-mismatch"}
+    assert all(len(r["detail"]) < 200 and "\n" not in r["detail"] for r in rejects)

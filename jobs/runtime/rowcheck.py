@@ -441,8 +441,14 @@ def reject_row(run_id: str, stage: str, source: str, reason: str, detail: str, k
     if key.get("channel") is not None:
         where = f"channel {key['channel']}, tile ({key['tile_y']}, {key['tile_x']}), index {key['index']}: "
     return {"run_id": run_id, "source": source, "stage": stage, "reason": reason,
-            "detail": f"image {str(key.get('image_id', ''))[:80]}: {where}{detail}" if key.get("image_id") else detail,
+            "detail": f"image {_shown_id(key['image_id'])}: {where}{detail}" if key.get("image_id") else detail,
             "bytes": nbytes, **{k: key.get(k) for k in KEY}}
+
+
+def _shown_id(image_id) -> str:
+    """An image id as a detail names it: as it is when of hepix's form, else quoted and cut."""
+    s = str(image_id)
+    return s if _ID.fullmatch(s) else _show(s, 80)
 
 
 def _file_name(path: str | None) -> str:
