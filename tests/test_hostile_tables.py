@@ -868,3 +868,36 @@ def test_inference_outputs_are_streamed_checked_and_bounded_per_batch():
     assert {"digits-01-1", "digits-01-2"} <= bad
     assert {r["reason"] for r in rejects} == {"duplicate-row", "bad-image-id", "malformed-row", "key-mismatch"}
     assert all(len(r["detail"]) < 200 and "\n" not in r["detail"] for r in rejects)
+
+
+def test_a_row_the_work_fails_on_becomes_a_reject_and_the_task_goes_on(he_addonly2048):
+    """In the checking pass that also does the job's work, a row the work cannot process (SEAL: "encoded
+    values are too large" for a forged scale) is a ``work-failed`` CHECKED row -- its image is then left
+    out -- and the other rows' output still comes; without such a pass the failure is raised as before."""
+    from types import SimpleNamespace
+
+    from schemas.tables import CIPHERTEXTS
+
+    from jobs.runtime.rowcheck import check_and_work_partition
+    from jobs.tasks.worker import work_failed
+
+    ctx, _ = he_addonly2048
+    ct = ctx.encrypt_vector(np.zeros(4))
+    rb = pa.RecordBatch.from_pylist([honest_row(ct=ct), honest_row(ct=ct, tile_x=1, x=8, w=2)], schema=CIPHERTEXTS)
+
+    def work(batches):
+        for b in batches:
+            rows = b.to_pylist()
+            for r in rows:
+                if r["tile_x"] == 1:
+                    assert work_failed(r, ValueError("encoded values are too large\nsecond line"))
+            yield b.filter(pa.array([r["tile_x"] == 0 for r in rows]))
+
+    out = list(check_and_work_partition(iter([rb]), expect=row_expect(), token="work-failed-test",
+                                        broadcast=SimpleNamespace(value=None), work=work, work_schema=CIPHERTEXTS))
+    checks = [c for b in out for c in b.column("check").to_pylist() if c is not None]
+    works = [w for b in out for w in b.column("work").to_pylist() if w is not None]
+    assert [(c["tile_x"], c["reason"]) for c in checks] == [(0, None), (1, "work-failed")]
+    assert "too large" in checks[1]["detail"] and "\n" not in checks[1]["detail"]
+    assert [w["tile_x"] for w in works] == [0]
+    assert not work_failed(honest_row(), ValueError("x"))           # no pass around: the caller raises

@@ -346,11 +346,12 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
     the CHECKED rows (:func:`inspect_rows`): the work of an image found bad then is dropped unused."""
     from collections import deque
 
-    from ..tasks.worker import worker_state
+    from ..tasks.worker import collect_failures, worker_state
 
     checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
     schema = fused_schema(work_schema)
     checked: deque = deque()
+    failures: list = []
 
     def good_rows():
         for rb in batches:
@@ -362,13 +363,34 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
             if good.num_rows:
                 yield good.drop_columns(["file"]) if "file" in good.schema.names else good
 
-    for out in work(good_rows()):
+    collect_failures(failures)
+    try:
+        for out in work(good_rows()):
+            while checked:
+                yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
+            if out.num_rows:
+                yield _fused_batch(out, schema, "work")
         while checked:
-            yield _fused_batch(checked.popleft(), schema, "check")
-        if out.num_rows:
-            yield _fused_batch(out, schema, "work")
-    while checked:
-        yield _fused_batch(checked.popleft(), schema, "check")
+            yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
+    finally:
+        collect_failures(None)
+
+
+def _with_failures(batch: pa.RecordBatch, failures: list) -> pa.RecordBatch:
+    """The CHECKED ``batch`` with the rows the work failed on (:func:`jobs.tasks.worker.work_failed`) given
+    the reason ``work-failed``: their images are then left out like those of any bad row."""
+    if not failures:
+        return batch
+    failed = dict(failures)
+    keys = zip(*(batch.column(k).to_pylist() for k in KEY))
+    why = [failed.get(tuple(k)) for k in keys]
+    if not any(why):
+        return batch
+    reasons = [r if w is None else "work-failed" for r, w in zip(batch.column("reason").to_pylist(), why)]
+    details = [d if w is None else f"the work failed on it: {w}" for d, w in zip(batch.column("detail").to_pylist(), why)]
+    i, j = batch.schema.get_field_index("reason"), batch.schema.get_field_index("detail")
+    batch = batch.set_column(i, batch.schema.field(i), pa.array(reasons, type=pa.string()))
+    return batch.set_column(j, batch.schema.field(j), pa.array(details, type=pa.string()))
 
 
 # --- per image ----------------------------------------------------------------------------------------
