@@ -73,16 +73,15 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                                     f"{name} is listed in the manifest ({e['rows']} rows) but not in {path}"))
             continue
         where = join(path, name)
+        if size != e["bytes"]:
+            problems.append(problem(run_id, where, "file-size-mismatch",
+                                    f"{name} has {size} bytes, the manifest says {e['bytes']} (truncated or "
+                                    "replaced); what can still be read of it is checked row by row", bytes=size))
         why = footers.problem(size, lambda at, n, where=where: storage.read_at(where, at, n),
                               FooterLimits.for_table(table, e["rows"], largest))
         if why is not None:               # never handed to Spark: its footer would size what it reads
             problems.append(problem(run_id, where, why[0], f"{name}: {why[1]}", bytes=size))
         else:
-            if size != e["bytes"]:
-                problems.append(problem(run_id, join(path, name), "file-size-mismatch",
-                                        f"{name} has {size} bytes, the manifest says {e['bytes']} (truncated or "
-                                        "replaced); what can still be read of it is checked row by row",
-                                        bytes=size))
             good.append(name)
     footers.close()
     for name in sorted(set(present) - set(listed)):
