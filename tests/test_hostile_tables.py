@@ -901,3 +901,21 @@ def test_a_row_the_work_fails_on_becomes_a_reject_and_the_task_goes_on(he_addonl
     assert "too large" in checks[1]["detail"] and "\n" not in checks[1]["detail"]
     assert [w["tile_x"] for w in works] == [0]
     assert not work_failed(honest_row(), ValueError("x"))           # no pass around: the caller raises
+
+
+@settings(HOSTILE, max_examples=200)
+@given(value=JSON, wrap=st.integers(0, 60))
+def test_a_json_document_parses_to_itself_within_the_depth_bound_and_is_refused_past_it(value, wrap):
+    from schemas.jsondoc import MAX_DEPTH, depth, parse
+
+    doc = value
+    for _ in range(wrap):
+        doc = [doc]
+    text = json.dumps(doc)
+    if depth(doc, 10_000) <= MAX_DEPTH:
+        got = parse(text.encode(), max_bytes=2**20)
+        assert json.dumps(got) == text
+    else:
+        with pytest.raises(ValueError) as e:
+            parse(text.encode(), max_bytes=2**20)
+        assert "\n" not in str(e.value)
