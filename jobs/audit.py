@@ -112,27 +112,27 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
 
     largest = scheme_for_preset(manifest.preset).keyless_checker(manifest.preset).max_bytes
     good, rejects, extra, seen = [], [], [], set()
-    checker = FooterChecker(CIPHERTEXTS)
-    for e in entries:
-        path = Path(inside(str(src / "ciphertexts"), e["name"]))
-        why = _file_refusal(path, e, seen, checker, FooterLimits.for_table("ciphertexts", e["rows"], largest))
-        if why is not None:
-            rejects.append(reject_row("", "audit", e["name"], why[0], f"{e['name']}: {why[1]}"))
-            continue
-        try:
-            schema = pq.read_schema(path)
-            missing = [f.name for f in CIPHERTEXTS if f.name not in schema.names or
-                       not schema.field(f.name).type.equals(f.type)]
-            if missing:
-                rejects.append(reject_row("", "audit", e["name"], "bad-file-schema", f"{e['name']}: columns "
-                                          f"{', '.join(missing[:4])} are missing or of another type"))
+    with FooterChecker(CIPHERTEXTS) as checker:
+        for e in entries:
+            path = Path(inside(str(src / "ciphertexts"), e["name"]))
+            why = _file_refusal(path, e, seen, checker, FooterLimits.for_table("ciphertexts", e["rows"], largest))
+            if why is not None:
+                rejects.append(reject_row("", "audit", e["name"], why[0], f"{e['name']}: {why[1]}"))
                 continue
-            extra += [f for f in schema if f.name not in CIPHERTEXTS.names and f.name not in [x.name for x in extra]]
-        except (OSError, pa.ArrowInvalid) as err:
-            rejects.append(reject_row("", "audit", e["name"], "unreadable-file", f"{e['name']}: {err}"))
-            continue
-        good.append(path)
-    checker.close()
+            try:
+                schema = pq.read_schema(path)
+                missing = [f.name for f in CIPHERTEXTS if f.name not in schema.names or
+                           not schema.field(f.name).type.equals(f.type)]
+                if missing:
+                    rejects.append(reject_row("", "audit", e["name"], "bad-file-schema", f"{e['name']}: columns "
+                                              f"{', '.join(missing[:4])} are missing or of another type"))
+                    continue
+                extra += [f for f in schema
+                          if f.name not in CIPHERTEXTS.names and f.name not in [x.name for x in extra]]
+            except (OSError, pa.ArrowInvalid) as err:
+                rejects.append(reject_row("", "audit", e["name"], "unreadable-file", f"{e['name']}: {err}"))
+                continue
+            good.append(path)
     return good, rejects, pa.schema(list(CIPHERTEXTS) + extra)
 
 
