@@ -62,7 +62,8 @@ class CiphertextChecker:
         self.max_bytes = _PREFIX_ALLOWANCE + _MAX_COMPONENTS * params.data_primes * params.n * 8
 
     @classmethod
-    def for_context(cls, ctx, *, fixed_format: bool = False, fresh_scale_bits: int | None = None) -> "CiphertextChecker":
+    def for_context(cls, ctx, *, fixed_format: bool = False,
+                    fresh_scale_bits: int | None = None) -> "CiphertextChecker":
         """A checker on ``ctx`` (an :class:`hecore.context.HEContext`); ``fixed_format``: also demand the
         exact fresh format (needs the public key, which measures it); ``fresh_scale_bits``: CKKS ciphertexts
         no op has touched, whose scale must be exactly ``2^fresh_scale_bits`` at the top level."""

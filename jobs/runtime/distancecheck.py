@@ -72,7 +72,8 @@ def row_problem(r: dict, expect: DistanceExpect, owner=None) -> tuple[str, str] 
         return "bad-image-id", f"image id {_show(r['image_id'])} or query {_show(r['query_image_id'])} is not of " \
                                "the form hepix writes"
     if r["key_fingerprint"] != expect.fingerprint:
-        return "key-mismatch", f"made with key {_show(r['key_fingerprint'][:16])}, this key is {expect.fingerprint[:16]}"
+        return "key-mismatch", (f"made with key {_show(r['key_fingerprint'][:16])}, this key is "
+                                f"{expect.fingerprint[:16]}")
     if owner is not None:
         if owner.get(r["image_id"]) is None or owner.get(r["query_image_id"]) is None:
             return "unknown-image", "no image of the owner map has this id (or the query's): the owner never made it"

@@ -387,7 +387,8 @@ def _with_failures(batch: pa.RecordBatch, failures: list) -> pa.RecordBatch:
     if not any(why):
         return batch
     reasons = [r if w is None else "work-failed" for r, w in zip(batch.column("reason").to_pylist(), why)]
-    details = [d if w is None else f"the work failed on it: {w}" for d, w in zip(batch.column("detail").to_pylist(), why)]
+    details = [d if w is None else f"the work failed on it: {w}"
+               for d, w in zip(batch.column("detail").to_pylist(), why)]
     i, j = batch.schema.get_field_index("reason"), batch.schema.get_field_index("detail")
     batch = batch.set_column(i, batch.schema.field(i), pa.array(reasons, type=pa.string()))
     return batch.set_column(j, batch.schema.field(j), pa.array(details, type=pa.string()))
