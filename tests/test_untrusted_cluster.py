@@ -661,12 +661,12 @@ def test_a_manifest_of_newlines_is_refused_in_one_line_without_reading_it_line_b
 
 @pytest.fixture(scope="module")
 def match_run(tmp_path_factory):
-    """Five 8x8 grey images at tenseal-8192 (the smallest preset that squares), matched against the first."""
+    """Six 8x8 grey images at tenseal-8192 (the smallest preset that squares), matched against the first."""
     root = tmp_path_factory.mktemp("match")
     images = root / "images"
     images.mkdir()
     rng = np.random.default_rng(5)
-    for name in ("q", "a", "b", "c", "d"):
+    for name in ("q", "a", "b", "c", "d", "e"):
         Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(images / f"{name}.png")
     assert hepix("keygen", "--out", root / "keys", "--preset", "tenseal-8192") == 0
     assert hepix("export-public", "--keys", root / "keys", "--out", root / "pub") == 0
@@ -678,8 +678,9 @@ def match_run(tmp_path_factory):
 
 
 def test_decrypt_of_a_forged_match_run_rejects_each_forgery_and_decrypts_the_rest(match_run, tmp_path, capsys):
-    """a's distance twice, b's distance_scale 1e300, c's ciphertext of another key, a row for an id the owner
-    never made; d is left alone and decrypts to its exact distance."""
+    """a's distance twice, b's distance_scale 1e300, c's ciphertext of another key, e's row relabelled with an
+    id the owner never made; d is left alone and decrypts to its exact distance.  One row more than the
+    owner's images x metrics, and the file is refused whole before it is read."""
     import pyarrow as pa
 
     from hecore.context import HEContext
@@ -692,12 +693,12 @@ def test_decrypt_of_a_forged_match_run_rejects_each_forgery_and_decrypts_the_res
     other, _ = HEContext.generate(preset("tenseal-8192"))
     t = set_where(t, image_mask(t, ids["b.png"]), "distance_scale", 1e300)
     t = set_where(t, image_mask(t, ids["c.png"]), "ct", lambda ct: other.encrypt_vector(np.full(8, 1e6)))
-    stranger = set_where(t.filter(pa.array(image_mask(t, ids["d.png"]))), [True], "image_id", "0" * 16)
-    t = pa.concat_tables([t, t.filter(pa.array(image_mask(t, ids["a.png"]))), stranger])
+    t = set_where(t, image_mask(t, ids["e.png"]), "image_id", "0" * 16)
+    t = pa.concat_tables([t, t.filter(pa.array(image_mask(t, ids["a.png"])))])
     write_rows(run, t, "distances")
     capsys.readouterr()
-    assert hepix("decrypt", "--keys", root / "keys", "--input", run, "--out", tmp_path / "d", "--owner",
-                 root / "enc.owner", *SPARK) == 0
+    decrypt_match = ["decrypt", "--keys", root / "keys", "--input", run, "--owner", root / "enc.owner", *SPARK]
+    assert hepix(*decrypt_match, "--out", tmp_path / "d") == 0
     assert "Traceback" not in capsys.readouterr().err
     reasons = {(r["image_id"], r["reason"]) for r in table(tmp_path / "d" / "rejects")}
     assert {(ids["a.png"], "duplicate-row"), (ids["b.png"], "bad-distance-scale"),
@@ -705,3 +706,9 @@ def test_decrypt_of_a_forged_match_run_rejects_each_forgery_and_decrypts_the_res
     got = {r["source"].rsplit("/", 1)[-1]: r["distance"] for r in table(tmp_path / "d" / "distances")}
     q, d = (np.asarray(Image.open(root / "images" / n), dtype=np.float64) for n in ("q.png", "d.png"))
     assert set(got) == {"d.png"} and round(got["d.png"]) == int(((q - d) ** 2).sum())
+
+    write_rows(run, pa.concat_tables([t, t.slice(0, 1)]), "distances")
+    assert hepix(*decrypt_match, "--out", tmp_path / "d2") == 0
+    (refused,) = table(tmp_path / "d2" / "rejects")
+    assert refused["reason"] == "unreadable-file" and "owner made" in refused["detail"]
+    assert table(tmp_path / "d2" / "distances") == []
