@@ -215,7 +215,7 @@ def _read_capped(path: Path, limit: int) -> bytes:
     if size > limit:
         raise HepixError(f"{path}: {size} bytes is more than a hepix manifest holds ({limit})")
     with open(path, "rb") as f:
-        return f.read(limit + 1)
+        return f.read(size + 1)           # the size listed, plus one byte to see a file that grew since
 
 
 def _audit_channels(dataset, params: Params, owner, candidates, args, dst: Path, bad: set, rejects: list[dict],

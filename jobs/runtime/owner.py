@@ -112,10 +112,11 @@ class OwnerMap:
         from schemas.jsondoc import parse
 
         try:
-            if path.stat().st_size > MAX_OWNER_JSON:
-                raise ValueError(f"{path.stat().st_size} bytes is more than an owner map holds")
-            with open(path, "rb") as f:
-                doc = parse(f.read(MAX_OWNER_JSON + 1), max_bytes=MAX_OWNER_JSON)
+            size = path.stat().st_size
+            if size > MAX_OWNER_JSON:
+                raise ValueError(f"{size} bytes is more than an owner map holds")
+            with open(path, "rb") as f:           # its size, plus a byte to see a file that grew since
+                doc = parse(f.read(size + 1), max_bytes=MAX_OWNER_JSON)
             _check_doc(doc)
         except (OSError, ValueError, TypeError, KeyError) as e:
             raise OwnerMapError(f"{path} is not an owner map hepix can read ({str(e).splitlines()[0][:200]})") from None
