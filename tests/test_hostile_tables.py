@@ -180,8 +180,11 @@ def forge(sb: Sandbox, run: Path, forgeries, victims) -> set[str]:
             continue
         name = sb.where[victim]
         touched.add(victim)
-        entries = doc.get("files", {}).get("ciphertexts", [])
-        i = next((k for k, e in enumerate(entries) if e.get("name") == name), None)
+        files = doc.get("files")
+        entries = files.get("ciphertexts") if isinstance(files, dict) else None
+        if not isinstance(entries, list):               # an earlier forgery replaced the manifest's list
+            continue
+        i = next((k for k, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == name), None)
         if i is None:                                   # an earlier forgery renamed or dropped it already
             continue
         path = run / "ciphertexts" / name
@@ -204,7 +207,10 @@ def forge(sb: Sandbox, run: Path, forgeries, victims) -> set[str]:
             elif a == "empty-file":
                 path.write_bytes(b"")
             continue
-        t = pq.read_table(path)
+        try:
+            t = pq.read_table(path)
+        except (OSError, pa.ArrowException):            # an earlier forgery garbled or emptied the file
+            continue
         n = t.num_rows
         mask = [k == 0 or c == "all" for k in range(n)]
         if a == "ct":
@@ -876,10 +882,9 @@ def test_a_row_the_work_fails_on_becomes_a_reject_and_the_task_goes_on(he_addonl
     out -- and the other rows' output still comes; without such a pass the failure is raised as before."""
     from types import SimpleNamespace
 
-    from schemas.tables import CIPHERTEXTS
-
     from jobs.runtime.rowcheck import check_and_work_partition
     from jobs.tasks.worker import work_failed
+    from schemas.tables import CIPHERTEXTS
 
     ctx, _ = he_addonly2048
     ct = ctx.encrypt_vector(np.zeros(4))
