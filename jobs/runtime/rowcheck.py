@@ -602,7 +602,8 @@ class RejectLog:
 
 def first_rejects(checked, *, run_id: str, stage: str) -> tuple[list[dict], set[str]]:
     """The rejects rows of the bad CHECKED rows of ``checked`` -- the first :data:`REJECTS_PER_IMAGE` of each
-    image (rows without an id: of all of them), then one row counting the others --, and the bad image ids.
+    image (rows without an id: of all of them), then one row (of the last one's reason) counting the others
+    --, and the bad image ids.
     Spark ranks and counts; the driver never holds every bad row."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -620,9 +621,9 @@ def first_rejects(checked, *, run_id: str, stage: str) -> tuple[list[dict], set[
         if r["image_id"] is not None:
             bad.add(r["image_id"])
         if r["_rank"] == REJECTS_PER_IMAGE and r["_count"] > REJECTS_PER_IMAGE:
-            rejects.append(reject_row(run_id, stage, _file_name(r["file"]), "more-rejects",
-                                      f"{r['_count'] - REJECTS_PER_IMAGE} more rows were rejected",
-                                      {"image_id": r["image_id"]}))
+            rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"],
+                                      f"{r['_count'] - REJECTS_PER_IMAGE} more rows of it were rejected (not "
+                                      "listed one by one)", {"image_id": r["image_id"]}))
     return rejects, bad
 
 
