@@ -233,3 +233,17 @@ def test_audit_reads_no_listed_file_whose_footer_lies_nor_a_link_nor_a_file_twic
         (names["lying"], "unreadable-file"), (names["rows"], "unreadable-file"), (names["link"], "unreadable-file"),
         (names["good"], "duplicate-file")]
     assert all("\n" not in r["detail"] for r in rejects)
+
+
+def test_repeated_ciphertexts_may_share_a_dictionary_but_no_value_larger_than_its_rows(tmp_path):
+    """The caching strategies repeat up to 256 ciphertexts (a writer may dictionary-encode them); one 10 MiB
+    value shared by 40 rows is more than those rows may hold."""
+    repeated = tmp_path / "repeated.parquet"
+    pq.write_table(pa.table({"ct": [bytes([i % 10]) * CT for i in range(1000)]}), repeated, compression="none",
+                   dictionary_pagesize_limit=2**26)
+    assert pq.read_metadata(repeated).row_group(0).column(0).has_dictionary_page
+    assert problem(repeated, FooterLimits(rows=1000, row_bytes=CT + 65536)) is None
+    bomb = tmp_path / "bomb.parquet"
+    pq.write_table(pa.table({"ct": [b"c" * (10 * 2**20)] * 40}), bomb, compression="none",
+                   dictionary_pagesize_limit=2**26)
+    assert "dictionary page" in problem(bomb, FooterLimits(rows=40, row_bytes=CT + 65536))

@@ -10,7 +10,8 @@ therefore checked first, from its size as listed and at most :data:`MAX_FOOTER_B
 * every column chunk lies inside the file, before the footer, and its pages start inside it;
 * no column chunk is compressed with a codec the table is not written with (a compressed page can
   inflate without bound), and no dictionary page is larger than :data:`MAX_DICTIONARY_BYTES` (a dictionary
-  value is copied into every row that refers to it);
+  value is copied into every row that refers to it) -- the ciphertexts' no larger than the rows it can
+  serve (:func:`_dictionary_bytes`);
 * the row count is the row groups' sum and at most what the caller allows (the manifest's count for the
   file), and the stored sizes are at most rows x the largest row the parameters allow.
 
@@ -29,6 +30,10 @@ MAGIC = b"PAR1"
 MAX_FOOTER_BYTES = 16 * 2**20
 #: The largest dictionary page a column chunk may hold (Parquet writers fall back to plain pages at 1 MiB).
 MAX_DICTIONARY_BYTES = 2 * 2**20
+#: The column that holds the ciphertexts, and the most distinct ciphertexts a row group repeats (the caching
+#: strategies' tables hold one per pixel value).
+CIPHERTEXT_COLUMN = "ct"
+CACHED_VALUES = 256
 #: Bytes a row may hold besides its ciphertext: ids, labels, ops, numbers, and Parquet's page overhead.
 ROW_METADATA_BYTES = 64 * 2**10
 MAX_ROW_GROUPS = 1_000_000
@@ -140,7 +145,8 @@ def _metadata_problem(md, data_end: int, limits: FooterLimits) -> str | None:
         rows += rg.num_rows
         for c in range(rg.num_columns):
             col = rg.column(c)
-            why = _chunk_problem(col, data_end, limits) if rg.num_rows else _empty_chunk_problem(col, data_end)
+            why = _chunk_problem(col, data_end, limits, rg.num_rows) if rg.num_rows \
+                else _empty_chunk_problem(col, data_end)
             if why is not None:
                 return f"row group {g}, column {col.path_in_schema}: {why}"
             stored += col.total_uncompressed_size
@@ -154,15 +160,17 @@ def _metadata_problem(md, data_end: int, limits: FooterLimits) -> str | None:
     return None
 
 
-def _chunk_problem(col, data_end: int, limits: FooterLimits) -> str | None:
-    """Why one column chunk's place, sizes or codec are not those of a chunk inside the file, or None."""
+def _chunk_problem(col, data_end: int, limits: FooterLimits, rows: int) -> str | None:
+    """Why one column chunk (of a row group of ``rows`` rows) is not a chunk inside the file of the sizes and
+    codec the limits allow, or None."""
     if col.compression not in limits.codecs:
         return f"compressed with {col.compression}, which this table is never written with"
     start, data = col.data_page_offset, col.data_page_offset
     if col.has_dictionary_page:
         start = col.dictionary_page_offset
-        if start is None or not 4 <= start <= data or data - start > MAX_DICTIONARY_BYTES:
-            return f"a dictionary page at {start} before data at {data} (at most {MAX_DICTIONARY_BYTES} bytes)"
+        most = _dictionary_bytes(col.path_in_schema, rows, limits)
+        if start is None or not 4 <= start <= data or data - start > most:
+            return f"a dictionary page at {start} before data at {data} (at most {most} bytes)"
     size, unpacked = col.total_compressed_size, col.total_uncompressed_size
     if start is None or start < 4 or size < 1 or unpacked < 0 or start + size > data_end or data >= start + size:
         return f"{size} bytes at offset {start} do not lie inside the file's {data_end} bytes of data"
@@ -171,6 +179,16 @@ def _chunk_problem(col, data_end: int, limits: FooterLimits) -> str | None:
     if col.compression == "UNCOMPRESSED" and unpacked != size:
         return f"an uncompressed chunk of {size} bytes claims {unpacked} bytes unpacked"
     return None
+
+
+def _dictionary_bytes(column: str, rows: int, limits: FooterLimits) -> int:
+    """The largest dictionary page a column chunk may have: :data:`MAX_DICTIONARY_BYTES`, and for the
+    ciphertexts (which repeat under the caching strategies: at most :data:`CACHED_VALUES` distinct ones) as
+    many whole rows as there are distinct values -- never more than the row group's rows, so that no value
+    of it is larger than its rows could hold."""
+    if column != CIPHERTEXT_COLUMN:
+        return MAX_DICTIONARY_BYTES
+    return max(MAX_DICTIONARY_BYTES, min(rows, CACHED_VALUES) * limits.row_bytes)
 
 
 def _empty_chunk_problem(col, data_end: int) -> str | None:
