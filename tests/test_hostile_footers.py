@@ -236,8 +236,8 @@ def test_audit_reads_no_listed_file_whose_footer_lies_nor_a_link_nor_a_file_twic
 
 
 def test_repeated_ciphertexts_may_share_a_dictionary_but_no_value_larger_than_its_rows(tmp_path):
-    """The caching strategies repeat up to 256 ciphertexts (a writer may dictionary-encode them); one 10 MiB
-    value shared by 40 rows is more than those rows may hold."""
+    """The caching strategies repeat ciphertexts (a writer may dictionary-encode them); one 10 MiB value
+    shared by 40 rows is more than those rows may hold."""
     repeated = tmp_path / "repeated.parquet"
     pq.write_table(pa.table({"ct": [bytes([i % 10]) * CT for i in range(1000)]}), repeated, compression="none",
                    dictionary_pagesize_limit=2**26)

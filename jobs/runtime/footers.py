@@ -30,10 +30,11 @@ MAGIC = b"PAR1"
 MAX_FOOTER_BYTES = 16 * 2**20
 #: The largest dictionary page a column chunk may hold (Parquet writers fall back to plain pages at 1 MiB).
 MAX_DICTIONARY_BYTES = 2 * 2**20
-#: The column that holds the ciphertexts, and the most distinct ciphertexts a row group repeats (the caching
-#: strategies' tables hold one per pixel value).
+#: The column that holds the ciphertexts, and the most of its values a writer puts in a dictionary page
+#: before it sees the page is full (pyarrow adds a write batch of 1024 values at a time): ciphertexts repeat
+#: under the caching strategies, and such a page can then hold that many whole ciphertexts.
 CIPHERTEXT_COLUMN = "ct"
-CACHED_VALUES = 256
+DICTIONARY_VALUES = 1024
 #: Bytes a row may hold besides its ciphertext: ids, labels, ops, numbers, and Parquet's page overhead.
 ROW_METADATA_BYTES = 64 * 2**10
 MAX_ROW_GROUPS = 1_000_000
@@ -183,12 +184,11 @@ def _chunk_problem(col, data_end: int, limits: FooterLimits, rows: int) -> str |
 
 def _dictionary_bytes(column: str, rows: int, limits: FooterLimits) -> int:
     """The largest dictionary page a column chunk may have: :data:`MAX_DICTIONARY_BYTES`, and for the
-    ciphertexts (which repeat under the caching strategies: at most :data:`CACHED_VALUES` distinct ones) as
-    many whole rows as there are distinct values -- never more than the row group's rows, so that no value
-    of it is larger than its rows could hold."""
+    ciphertexts :data:`DICTIONARY_VALUES` whole rows -- never more than the row group's rows, so that no
+    value of it is larger than its rows could hold."""
     if column != CIPHERTEXT_COLUMN:
         return MAX_DICTIONARY_BYTES
-    return max(MAX_DICTIONARY_BYTES, min(rows, CACHED_VALUES) * limits.row_bytes)
+    return max(MAX_DICTIONARY_BYTES, min(rows, DICTIONARY_VALUES) * limits.row_bytes)
 
 
 def _empty_chunk_problem(col, data_end: int) -> str | None:
