@@ -11,6 +11,8 @@ can take, and if not, why (a short reason for the ``rejects`` table and a detail
 * ``decompression-bomb``: a compressed ciphertext that would inflate past that size (SEAL would
   allocate whatever the stream inflates to before looking at it);
 * ``parameters-mismatch``: a header of other parameters, scale or level where the fixed format is needed;
+* ``scale-mismatch``: a CKKS ciphertext of a run no op has touched whose scale is not exactly
+  ``2^scale_bits`` or whose level is not the top one (a changed scale decrypts to silently wrong values);
 * ``compact-refused``: a ciphertext in hepix's compact at-rest format (:mod:`hecore.atrest`) whose header,
   size or residues are not those of these parameters (checked before it is expanded for SEAL);
 * ``seal-refused``: SEAL's own load refuses it (truncated data, a coefficient not below its prime, a
@@ -36,6 +38,8 @@ _COMPR_NONE, _COMPR_ZLIB, _COMPR_ZSTD = 0, 1, 2
 #: The largest ciphertext hepix makes has 2 components; allow a third (an unrelinearised product).
 _MAX_COMPONENTS = 3
 _PREFIX_ALLOWANCE = 256
+#: Bytes before the coefficients of an uncompressed SEAL 4.1 ciphertext (hecore.audit.sealbytes.DATA_OFFSET).
+_UNCOMPRESSED_PREFIX = 113
 
 
 @dataclass(frozen=True)
@@ -49,17 +53,21 @@ class Problem:
 class CiphertextChecker:
     """Checks serialized ciphertexts against one context (public material, or parameters alone: no key)."""
 
-    def __init__(self, he, params, fixed_format=None):
+    def __init__(self, he, params, fixed_format=None, fresh_scale_bits: int | None = None):
         self._he = he
         self.params = params
         self.fixed = fixed_format           # hecore.ciphertexts.CiphertextFormat, or None
+        # CKKS ciphertexts no op has touched: their scale is exactly 2^scale_bits, their level the top one
+        self.fresh_scale = None if params.is_integer or fresh_scale_bits is None else float(2 ** fresh_scale_bits)
         self.max_bytes = _PREFIX_ALLOWANCE + _MAX_COMPONENTS * params.data_primes * params.n * 8
 
     @classmethod
-    def for_context(cls, ctx, *, fixed_format: bool = False) -> "CiphertextChecker":
+    def for_context(cls, ctx, *, fixed_format: bool = False,
+                    fresh_scale_bits: int | None = None) -> "CiphertextChecker":
         """A checker on ``ctx`` (an :class:`hecore.context.HEContext`); ``fixed_format``: also demand the
-        exact fresh format (needs the public key, which measures it)."""
-        return cls(ctx._he, ctx.params, ctx.ct_format if fixed_format else None)
+        exact fresh format (needs the public key, which measures it); ``fresh_scale_bits``: CKKS ciphertexts
+        no op has touched, whose scale must be exactly ``2^fresh_scale_bits`` at the top level."""
+        return cls(ctx._he, ctx.params, ctx.ct_format if fixed_format else None, fresh_scale_bits)
 
     @classmethod
     def for_params(cls, params) -> "CiphertextChecker":
@@ -78,7 +86,8 @@ class CiphertextChecker:
                                               f"than {self.max_bytes}")
         if self.fixed is not None:
             return self._fixed_problem(ct)
-        if is_compact(ct):                  # hepix's at-rest format: checked and expanded to SEAL's bytes first
+        compact = is_compact(ct)
+        if compact:                         # hepix's at-rest format: checked and expanded to SEAL's bytes first
             try:
                 ct = Compactor.for_params(self.params).expand_one(ct)
             except MalformedCiphertext as e:
@@ -89,10 +98,22 @@ class CiphertextChecker:
         try:
             from Pyfhel import PyCtxt
 
-            PyCtxt(pyfhel=self._he, bytestring=bytes(ct))
+            loaded = PyCtxt(pyfhel=self._he, bytestring=bytes(ct))
         except Exception as e:  # noqa: BLE001 -- SEAL's refusals arrive as RuntimeError, ValueError, ...
             return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): {str(e).splitlines()[0][:160]}")
+        if self.fresh_scale is not None and not compact:
+            primes = self._primes(loaded)
+            if float(loaded.scale) != self.fresh_scale or primes != self.params.data_primes:
+                return Problem("scale-mismatch", f"the ciphertext's scale is {float(loaded.scale):.6g} over "
+                                                 f"{primes} primes; the run's fresh ciphertexts have "
+                                                 f"{self.fresh_scale:.6g} over {self.params.data_primes}")
         return None
+
+    def _primes(self, loaded) -> int:
+        """The primes a loaded ciphertext is over (its level), from the size of its uncompressed form:
+        SEAL's prefix, then ``components x primes x N`` words."""
+        words = (int(loaded.sizeof_ciphertext("none")) - _UNCOMPRESSED_PREFIX) // 8
+        return words // max(1, int(loaded.size()) * self.params.n)
 
     def problems(self, cts) -> list[Problem | None]:
         """:meth:`problem` of every ciphertext of ``cts`` (the interface the row checks call per batch)."""

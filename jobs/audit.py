@@ -38,7 +38,7 @@ from hecore.context import PlainCodec, chain_primes
 from hecore.errors import HepixError, ImageError
 from hecore.layouts import Layout
 from hecore.params import Params
-from schemas.manifest import Counts, RunManifest
+from schemas.manifest import MAX_BYTES, Counts, RunManifest
 from schemas.tables import AUDIT, CIPHERTEXTS, REJECTS
 
 from .runtime import runinfo
@@ -106,23 +106,49 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
     entries = manifest.files.get("ciphertexts")
     if entries is None:
         raise HepixError(f"{src / MANIFEST}: field 'files.ciphertexts' is missing: the run lists no ciphertext table")
-    good, rejects, extra = [], [], []
-    for e in entries:
-        path = Path(inside(str(src / "ciphertexts"), e["name"]))
-        try:
-            schema = pq.read_schema(path)
-            missing = [f.name for f in CIPHERTEXTS if f.name not in schema.names or
-                       not schema.field(f.name).type.equals(f.type)]
-            if missing:
-                rejects.append(reject_row("", "audit", e["name"], "bad-file-schema", f"{e['name']}: columns "
-                                          f"{', '.join(missing[:4])} are missing or of another type"))
+    from hecore.schemes import scheme_for_preset
+
+    from .runtime.footers import FooterChecker, FooterLimits
+
+    largest = scheme_for_preset(manifest.preset).keyless_checker(manifest.preset).max_bytes
+    good, rejects, extra, seen = [], [], [], set()
+    with FooterChecker(CIPHERTEXTS) as checker:
+        for e in entries:
+            path = Path(inside(str(src / "ciphertexts"), e["name"]))
+            why = _file_refusal(path, e, seen, checker, FooterLimits.for_table("ciphertexts", e["rows"], largest))
+            if why is not None:
+                rejects.append(reject_row("", "audit", e["name"], why[0], f"{e['name']}: {why[1]}"))
                 continue
-            extra += [f for f in schema if f.name not in CIPHERTEXTS.names and f.name not in [x.name for x in extra]]
-        except (OSError, pa.ArrowInvalid) as err:
-            rejects.append(reject_row("", "audit", e["name"], "unreadable-file", f"{e['name']}: {err}"))
-            continue
-        good.append(path)
+            try:
+                schema = pq.read_schema(path)
+                missing = [f.name for f in CIPHERTEXTS if f.name not in schema.names or
+                           not schema.field(f.name).type.equals(f.type)]
+                if missing:
+                    rejects.append(reject_row("", "audit", e["name"], "bad-file-schema", f"{e['name']}: columns "
+                                              f"{', '.join(missing[:4])} are missing or of another type"))
+                    continue
+                extra += [f for f in schema
+                          if f.name not in CIPHERTEXTS.names and f.name not in [x.name for x in extra]]
+            except (OSError, pa.ArrowInvalid) as err:
+                rejects.append(reject_row("", "audit", e["name"], "unreadable-file", f"{e['name']}: {err}"))
+                continue
+            good.append(path)
     return good, rejects, pa.schema(list(CIPHERTEXTS) + extra)
+
+
+def _file_refusal(path: Path, entry: dict, seen: set, checker, limits) -> tuple[str, str] | None:
+    """Why audit does not read the listed file ``path`` (a repeat, missing, a symbolic link, a footer that
+    lies: jobs/runtime/footers.py), or None; ``seen`` collects the names read."""
+    from .runtime.footers import local_reader
+
+    if entry["name"] in seen:
+        return "duplicate-file", "listed again in the manifest; it is read once"
+    seen.add(entry["name"])
+    if path.is_symlink():
+        return "unreadable-file", "a symbolic link; hepix reads only the run's own files"
+    if not path.is_file():
+        return "missing-file", "listed in the manifest but not there"
+    return checker.problem(path.stat().st_size, local_reader(str(path)), limits)
 
 
 def run(args) -> int:
@@ -173,7 +199,7 @@ def _open_input(args):
     if not (src / MANIFEST).is_file():
         raise HepixError(f"{args.input} holds no complete hepix run (no _manifest.json); audit the output "
                          "directory of `hepix encrypt` or `hepix process`")
-    parent = parse_manifest((src / MANIFEST).read_text(), str(src / MANIFEST))
+    parent = parse_manifest(_read_capped(src / MANIFEST, MAX_BYTES), str(src / MANIFEST))
     if parent.job not in ("encrypt", "process") or not parent.params or not parent.preset:
         raise HepixError(f"{args.input} holds a '{parent.job}' run; audit the output of encrypt or process")
     if args.max_ciphertexts < 2:
@@ -181,6 +207,15 @@ def _open_input(args):
     if dst.exists() and any(dst.iterdir()):
         raise HepixError(f"{args.out} exists and is not empty; choose a new directory")
     return src, dst, parent
+
+
+def _read_capped(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, its size checked before anything is read (a one-line error past ``limit``)."""
+    size = path.stat().st_size
+    if size > limit:
+        raise HepixError(f"{path}: {size} bytes is more than a hepix manifest holds ({limit})")
+    with open(path, "rb") as f:
+        return f.read(size + 1)           # the size listed, plus one byte to see a file that grew since
 
 
 def _audit_channels(dataset, params: Params, owner, candidates, args, dst: Path, bad: set, rejects: list[dict],

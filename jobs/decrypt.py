@@ -90,13 +90,17 @@ def load_owner(args, fingerprint: str) -> OwnerMap | None:
 
 
 def expectation(run, owner: OwnerMap | None):
-    """What the input rows must say: this key's parameters, the owner's layout, tile, halo and pixel limit
-    (the input manifest's only without an owner map), the input run's ops."""
+    """What the input rows must say: this key's parameters, the owner's layout, tile, halo, pixel limit and
+    at-rest format (the scale and level of the rows; the input manifest's only without an owner map), the
+    input run's ops and labels."""
+    from .runtime.rowcheck import run_labels
+
     if owner is None:
         return run.expectation(preset=run.keys.params.name, max_pixels=run.args.max_pixels)
     s = owner.settings
+    labels = run_labels(run.keys.params.name, None, {"settings": s})
     return run.expectation(preset=run.keys.params.name, layout=s["layout"], tile=tuple(s["tile"]),
-                           halo=int(s["halo"]), max_pixels=int(s["max_pixels"]))
+                           halo=int(s["halo"]), max_pixels=int(s["max_pixels"]), **labels)
 
 
 def originals(run, owner: OwnerMap | None):

@@ -234,6 +234,61 @@ def _batch_problem(rs: list[dict], task, slots: int, outputs: int | None) -> str
     return None
 
 
+#: The largest |score| a head output may decrypt to: logits of 8x8 digits are far smaller; another key's
+#: ciphertext, or a forged post_scale, gives far larger.
+MAX_SCORE = 1e6
+
+
+def _row_problem(r: dict, run, task_name: str, most_batches: int) -> tuple[str, str] | None:
+    """Why one head-output row (without its bytes) is not one this run made, or None."""
+    from .runtime.owner import valid_id
+
+    iid = r["image_id"]
+    if not valid_id(iid) or not iid.startswith(f"digits-{task_name}-") \
+            or not iid.rpartition("-")[2].isdigit() or not 0 <= int(iid.rpartition("-")[2]) < most_batches:
+        return "bad-image-id", f"batch id {str(iid)[:80]!r} is not one of the {most_batches} batches of this task"
+    if r["key_fingerprint"] != run.fingerprint:
+        return "key-mismatch", f"made with key {str(r['key_fingerprint'])[:16]}, this key is {run.fingerprint[:16]}"
+    ps = r["post_scale"]
+    if ps is None or not np.isfinite(ps) or not 1e-12 <= abs(ps) <= 1.0 or r["h"] is None or r["y"] is None \
+            or r["index"] is None:
+        return "malformed-row", "post_scale (finite, 1e-12..1), h, y or index is missing or out of range"
+    return None
+
+
+def _checked_outputs(run, df, rejects: list[dict], task_name: str, most_batches: int, outputs: int):
+    """The head-output rows of ``df`` by batch, streamed and checked one at a time: the good batches' rows
+    (at most ``outputs`` each, one per index), the bad batch ids (a rejects row each, at most a few per
+    batch), and how many rows were read."""
+    from .runtime.rowcheck import RejectLog
+
+    checker = run.keys.checker()
+    log = RejectLog(rejects)
+    batches: dict[str, dict[int, dict]] = {}
+    bad: set[str] = set()
+    n = 0
+    for r in df.toLocalIterator():
+        n += 1
+        r = r.asDict()
+        iid = r["image_id"] if isinstance(r["image_id"], str) else ""
+        problem = _row_problem(r, run, task_name, most_batches)
+        if problem is None and (r["index"] in batches.get(iid, {}) or not 0 <= r["index"] < outputs):
+            problem = ("duplicate-row", f"head output {r['index']} repeats or is not one of {outputs}")
+        if problem is None:
+            p = checker.problem(r["ct"])
+            problem = (p.reason, p.detail) if p else None
+        if problem is not None:
+            log.add(reject_row(run.run_id, "decrypt", iid[:80], *problem,
+                               {"image_id": iid[:80] or None, "index": r.get("index")}))
+            bad.add(iid)
+            batches.pop(iid, None)
+            continue
+        if iid not in bad:
+            batches.setdefault(iid, {})[r["index"]] = r
+    log.close(run.run_id, "decrypt")
+    return {b: list(rs.values()) for b, rs in batches.items() if b not in bad}, bad, n
+
+
 def decrypt(run) -> int:
     """``hepix decrypt`` of an inference run (the key holder's side): head outputs -> predictions (with
     labels) and accuracy.  Every row is checked first (its key, SEAL's validation, the batch's samples
@@ -244,37 +299,14 @@ def decrypt(run) -> int:
                          "run `hepix process --op infer:MODEL` first")
     from hecore.infer import models as infer
 
-    from .runtime.owner import valid_id
-
     op = infer.parse_infer(parent.ops[-1].partition(":")[2])
     task = infer.digits_task(op.task)
     binary = bool(parent.options.get("binary"))
     outputs = 1 if binary else len(set(task.y_test.tolist()))
     t0 = time.perf_counter()
-    df, rejects = run.input_table()
-    rows = df.collect()
-    checker = run.keys.checker()
-    batches: dict[str, list] = {}
-    bad: set[str] = set()
-    for r in rows:
-        r = r.asDict()
-        problem = None
-        if not valid_id(r["image_id"]):
-            problem = ("bad-image-id", f"batch id {str(r['image_id'])[:80]!r} is not of the form hepix writes")
-        elif r["key_fingerprint"] != run.fingerprint:
-            problem = ("key-mismatch", f"made with key {str(r['key_fingerprint'])[:16]}, this key is "
-                                       f"{run.fingerprint[:16]}")
-        elif r["post_scale"] is None or not np.isfinite(r["post_scale"]) or r["h"] is None or r["y"] is None:
-            problem = ("malformed-row", "post_scale, h or y is missing or not finite")
-        else:
-            p = checker.problem(r["ct"])
-            problem = (p.reason, p.detail) if p else None
-        if problem is not None:
-            rejects.append(reject_row(run_id, "decrypt", r["image_id"] or "", *problem,
-                                      {k: r.get(k) for k in ("image_id", "channel", "tile_y", "tile_x", "index")}))
-            bad.add(r["image_id"])
-            continue
-        batches.setdefault(r["image_id"], []).append(r)
+    most_batches = -(-len(task.y_test) // ctx.params.slots)
+    df, rejects = run.input_table(max_rows=most_batches * outputs)
+    batches, bad, rows = _checked_outputs(run, df, rejects, op.task, most_batches, outputs)
     preds, metrics = [], []
     for batch_id in sorted(batches):
         if batch_id in bad:
@@ -287,6 +319,13 @@ def decrypt(run) -> int:
             continue
         n, start = rs[0]["h"], rs[0]["y"]
         s = np.stack([ctx.decrypt_slots(r["ct"], n) * r["post_scale"] for r in rs], axis=1)
+        if not np.all(np.abs(s) <= MAX_SCORE):
+            rejects.append(reject_row(run_id, "decrypt", batch_id, "implausible-values",
+                                      f"scores up to {float(np.nanmax(np.abs(s))):.3g}, beyond {MAX_SCORE:g}: "
+                                      "not this model's (another key's ciphertext, or a forged scale)",
+                                      {"image_id": batch_id}))
+            bad.add(batch_id)
+            continue
         if args.flood_std:                         # before anything leaves the key owner: the scores too
             from hecore.flooding import flood
 
@@ -319,7 +358,7 @@ def decrypt(run) -> int:
     write_rejects(spark, rejects, run.out.table("rejects"))
     run.timings["decrypt_seconds"] = secs
     files, checksums = run.describe({"predictions": False, "inference_metrics": False, "rejects": False})
-    manifest = run.manifest(counts=Counts(images_in=total, images_decrypted=total, ciphertexts=len(rows),
+    manifest = run.manifest(counts=Counts(images_in=total, images_decrypted=total, ciphertexts=rows,
                                           images_rejected=len(bad), rejects=len(rejects)),
                             options={**parent.options, "flood_std": args.flood_std}, workers={}, files=files,
                             checksums=checksums)

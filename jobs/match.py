@@ -114,8 +114,7 @@ def run(args, chain) -> int:
 def decrypt(run) -> int:
     """``hepix decrypt`` of a match run (the key owner's side): its distances in the clear, in the
     ``distances`` table, one row per image and metric (``--flood-std`` adds noise flooding); each
-    encrypted distance is checked first (its key, its image id, SEAL's validation), a bad one is a
-    rejects row."""
+    encrypted distance is checked first (:func:`decrypt_distances`), a bad one is a rejects row."""
     import numpy as np
 
     args, parent = run.args, run.parent
@@ -147,45 +146,49 @@ def decrypt(run) -> int:
 
 
 def decrypt_distances(run) -> tuple[list[dict], list[dict]]:
-    """The data owner's side: the encrypted distances of a match run, checked and decrypted (on the driver:
-    one ciphertext per image and metric); names from the owner map when there is one."""
-    import math
-
+    """The data owner's side: the encrypted distances of a match run, checked (jobs/runtime/distancecheck.py)
+    and decrypted one at a time as Spark streams them (never collected whole); names from the owner map
+    when there is one.  An image with a bad row, or two rows of one metric, has all its distances left out."""
     from hecore.ops.matching import l1_poly_error
 
-    from .runtime.owner import valid_id
+    from .runtime.distancecheck import DistanceExpect, row_problem, value_problem
+    from .runtime.rowcheck import RejectLog
 
-    ctx, run_id = run.keys.context(), run.run_id
-    df, rejects = run.input_table("distances", ENCRYPTED_DISTANCES)
-    known = run.owner.images() if run.owner is not None else {}
+    ctx, run_id, owner = run.keys.context(), run.run_id, run.owner
+    expect = DistanceExpect.for_run(run)
+    most = len(owner.images()) * len(expect.metrics) if owner is not None else None
+    df, rejects = run.input_table("distances", ENCRYPTED_DISTANCES, max_rows=most)
+    known = owner.images() if owner is not None else {}
     name = (lambda i: known[i].source if i in known else i)
     checker = run.keys.checker()
-    rows = []
-    for r in df.orderBy("image_id", "metric").collect():
-        key = {"image_id": r["image_id"]}
-        problem = None
-        if not valid_id(r["image_id"]) or not valid_id(r["query_image_id"]):
-            problem = ("bad-image-id", f"image id {str(r['image_id'])[:80]!r} is not of the form hepix writes")
-        elif r["key_fingerprint"] != run.fingerprint:
-            problem = ("key-mismatch", f"made with key {str(r['key_fingerprint'])[:16]}, this key is "
-                                       f"{run.fingerprint[:16]}")
-        elif r["metric"] not in ("l1", "l2") or not (r["parts"] or 0) > 0 or r["distance_scale"] is None \
-                or not math.isfinite(r["distance_scale"]):
-            problem = ("malformed-row", "metric, parts or distance_scale is not one hepix writes")
-        else:
-            bad = checker.problem(r["ct"])
-            if bad is not None:
-                problem = (bad.reason, bad.detail)
+    log = RejectLog(rejects)
+    found: dict[tuple[str, str], dict] = {}
+    bad: set[str] = set()
+    for r in df.toLocalIterator():
+        r = r.asDict()
+        iid = r["image_id"] if isinstance(r["image_id"], str) else ""
+        problem = row_problem(r, expect, owner)
+        if problem is None and (iid, r["metric"]) in found:
+            problem = ("duplicate-row", f"a second {r['metric']} distance for this image")
+        if problem is None:
+            p = checker.problem(r["ct"])
+            problem = (p.reason, p.detail) if p is not None else None
+        if problem is None:
+            t = time.perf_counter()
+            distance = float(ctx.decrypt_slots(r["ct"], 1)[0]) * r["distance_scale"]
+            secs = time.perf_counter() - t
+            problem = value_problem(distance, r, expect, owner)
         if problem is not None:
-            rejects.append(reject_row(run_id, "decrypt", name(r["image_id"] or ""), *problem, key))
+            log.add(reject_row(run_id, "decrypt", name(iid), *problem, {"image_id": iid[:80] or None}))
+            bad.add(iid)
             continue
-        t = time.perf_counter()
-        raw = float(ctx.decrypt_slots(r["ct"], 1)[0])
-        secs = time.perf_counter() - t
         # per pixel: the polynomial's error (in units of D) x D x post_scale = x distance_scale / parts
         l1_err = l1_poly_error() * abs(r["distance_scale"]) / r["parts"] if r["metric"] == "l1" else None
-        rows.append({"run_id": run_id, "query_image_id": r["query_image_id"], "query_source": name(r["query_image_id"]),
-                     "image_id": r["image_id"], "source": name(r["image_id"]), "metric": r["metric"],
-                     "distance": raw * r["distance_scale"], "l1_poly_max_error": l1_err, "parts": r["parts"],
-                     "process_seconds": r["process_seconds"], "decrypt_seconds": secs})
+        found[(iid, r["metric"])] = {
+            "run_id": run_id, "query_image_id": r["query_image_id"], "query_source": name(r["query_image_id"]),
+            "image_id": iid, "source": name(iid), "metric": r["metric"], "distance": distance,
+            "l1_poly_max_error": l1_err, "parts": r["parts"], "process_seconds": r["process_seconds"],
+            "decrypt_seconds": secs}
+    log.close(run_id, "decrypt")
+    rows = [found[k] for k in sorted(found) if k[0] not in bad]
     return rows, rejects

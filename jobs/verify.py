@@ -22,17 +22,22 @@ from __future__ import annotations
 import logging
 
 from hecore.errors import HepixError
+from hecore.schemes import scheme_for_preset
 from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
 
 from .runtime import runinfo
-from .runtime.rowcheck import KEY, RowExpect, check_partition, image_problems, image_summaries
+from .runtime.footers import FooterChecker, FooterLimits
+from .runtime.rowcheck import KEY, RowExpect, check_partition, first_rejects, image_problems, image_summaries
 from .runtime.runs import add_spark_arguments
 from .runtime.session import plain_session
 from .runtime.storage import Storage, inside, join, read_manifest
 from .runtime.tablefiles import write_rejects
 
 log = logging.getLogger(__name__)
+
+#: Keys found more than once that verify lists one by one (the first ones; the rest are not listed).
+MAX_DUPLICATES_SHOWN = 1000
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -58,18 +63,27 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     present = storage.list_files(path)
     problems, good = [], []
     listed = {e["name"]: e for e in entries}
+    footers = FooterChecker(TABLES.get(table))
+    largest = (scheme_for_preset(expect.preset).keyless_checker(expect.preset).max_bytes
+               if expect is not None and table == "ciphertexts" else 0)
     for name, e in sorted(listed.items()):
         size = present.get(name)
         if size is None:
             problems.append(problem(run_id, join(path, name), "missing-file",
                                     f"{name} is listed in the manifest ({e['rows']} rows) but not in {path}"))
+            continue
+        where = join(path, name)
+        if size != e["bytes"]:
+            problems.append(problem(run_id, where, "file-size-mismatch",
+                                    f"{name} has {size} bytes, the manifest says {e['bytes']} (truncated or "
+                                    "replaced); what can still be read of it is checked row by row", bytes=size))
+        why = footers.problem(size, lambda at, n, where=where: storage.read_at(where, at, n),
+                              FooterLimits.for_table(table, e["rows"], largest))
+        if why is not None:               # never handed to Spark: its footer would size what it reads
+            problems.append(problem(run_id, where, why[0], f"{name}: {why[1]}", bytes=size))
         else:
-            if size != e["bytes"]:
-                problems.append(problem(run_id, join(path, name), "file-size-mismatch",
-                                        f"{name} has {size} bytes, the manifest says {e['bytes']} (truncated or "
-                                        "replaced); what can still be read of it is checked row by row",
-                                        bytes=size))
             good.append(name)
+    footers.close()
     for name in sorted(set(present) - set(listed)):
         problems.append(problem(run_id, join(path, name), "unlisted-file",
                                 f"{name} is in {path} but not in the manifest (left by a failed run, or added "
@@ -98,9 +112,7 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                .mapInArrow(lambda it: check_partition(it, expect=expect, token=token, broadcast=bc),
                            spark_schema(CHECKED))).persist()
     try:
-        for r in checked.where(F.col("reason").isNotNull()).collect():
-            problems.append(problem(run_id, (r["file"] or "").rsplit("/", 1)[-1], r["reason"], r["detail"],
-                                    bytes=r["ct_bytes"], **{k: r[k] for k in KEY}))
+        problems += first_rejects(checked, run_id=run_id, stage="verify")[0]
         per_file = {r["f"].rsplit("/", 1)[-1]: r for r in checked.groupBy(F.col("file").alias("f")).agg(
             F.count("*").alias("n"), F.bit_xor(F.coalesce("stored", F.lit(0).cast("long"))).alias("x")).collect()}
         for name in good:
@@ -116,7 +128,7 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                                         f"{listed[name]['xxh3_xor']} (rows replaced)"))
         summary["rows"] = sum(r["n"] for r in per_file.values())
         for r in checked.groupBy(*KEY).agg(F.count("*").alias("n"), F.first("file").alias("file")) \
-                .where(F.col("n") > 1).collect():
+                .where(F.col("n") > 1).limit(MAX_DUPLICATES_SHOWN).collect():
             problems.append(problem(run_id, (r["file"] or "").rsplit("/", 1)[-1], "duplicate-row",
                                     f"image {r['image_id']}: channel {r['channel']}, tile ({r['tile_y']}, "
                                     f"{r['tile_x']}), index {r['index']} appears {r['n']} times",

@@ -33,6 +33,8 @@ MAX_COUNT = 2**53            # counts and sizes: integers a float64 still holds 
 MAX_FILES = 1_000_000
 MAX_OPS = 64
 MAX_TEXT = 4096
+#: The largest manifest read: a million listed files of about 200 bytes each fit.
+MAX_BYTES = 256 * 2**20
 
 
 class ManifestInvalid(ValueError):
@@ -89,12 +91,16 @@ class RunManifest:
         return json.dumps(asdict(self), indent=2, sort_keys=True, default=str) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "RunManifest":
-        """The manifest in ``text``, every field checked (:class:`ManifestInvalid` names the first bad one)."""
+    def from_json(cls, text: bytes | str) -> "RunManifest":
+        """The manifest in ``text`` (bytes or text, at most :data:`MAX_BYTES`, nested at most
+        :data:`schemas.jsondoc.MAX_DEPTH` levels), every field checked (:class:`ManifestInvalid` names the
+        first bad one)."""
+        from .jsondoc import parse
+
         try:
-            d = json.loads(text)
+            d = parse(text, max_bytes=MAX_BYTES)
         except ValueError as e:
-            raise ManifestInvalid("(document)", f"is not JSON: {e}") from None
+            raise ManifestInvalid("(document)", str(e)) from None
         return validated(d)
 
 
@@ -110,7 +116,7 @@ def text(max_len: int = MAX_TEXT, pattern: re.Pattern | None = None, choices=Non
             return None
         if not isinstance(v, str) or len(v) > max_len:
             _fail(path, f"must be a string of at most {max_len} characters, got {_show(v)}")
-        if pattern is not None and not pattern.match(v):
+        if pattern is not None and not pattern.fullmatch(v):
             _fail(path, f"must match {pattern.pattern}, got {_show(v)}")
         if choices is not None and v not in choices():
             _fail(path, f"must be one of {', '.join(sorted(choices()))}, got {_show(v)}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.tasks.checksums import ct_checksums, xor_all
@@ -43,8 +44,18 @@ def with_checksums(t: pa.Table) -> pa.Table:
 
 
 def write_rows(run: Path, t: pa.Table, table: str = "ciphertexts", name: str = "part-00000-forged.parquet") -> None:
-    """Replace ``table``'s files with one file holding ``t`` (checksums recomputed), listed in the manifest."""
+    """Replace ``table``'s files with one file holding ``t`` (checksums recomputed where the table has them),
+    listed in the manifest."""
     run = Path(run)
+    if "ct_xxh3" not in t.schema.names:
+        for p in (run / table).glob("*.parquet"):
+            p.unlink()
+        pq.write_table(t, run / table / name, compression="none")
+        doc = manifest(run)
+        doc["files"][table] = [{"name": name, "rows": t.num_rows, "bytes": (run / table / name).stat().st_size}]
+        doc["checksums"][table] = {"rows": t.num_rows}
+        write_manifest(run, doc)
+        return
     t = with_checksums(t)
     for p in (run / table).glob("*.parquet"):
         p.unlink()
@@ -55,6 +66,25 @@ def write_rows(run: Path, t: pa.Table, table: str = "ciphertexts", name: str = "
     doc["files"][table] = [{"name": name, "rows": t.num_rows, "bytes": path.stat().st_size, "xxh3_xor": xor}]
     doc["checksums"][table] = {"algorithm": "xxh3_64", "rows": t.num_rows, "xxh3_xor": xor}
     write_manifest(run, doc)
+
+
+def split_by_image(run: Path) -> dict[str, str]:
+    """Rewrite the run's ciphertext table as one file per image (listed in the manifest); image id -> file."""
+    doc = json.loads((run / "_manifest.json").read_text())
+    t = pa.concat_tables([pq.read_table(run / "ciphertexts" / e["name"]) for e in doc["files"]["ciphertexts"]])
+    for p in (run / "ciphertexts").glob("*.parquet"):
+        p.unlink()
+    entries, where = [], {}
+    for n, iid in enumerate(sorted(set(t.column("image_id").to_pylist()))):
+        part = t.filter(pc.equal(t.column("image_id"), iid))
+        name = f"part-{n:05d}-img.parquet"
+        pq.write_table(part, run / "ciphertexts" / name, compression="none")
+        entries.append({"name": name, "rows": part.num_rows, "bytes": (run / "ciphertexts" / name).stat().st_size,
+                        "xxh3_xor": xor_all(part.column("ct_xxh3").to_numpy())})
+        where[iid] = name
+    doc["files"]["ciphertexts"] = entries
+    (run / "_manifest.json").write_text(json.dumps(doc, indent=2))
+    return where
 
 
 def set_where(t: pa.Table, mask, column: str, value) -> pa.Table:
@@ -100,3 +130,177 @@ def tree(root: Path) -> set[str]:
     """Every file under ``root`` (relative paths), to see what a job wrote where."""
     root = Path(root)
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+# --- Parquet footers that lie ----------------------------------------------------------------------
+# A Parquet footer is a Thrift struct in the compact protocol.  These helpers decode it into nested
+# lists of [field id, type, value] and encode it back, so that a test can change one number (a column
+# chunk's size, a row count) and write the file with the new footer, as a cluster could.
+
+_I64, _I32, _I16, _BYTE, _BIN, _LIST, _SET, _MAP, _STRUCT, _DOUBLE = 6, 5, 4, 3, 8, 9, 10, 11, 12, 7
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = n = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, pos
+
+
+def _unzig(n: int) -> int:
+    return (n >> 1) ^ -(n & 1)
+
+
+def _value(data: bytes, pos: int, t: int):
+    if t in (1, 2):
+        return t == 1, pos
+    if t == _BYTE:
+        return data[pos], pos + 1
+    if t in (_I16, _I32, _I64):
+        n, pos = _varint(data, pos)
+        return _unzig(n), pos
+    if t == _DOUBLE:
+        return data[pos:pos + 8], pos + 8
+    if t == _BIN:
+        n, pos = _varint(data, pos)
+        return data[pos:pos + n], pos + n
+    if t in (_LIST, _SET):
+        head = data[pos]
+        pos += 1
+        size, et = head >> 4, head & 0x0F
+        if size == 15:
+            size, pos = _varint(data, pos)
+        items = []
+        for _ in range(size):
+            if et in (1, 2):
+                items.append(data[pos] == 1)
+                pos += 1
+            else:
+                v, pos = _value(data, pos, et)
+                items.append(v)
+        return (et, items), pos
+    if t == _STRUCT:
+        return _struct(data, pos)
+    raise ValueError(f"thrift type {t}")
+
+
+def _struct(data: bytes, pos: int):
+    fields, last = [], 0
+    while True:
+        head = data[pos]
+        pos += 1
+        if head == 0:
+            return fields, pos
+        delta, t = head >> 4, head & 0x0F
+        if delta:
+            fid = last + delta
+        else:
+            n, pos = _varint(data, pos)
+            fid = _unzig(n)
+        v, pos = _value(data, pos, t)
+        fields.append([fid, t, v])
+        last = fid
+
+
+def _put_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _zig(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _encode_value(t: int, v) -> bytes:
+    if t in (1, 2):
+        return b""
+    if t == _BYTE:
+        return bytes([v])
+    if t in (_I16, _I32, _I64):
+        return _put_varint(_zig(v))
+    if t == _DOUBLE:
+        return v
+    if t == _BIN:
+        return _put_varint(len(v)) + v
+    if t in (_LIST, _SET):
+        et, items = v
+        head = bytes([(len(items) << 4) | et]) if len(items) < 15 else bytes([0xF0 | et]) + _put_varint(len(items))
+        return head + b"".join(bytes([1 if x else 2]) if et in (1, 2) else _encode_value(et, x) for x in items)
+    if t == _STRUCT:
+        return _encode_struct(v)
+    raise ValueError(f"thrift type {t}")
+
+
+def _encode_struct(fields) -> bytes:
+    out, last = bytearray(), 0
+    for fid, t, v in fields:
+        if t in (1, 2):
+            t = 1 if v else 2
+        if 0 < fid - last <= 15:
+            out.append(((fid - last) << 4) | t)
+        else:
+            out.append(t)
+            out += _put_varint(_zig(fid))
+        out += _encode_value(t, v)
+        last = fid
+    return bytes(out) + b"\x00"
+
+
+def read_footer(path: Path):
+    """The footer of the Parquet file ``path`` as [field id, type, value] lists (parquet.thrift's FileMetaData)."""
+    data = Path(path).read_bytes()
+    n = struct.unpack("<I", data[-8:-4])[0]
+    fields, _ = _struct(data[-8 - n:-8], 0)
+    return fields
+
+
+def write_footer(path: Path, fields) -> None:
+    """Rewrite ``path`` with the footer ``fields`` (its data pages untouched)."""
+    data = Path(path).read_bytes()
+    n = struct.unpack("<I", data[-8:-4])[0]
+    footer = _encode_struct(fields)
+    Path(path).write_bytes(data[:-8 - n] + footer + struct.pack("<I", len(footer)) + b"PAR1")
+
+
+def field(fields, fid: int):
+    """The [field id, type, value] entry ``fid`` of a decoded struct."""
+    return next(f for f in fields if f[0] == fid)
+
+
+def column_chunks(footer):
+    """Every ColumnMetaData struct of a decoded FileMetaData (row groups: field 4; their columns: field 1;
+    a chunk's meta_data: field 3)."""
+    for rg in field(footer, 4)[2][1]:
+        for chunk in field(rg, 1)[2][1]:
+            yield field(chunk, 3)[2]
+
+
+#: ColumnMetaData's fields: 6 total_uncompressed_size, 7 total_compressed_size, 9 data_page_offset,
+#: 11 dictionary_page_offset; FileMetaData's 3 and RowGroup's 3: num_rows.
+UNCOMPRESSED_SIZE, COMPRESSED_SIZE, DATA_PAGE_OFFSET, NUM_ROWS = 6, 7, 9, 3
+
+
+def lie_in_footer(path: Path, *, chunk_size: int | None = None, rows: int | None = None,
+                  data_offset: int | None = None) -> None:
+    """Change numbers in ``path``'s footer: every column chunk's stored size (``chunk_size``, compressed and
+    uncompressed), its data page offset, or the row count (the file's and every row group's)."""
+    footer = read_footer(path)
+    for meta in column_chunks(footer):
+        if chunk_size is not None:
+            field(meta, UNCOMPRESSED_SIZE)[2] = chunk_size
+            field(meta, COMPRESSED_SIZE)[2] = chunk_size
+        if data_offset is not None:
+            field(meta, DATA_PAGE_OFFSET)[2] = data_offset
+    if rows is not None:
+        field(footer, NUM_ROWS)[2] = rows
+        for rg in field(footer, 4)[2][1]:
+            field(rg, NUM_ROWS)[2] = rows
+    write_footer(path, footer)

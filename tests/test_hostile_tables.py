@@ -35,13 +35,13 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from hostile import coefficient_above_q, random_bytes, truncated, with_checksums
+from hostile import coefficient_above_q, random_bytes, split_by_image, truncated, with_checksums
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from jobs.tasks.checksums import xor_all
 from jobs.cli import main
+from jobs.tasks.checksums import xor_all
 
 settings.register_profile("hostile", database=None, deadline=None, derandomize=True, print_blob=True,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -73,25 +73,6 @@ class Sandbox:
 
 def hepix(*argv) -> int:
     return main([str(a) for a in argv])
-
-
-def split_by_image(run: Path) -> dict[str, str]:
-    """Rewrite the run's ciphertext table as one file per image (listed in the manifest); image id -> file."""
-    doc = json.loads((run / "_manifest.json").read_text())
-    t = pa.concat_tables([pq.read_table(run / "ciphertexts" / e["name"]) for e in doc["files"]["ciphertexts"]])
-    for p in (run / "ciphertexts").glob("*.parquet"):
-        p.unlink()
-    entries, where = [], {}
-    for n, iid in enumerate(sorted(set(t.column("image_id").to_pylist()))):
-        part = t.filter(pa.compute.equal(t.column("image_id"), iid))
-        name = f"part-{n:05d}-img.parquet"
-        pq.write_table(part, run / "ciphertexts" / name, compression="none")
-        entries.append({"name": name, "rows": part.num_rows, "bytes": (run / "ciphertexts" / name).stat().st_size,
-                        "xxh3_xor": xor_all(part.column("ct_xxh3").to_numpy())})
-        where[iid] = name
-    doc["files"]["ciphertexts"] = entries
-    (run / "_manifest.json").write_text(json.dumps(doc, indent=2))
-    return where
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +180,11 @@ def forge(sb: Sandbox, run: Path, forgeries, victims) -> set[str]:
             continue
         name = sb.where[victim]
         touched.add(victim)
-        entries = doc.get("files", {}).get("ciphertexts", [])
-        i = next((k for k, e in enumerate(entries) if e.get("name") == name), None)
+        files = doc.get("files")
+        entries = files.get("ciphertexts") if isinstance(files, dict) else None
+        if not isinstance(entries, list):               # an earlier forgery replaced the manifest's list
+            continue
+        i = next((k for k, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == name), None)
         if i is None:                                   # an earlier forgery renamed or dropped it already
             continue
         path = run / "ciphertexts" / name
@@ -223,7 +207,10 @@ def forge(sb: Sandbox, run: Path, forgeries, victims) -> set[str]:
             elif a == "empty-file":
                 path.write_bytes(b"")
             continue
-        t = pq.read_table(path)
+        try:
+            t = pq.read_table(path)
+        except (OSError, pa.ArrowException):            # an earlier forgery garbled or emptied the file
+            continue
         n = t.num_rows
         mask = [k == 0 or c == "all" for k in range(n)]
         if a == "ct":
@@ -603,3 +590,337 @@ def test_the_watch_sees_a_read_and_a_write_outside_and_a_big_allocation(sandbox)
             watch.check()
         del kept
     (sb.root / "ex" / "stray.txt").unlink()
+
+
+# --- strings, labels and JSON documents: pure functions, no Spark -------------------------------------------
+
+FP = "ab" * 32
+
+
+def honest_row(**changes) -> dict:
+    """One row of a 10x10 grey image's first tile as encrypt writes it (packed, 8x8 tiles, halo 1)."""
+    r = {"run_id": "20260101T000000Z-0a0b0c0d", "image_id": "0123456789abcdef", "layout": "packed", "scheme": "ckks",
+         "preset": "addonly-2048", "strategy": "fresh", "security": "ind-cpa", "key_fingerprint": FP,
+         "image_height": 10, "image_width": 10, "image_channels": 1, "tile_h": 8, "tile_w": 8, "halo": 1,
+         "tile_y": 0, "tile_x": 0, "y": 0, "x": 0, "h": 8, "w": 8, "channel": 0, "index": 0, "ops": [],
+         "post_scale": 1.0, "level": 1, "scale_bits": 30, "encrypt_seconds": 0.0, "process_seconds": 0.0,
+         "ct": b"\x01" * 64, "ct_xxh3": None}
+    r.update(changes)
+    return r
+
+
+def row_expect():
+    from jobs.runtime.rowcheck import RowExpect, run_labels
+
+    return RowExpect(fingerprint=FP, layout="packed", preset="addonly-2048", tile=(8, 8), halo=1,
+                     security="ind-cpa", **run_labels("addonly-2048", "fresh", {}))
+
+
+def checked(*rows):
+    from jobs.runtime.rowcheck import check_batch
+    from schemas.tables import CIPHERTEXTS
+
+    rb = pa.RecordBatch.from_pylist(list(rows), schema=CIPHERTEXTS)
+    return check_batch(rb, row_expect(), None), rb
+
+
+def test_an_honest_row_passes_the_row_checks():
+    assert checked(honest_row())[0] == [None]
+
+
+@pytest.mark.parametrize("image_id", ["0123456789abcdef\n", "0123456789abcdef\n-moon", "\n0123456789abcdef"])
+def test_an_image_id_with_a_newline_is_refused(image_id):
+    assert checked(honest_row(image_id=image_id))[0][0][0] == "bad-image-id"
+
+
+@pytest.mark.parametrize("column,value,reason", [
+    ("security", "leaks", "label-mismatch"), ("strategy", "zinc", "label-mismatch"),
+    ("scheme", "bfv", "parameters-mismatch"), ("scale_bits", 31, "scale-mismatch"),
+    ("level", 7, "scale-mismatch"), ("level", -1, "scale-mismatch")])
+def test_a_row_label_that_is_not_the_runs_is_refused(column, value, reason):
+    assert checked(honest_row(**{column: value}))[0][0][0] == reason
+
+
+@settings(HOSTILE, max_examples=100)
+@given(column=st.sampled_from(["image_id", "layout", "preset", "strategy", "security", "scheme", "key_fingerprint",
+                               "run_id", "ops"]),
+       size=st.sampled_from([257, 4096, 10 * 2**20]), many=st.booleans())
+def test_a_string_bomb_is_refused_and_never_copied(column, size, many):
+    """A value of up to 10 MiB in any string column (or an ops list of 65 items): the row is refused as
+    ``oversized-value`` and neither its detail nor its CHECKED row carries the value."""
+    from jobs.runtime.rowcheck import _checked_batch
+
+    value = ["x" * 10] * 65 if column == "ops" and many else ["x" * size] if column == "ops" else "x" * size
+    problems, rb = checked(honest_row(), honest_row(**{column: value}))
+    assert problems[0] is None and problems[1][0] == "oversized-value" and len(problems[1][1]) < 200
+    out = _checked_batch(rb, problems)
+    longest = max(max((len(v) for v in out.column(c).to_pylist() if isinstance(v, str)), default=0)
+                  for c in out.schema.names)
+    assert longest <= 256
+
+
+@settings(HOSTILE, max_examples=150)
+@given(column=st.sampled_from(["layout", "preset", "strategy", "security", "scheme"]),
+       value=st.text(max_size=256))
+def test_a_reject_detail_echoes_at_most_a_few_dozen_characters_of_a_value(column, value):
+    problems, _ = checked(honest_row(**{column: value}))
+    if problems[0] is not None:
+        assert len(problems[0][1]) < 160 and "\n" not in problems[0][1]
+
+
+def nested(depth: int, kind: str) -> str:
+    return ("[" * depth + "]" * depth) if kind == "list" else ('{"a":' * depth + "1" + "}" * depth)
+
+
+@settings(HOSTILE, max_examples=40)
+@given(depth=st.sampled_from([33, 100, 999, 1001, 5000, 200_000]), kind=st.sampled_from(["list", "dict"]),
+       field=st.sampled_from(["options", "spark", "params", "counts", "(document)"]))
+def test_a_deeply_nested_manifest_is_a_one_line_error(sandbox_free_manifest, depth, kind, field):
+    from schemas.manifest import ManifestInvalid, RunManifest
+
+    doc = dict(sandbox_free_manifest)
+    text = nested(depth, kind) if field == "(document)" else \
+        json.dumps(doc)[:-1] + f', "{field}": ' + nested(depth, kind) + "}"
+    with pytest.raises(ManifestInvalid) as e:
+        RunManifest.from_json(text.encode())
+    assert "\n" not in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def sandbox_free_manifest():
+    return {"format": 2, "job": "encrypt", "run_id": "20260101T000000Z-0a0b0c0d", "status": "complete",
+            "created": "", "finished": "", "input": "", "output": ""}
+
+
+def test_a_manifest_of_newlines_or_of_other_bytes_is_a_one_line_error(sandbox_free_manifest):
+    from schemas.jsondoc import parse
+    from schemas.manifest import ManifestInvalid, RunManifest
+
+    assert RunManifest.from_json(json.dumps(sandbox_free_manifest).encode()).job == "encrypt"
+    for data in (b"\n" * 100_000, b"\xff\xfe{}", b'{"format": 2' + b" " * 10):
+        with pytest.raises(ManifestInvalid) as e:
+            RunManifest.from_json(data)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="more than the 10"):
+        parse(b"{}" * 6, max_bytes=10)
+
+
+def owner_map(d: Path, images: list[dict] | None = None, **doc_changes) -> Path:
+    """An owner map directory written by hand (one batch)."""
+    from schemas.tables import OWNER_IMAGES
+
+    (d / "images").mkdir(parents=True)
+    tag = "20260101T000000Z-0a0b0c0d-b00000"
+    rows = images if images is not None else [{"image_id": "0123456789abcdef", "source": "/x/a.png",
+                                               "content_sha256": "0" * 64, "image_height": 10, "image_width": 10,
+                                               "image_channels": 1, "ciphertexts": 4}]
+    rows = [{"bytes": 1, "run_id": "20260101T000000Z-0a0b0c0d", "batch": tag, **r} for r in rows]
+    pq.write_table(pa.Table.from_pylist(rows, schema=OWNER_IMAGES), d / "images" / f"{tag}.parquet")
+    doc = {"format": 1, "job": "encrypt", "status": "complete", "runs": [], "input": "", "output": "",
+           "key_fingerprint": FP, "settings": {"preset": "addonly-2048"},
+           "batches": [{"tag": tag, "run_id": "20260101T000000Z-0a0b0c0d", "images": f"images/{tag}.parquet",
+                        "rejects": None, "files": {}, "counts": {}}]}
+    doc.update(doc_changes)
+    (d / "owner.json").write_text(json.dumps(doc))
+    return d
+
+
+@pytest.mark.parametrize("tamper", ["nested", "settings", "image-id", "image-size", "not-parquet", "huge-number"])
+def test_a_tampered_owner_map_is_a_one_line_error(tmp_path, tamper):
+    from hecore.errors import OwnerMapError
+    from jobs.runtime.owner import OwnerMap
+
+    d = tmp_path / "owner"
+    if tamper == "nested":
+        owner_map(d)
+        (d / "owner.json").write_text('{"format": 1, "settings": ' + nested(100_000, "list") + "}")
+    elif tamper == "settings":
+        owner_map(d, settings={"max_pixels": "many"})
+    elif tamper == "huge-number":
+        owner_map(d)
+        (d / "owner.json").write_text('{"format": ' + "9" * 5000 + "}")
+    elif tamper in ("image-id", "image-size"):
+        owner_map(d, images=[{"image_id": "0123456789abcdef\n" if tamper == "image-id" else "0123456789abcdef",
+                              "source": "a", "content_sha256": "0", "image_height": -5 if tamper == "image-size" else 1,
+                              "image_width": 1, "image_channels": 1, "ciphertexts": 1}])
+    else:
+        owner_map(d)
+        next((d / "images").glob("*.parquet")).write_bytes(b"PAR1 not a table PAR1")
+    with pytest.raises(OwnerMapError) as e:
+        OwnerMap.load(str(d)).images()
+    assert "\n" not in str(e.value)
+
+
+def distance_expect():
+    from jobs.runtime.distancecheck import DistanceExpect
+
+    return DistanceExpect(fingerprint=FP, layout="packed", preset="addonly-2048", ops=(), metrics=("l1", "l2"),
+                          bound=255.0, post_scale=1.0, integer=False, slots=1024)
+
+
+def distance_row(**changes) -> dict:
+    from jobs.runtime.distancecheck import DistanceExpect
+
+    r = {"image_id": "0123456789abcdef", "query_image_id": "fedcba9876543210", "metric": "l2", "layout": "packed",
+         "scheme": "ckks", "preset": "addonly-2048", "key_fingerprint": FP, "ops": [], "bound": 255.0, "parts": 4,
+         "process_seconds": 0.0}
+    r["distance_scale"] = DistanceExpect.scale(distance_expect(), r["metric"], r["parts"])
+    r.update(changes)
+    return r
+
+
+class OwnerOf:
+    """An owner map of two 10x10 grey images (the image and the query of :func:`distance_row`)."""
+
+    def get(self, image_id):
+        from jobs.runtime.owner import OwnerImage
+
+        if image_id in ("0123456789abcdef", "fedcba9876543210"):
+            return OwnerImage(image_id, "a.png", "0" * 64, 10, 10, 1, 4)
+        return None
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"image_id": "0123456789abcdef\n"}, "bad-image-id"), ({"key_fingerprint": "0" * 64}, "key-mismatch"),
+    ({"image_id": "0000000000000000"}, "unknown-image"), ({"query_image_id": "0000000000000000"}, "unknown-image"),
+    ({"distance_scale": 1e300}, "bad-distance-scale"), ({"distance_scale": float("nan")}, "bad-distance-scale"),
+    ({"parts": 10**9}, "malformed-row"), ({"parts": 0}, "malformed-row"), ({"bound": 1e12}, "malformed-row"),
+    ({"metric": "l7"}, "malformed-row"), ({"ops": ["brightness:5"]}, "parameters-mismatch")])
+def test_a_forged_distance_row_is_refused_before_it_is_decrypted(change, reason):
+    from jobs.runtime.distancecheck import row_problem
+
+    assert row_problem(distance_row(), distance_expect(), OwnerOf()) is None
+    assert row_problem(distance_row(**change), distance_expect(), OwnerOf())[0] == reason
+
+
+@settings(HOSTILE, max_examples=200)
+@given(distance=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([-3_999_159.0, 1e300])),
+       metric=st.sampled_from(["l1", "l2"]))
+def test_a_decrypted_distance_is_kept_only_within_what_the_pixels_allow(distance, metric):
+    """100 grey pixels 0..255 apart at most: squared L2 in 0..100 x 255^2, L1 in 0..100 x 255 (with the
+    polynomial's error); anything else -- another key's noise, a forged scale -- is implausible."""
+    from jobs.runtime.distancecheck import value_problem
+
+    problem = value_problem(distance, distance_row(metric=metric), distance_expect(), OwnerOf())
+    top = 100 * 255.0 ** 2 if metric == "l2" else 100 * 255.0 * 1.2
+    if not (-0.2 * 100 * 255 <= distance <= top * 1.01 + 1):
+        assert problem is not None and problem[0] == "implausible-values"
+    if metric == "l2" and 0 <= distance <= 100 * 255.0 ** 2:
+        assert problem is None
+
+
+def test_a_fresh_ciphertext_with_its_scale_or_level_changed_is_refused(he_paper4096):
+    """SEAL loads a ciphertext whose scale field was doubled (it decrypts to half the values) or that was
+    switched down a level; a run no op has touched has neither, so the row is a ``scale-mismatch``."""
+    from Pyfhel import PyCtxt
+
+    from hecore.checks import CiphertextChecker
+
+    ctx, _ = he_paper4096
+    ct = ctx.encrypt_vector(np.arange(8.0))
+    checker = CiphertextChecker.for_context(ctx, fresh_scale_bits=ctx.params.scale_bits)
+    doubled = PyCtxt(copy_ctxt=PyCtxt(pyfhel=ctx._he, bytestring=ct))
+    doubled.set_scale(doubled.scale * 2)
+    lower = PyCtxt(pyfhel=ctx._he, bytestring=ct)
+    ctx._he.mod_switch_to_next(lower)
+    assert checker.problem(ct) is None
+    assert checker.problem(doubled.to_bytes()).reason == "scale-mismatch"
+    assert checker.problem(lower.to_bytes()).reason == "scale-mismatch"
+    assert CiphertextChecker.for_context(ctx).problem(doubled.to_bytes()) is None     # processed runs: unchecked
+
+
+class _Rows:
+    """Stands in for a DataFrame whose rows a job streams (``toLocalIterator``)."""
+
+    class Row(dict):
+        def asDict(self):
+            return dict(self)
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def toLocalIterator(self):
+        return iter(self.Row(r) for r in self.rows)
+
+
+class _Keys:
+    def checker(self):
+        class Accepts:
+            def problem(self, ct):
+                return None
+        return Accepts()
+
+
+def test_inference_outputs_are_streamed_checked_and_bounded_per_batch():
+    """Head outputs of a 2-batch task with 2 outputs: a repeated output, a batch id outside the task, a
+    post_scale of 1e300 and another key's row are refused (their batches with them); a good batch is kept."""
+    from types import SimpleNamespace
+
+    from jobs.infer import _checked_outputs
+
+    run = SimpleNamespace(fingerprint=FP, run_id="20260101T000000Z-0a0b0c0d", keys=_Keys())
+
+    def out(batch, index, **changes):
+        return {"image_id": f"digits-01-{batch}", "key_fingerprint": FP, "post_scale": 1.0, "h": 4, "y": 0,
+                "index": index, "ct": b"x", **changes}
+
+    rows = [out(0, 0), out(0, 1),                                   # batch 0: whole and good
+            out(1, 0), out(1, 0),                                   # batch 1: output 0 twice
+            out(2, 0), out(0, 1, image_id="digits-01-0\n"),         # outside the task; a forged id
+            out(1, 1, post_scale=1e300), out(1, 1, key_fingerprint="0" * 64)]
+    rejects: list[dict] = []
+    batches, bad, n = _checked_outputs(run, _Rows(rows), rejects, "01", 2, 2)
+    assert n == len(rows) and set(batches) == {"digits-01-0"} and len(batches["digits-01-0"]) == 2
+    assert {"digits-01-1", "digits-01-2"} <= bad
+    assert {r["reason"] for r in rejects} == {"duplicate-row", "bad-image-id", "malformed-row", "key-mismatch"}
+    assert all(len(r["detail"]) < 200 and "\n" not in r["detail"] for r in rejects)
+
+
+def test_a_row_the_work_fails_on_becomes_a_reject_and_the_task_goes_on(he_addonly2048):
+    """In the checking pass that also does the job's work, a row the work cannot process (SEAL: "encoded
+    values are too large" for a forged scale) is a ``work-failed`` CHECKED row -- its image is then left
+    out -- and the other rows' output still comes; without such a pass the failure is raised as before."""
+    from types import SimpleNamespace
+
+    from jobs.runtime.rowcheck import check_and_work_partition
+    from jobs.tasks.worker import work_failed
+    from schemas.tables import CIPHERTEXTS
+
+    ctx, _ = he_addonly2048
+    ct = ctx.encrypt_vector(np.zeros(4))
+    rb = pa.RecordBatch.from_pylist([honest_row(ct=ct), honest_row(ct=ct, tile_x=1, x=8, w=2)], schema=CIPHERTEXTS)
+
+    def work(batches):
+        for b in batches:
+            rows = b.to_pylist()
+            for r in rows:
+                if r["tile_x"] == 1:
+                    assert work_failed(r, ValueError("encoded values are too large\nsecond line"))
+            yield b.filter(pa.array([r["tile_x"] == 0 for r in rows]))
+
+    out = list(check_and_work_partition(iter([rb]), expect=row_expect(), token="work-failed-test",
+                                        broadcast=SimpleNamespace(value=None), work=work, work_schema=CIPHERTEXTS))
+    checks = [c for b in out for c in b.column("check").to_pylist() if c is not None]
+    works = [w for b in out for w in b.column("work").to_pylist() if w is not None]
+    assert [(c["tile_x"], c["reason"]) for c in checks] == [(0, None), (1, "work-failed")]
+    assert "too large" in checks[1]["detail"] and "\n" not in checks[1]["detail"]
+    assert [w["tile_x"] for w in works] == [0]
+    assert not work_failed(honest_row(), ValueError("x"))           # no pass around: the caller raises
+
+
+@settings(HOSTILE, max_examples=200)
+@given(value=JSON, wrap=st.integers(0, 60))
+def test_a_json_document_parses_to_itself_within_the_depth_bound_and_is_refused_past_it(value, wrap):
+    from schemas.jsondoc import MAX_DEPTH, depth, parse
+
+    doc = value
+    for _ in range(wrap):
+        doc = [doc]
+    text = json.dumps(doc)
+    if depth(doc, 10_000) <= MAX_DEPTH:
+        got = parse(text.encode(), max_bytes=2**20)
+        assert json.dumps(got) == text
+    else:
+        with pytest.raises(ValueError) as e:
+            parse(text.encode(), max_bytes=2**20)
+        assert "\n" not in str(e.value)

@@ -18,8 +18,21 @@ from pathlib import Path
 import numpy as np
 import pyarrow.dataset as ds
 import pytest
-from hostile import (coefficient_above_q, first_row_mask, image_ids, image_mask, manifest, read_rows, set_where,
-                     tree, truncated, write_manifest, write_rows)
+from hostile import (
+    coefficient_above_q,
+    first_row_mask,
+    image_ids,
+    image_mask,
+    lie_in_footer,
+    manifest,
+    read_rows,
+    set_where,
+    split_by_image,
+    tree,
+    truncated,
+    write_manifest,
+    write_rows,
+)
 from PIL import Image
 
 from jobs.cli import main
@@ -111,6 +124,21 @@ def test_a_job_holding_the_secret_key_refuses_a_cluster_master(corpus, tmp_path,
     assert len(err.splitlines()) == 1 and "--trusted-cluster" in err and "HEPIX_TRUSTED_CLUSTER" in err
     assert rec.masters == []                       # refused before any session
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("variable", ["SPARK_EXECUTOR_DIRS", "SPARK_LOCAL_DIRS"])
+def test_the_secret_session_refuses_an_environment_that_moves_its_private_directory(monkeypatch, tmp_path, variable):
+    """Spark prefers SPARK_EXECUTOR_DIRS (then SPARK_LOCAL_DIRS) to spark.local.dir: either would put the
+    secret session's shuffle and spill files in a directory it does not own."""
+    from hecore.errors import UntrustedSession
+    from jobs.runtime.session import secret_session
+
+    rec = SessionRecorder(monkeypatch)
+    monkeypatch.setenv(variable, str(tmp_path / "shared"))
+    with pytest.raises(UntrustedSession, match=variable):
+        with secret_session("decrypt", "local[1]", None, trusted=False):
+            pass
+    assert rec.masters == []                       # refused before any session
 
 
 def test_the_secret_session_encrypts_shuffle_files_on_disk_and_removes_its_directory(tmp_path):
@@ -592,3 +620,95 @@ def test_manifest_ops_are_the_ops_hepix_writes(corpus, ops, ok):
     else:
         with pytest.raises(ManifestInvalid, match=r"field 'ops\[\d\]'"):
             RunManifest.from_json(json.dumps(doc))
+
+
+# --- what comes back around the rows: files, footers, match runs ------------------------------------------
+
+def test_decrypt_reads_no_lying_footer_no_link_and_no_file_twice_and_finishes_the_rest(corpus, tmp_path, capsys):
+    """One file per image: alice's footer claims a 2^40-byte column chunk, bob's 10^12 rows, carol's file is
+    a symbolic link to a copy outside the run, dave's is listed twice; erin is left alone.  decrypt refuses
+    each of the first three before Spark reads it, reads dave's once, and decrypts dave and erin."""
+    run = copy_run(corpus, tmp_path)
+    where = split_by_image(run)
+    names = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in table(corpus / "enc.owner" / "images")}
+    part = {n: run / "ciphertexts" / where[names[n]] for n in names}
+    lie_in_footer(part["alice.png"], chunk_size=2**40)
+    lie_in_footer(part["bob.png"], rows=10**12)
+    outside = tmp_path / "outside.parquet"
+    shutil.move(part["carol.png"], outside)
+    part["carol.png"].symlink_to(outside)
+    doc = manifest(run)
+    doc["files"]["ciphertexts"] += [e for e in doc["files"]["ciphertexts"] if e["name"] == part["dave.png"].name]
+    write_manifest(run, doc)
+    capsys.readouterr()
+    assert decrypt(corpus, run, tmp_path / "dec") == 0
+    assert "Traceback" not in capsys.readouterr().err
+    by_file = {(r["source"], r["reason"]) for r in table(tmp_path / "dec" / "rejects") if r["source"].endswith(".parquet")}
+    assert by_file == {(part["alice.png"].name, "unreadable-file"), (part["bob.png"].name, "unreadable-file"),
+                       (part["carol.png"].name, "unreadable-file"), (part["dave.png"].name, "duplicate-file")}
+    done = {m["source"].rsplit("/", 1)[-1]: m for m in table(tmp_path / "dec" / "metrics")}
+    assert set(done) == {"dave.png", "erin.png"} and all(m["exact_fraction"] == 1.0 for m in done.values())
+
+
+def test_a_manifest_of_newlines_is_refused_in_one_line_without_reading_it_line_by_line(corpus, tmp_path, capsys):
+    run = copy_run(corpus, tmp_path)
+    (run / "_manifest.json").write_bytes(b"\n" * (4 * 2**20))
+    capsys.readouterr()
+    assert decrypt(corpus, run, tmp_path / "dec") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "_manifest.json" in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def match_run(tmp_path_factory):
+    """Six 8x8 grey images at tenseal-8192 (the smallest preset that squares), matched against the first."""
+    root = tmp_path_factory.mktemp("match")
+    images = root / "images"
+    images.mkdir()
+    rng = np.random.default_rng(5)
+    for name in ("q", "a", "b", "c", "d", "e"):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(images / f"{name}.png")
+    assert hepix("keygen", "--out", root / "keys", "--preset", "tenseal-8192") == 0
+    assert hepix("export-public", "--keys", root / "keys", "--out", root / "pub") == 0
+    assert hepix("encrypt", "--keys", root / "pub", "--input", images, "--out", root / "enc", *SPARK) == 0
+    ids = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in table(root / "enc.owner" / "images")}
+    assert hepix("process", "--keys", root / "pub", "--input", root / "enc", "--out", root / "m",
+                 "--op", f"match:{ids['q.png']},l2", *SPARK) == 0
+    return root, ids
+
+
+def test_decrypt_of_a_forged_match_run_rejects_each_forgery_and_decrypts_the_rest(match_run, tmp_path, capsys):
+    """a's distance twice, b's distance_scale 1e300, c's ciphertext of another key, e's row relabelled with an
+    id the owner never made; d is left alone and decrypts to its exact distance.  One row more than the
+    owner's images x metrics, and the file is refused whole before it is read."""
+    import pyarrow as pa
+
+    from hecore.context import HEContext
+    from hecore.params import preset
+
+    root, ids = match_run
+    run = tmp_path / "m"
+    shutil.copytree(root / "m", run)
+    t = read_rows(run, "distances")
+    other, _ = HEContext.generate(preset("tenseal-8192"))
+    t = set_where(t, image_mask(t, ids["b.png"]), "distance_scale", 1e300)
+    t = set_where(t, image_mask(t, ids["c.png"]), "ct", lambda ct: other.encrypt_vector(np.full(8, 1e6)))
+    t = set_where(t, image_mask(t, ids["e.png"]), "image_id", "0" * 16)
+    t = pa.concat_tables([t, t.filter(pa.array(image_mask(t, ids["a.png"])))])
+    write_rows(run, t, "distances")
+    capsys.readouterr()
+    decrypt_match = ["decrypt", "--keys", root / "keys", "--input", run, "--owner", root / "enc.owner", *SPARK]
+    assert hepix(*decrypt_match, "--out", tmp_path / "d") == 0
+    assert "Traceback" not in capsys.readouterr().err
+    reasons = {(r["image_id"], r["reason"]) for r in table(tmp_path / "d" / "rejects")}
+    assert {(ids["a.png"], "duplicate-row"), (ids["b.png"], "bad-distance-scale"),
+            (ids["c.png"], "implausible-values"), ("0" * 16, "unknown-image")} <= reasons
+    got = {r["source"].rsplit("/", 1)[-1]: r["distance"] for r in table(tmp_path / "d" / "distances")}
+    q, d = (np.asarray(Image.open(root / "images" / n), dtype=np.float64) for n in ("q.png", "d.png"))
+    assert set(got) == {"d.png"} and round(got["d.png"]) == int(((q - d) ** 2).sum())
+
+    write_rows(run, pa.concat_tables([t, t.slice(0, 1)]), "distances")
+    assert hepix(*decrypt_match, "--out", tmp_path / "d2") == 0
+    (refused,) = table(tmp_path / "d2" / "rejects")
+    assert refused["reason"] == "unreadable-file" and "owner made" in refused["detail"]
+    assert table(tmp_path / "d2" / "distances") == []

@@ -34,6 +34,7 @@ class TfheCiphertextChecker:
     def __init__(self, params: TfheParams, threads: int = 1):
         self.params = params
         self.sizes = dict(params.ct_bytes)
+        self.max_bytes = max(self.sizes.values())   # the largest cell a row of these parameters holds
         self.threads = threads
 
     def _size_problem(self, ct) -> Problem | None:

@@ -38,6 +38,8 @@ from schemas.tables import IMAGE_ID, OWNER_IMAGES, REJECTS
 log = logging.getLogger(__name__)
 
 OWNER_JSON = "owner.json"
+#: The largest owner.json read (a batch record per committed batch).
+MAX_OWNER_JSON = 256 * 2**20
 FORMAT = 1
 _TAG = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-b[0-9]{5}$")
 _ID = re.compile(IMAGE_ID)
@@ -107,11 +109,17 @@ class OwnerMap:
         if not path.is_file():
             raise OwnerMapError(f"{directory} holds no owner map ({OWNER_JSON}): give the --owner directory the "
                                 "encrypt run wrote (by default <its --out>.owner)")
+        from schemas.jsondoc import parse
+
         try:
-            doc = json.loads(path.read_text())
+            size = path.stat().st_size
+            if size > MAX_OWNER_JSON:
+                raise ValueError(f"{size} bytes is more than an owner map holds")
+            with open(path, "rb") as f:           # its size, plus a byte to see a file that grew since
+                doc = parse(f.read(size + 1), max_bytes=MAX_OWNER_JSON)
             _check_doc(doc)
-        except (ValueError, TypeError, KeyError) as e:
-            raise OwnerMapError(f"{path} is not an owner map hepix can read ({e})") from None
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            raise OwnerMapError(f"{path} is not an owner map hepix can read ({str(e).splitlines()[0][:200]})") from None
         return cls(d, doc)
 
     @property
@@ -128,7 +136,12 @@ class OwnerMap:
             out = {}
             for batch in self.doc["batches"]:
                 for r in self._read(batch["images"], OWNER_IMAGES).to_pylist():
-                    out[r["image_id"]] = OwnerImage(**{k: r[k] for k in OwnerImage.__dataclass_fields__})
+                    image = OwnerImage(**{k: r[k] for k in OwnerImage.__dataclass_fields__})
+                    if not _plausible(image):
+                        raise OwnerMapError(f"{self.directory / batch['images']}: image "
+                                            f"{str(image.image_id)[:80]!r} is not a record encrypt writes "
+                                            "(its id, size or ciphertext count); the owner map was changed")
+                    out[image.image_id] = image
             self._images = out
         return self._images
 
@@ -146,8 +159,8 @@ class OwnerMap:
             raise OwnerMapError(f"{self.directory / OWNER_JSON} names {name!r}, outside the owner map")
         try:
             return pq.read_table(path, schema=schema)
-        except (OSError, pa.ArrowInvalid) as e:
-            raise OwnerMapError(f"{path}: {e}") from None
+        except (OSError, pa.ArrowException) as e:
+            raise OwnerMapError(f"{path}: {(str(e).splitlines() or [type(e).__name__])[0][:200]}") from None
 
     # --- building (encrypt) --------------------------------------------------------------------------
     @classmethod
@@ -232,6 +245,9 @@ def _check_doc(doc) -> None:
                  ("output", str), ("status", str)):
         if not isinstance(doc.get(k), t):
             raise ValueError(f"field {k!r} must be a {t.__name__}")
+    from schemas.manifest import SETTINGS
+
+    SETTINGS(doc["settings"], "settings")
     for b in doc["batches"]:
         if not isinstance(b, dict) or not _TAG.match(str(b.get("tag"))) or not isinstance(b.get("files"), dict) \
                 or not isinstance(b.get("counts"), dict):
@@ -241,5 +257,12 @@ def _check_doc(doc) -> None:
                 raise ValueError(f"batch file {name!r} is not one the owner map writes")
 
 
+def _plausible(image: OwnerImage) -> bool:
+    """An owner map's image record as encrypt writes it: a valid id, a positive size, a ciphertext count."""
+    sizes = (image.image_height, image.image_width, image.image_channels, image.ciphertexts)
+    return valid_id(image.image_id) and all(isinstance(v, int) and v >= 0 for v in sizes) \
+        and image.image_height > 0 and image.image_width > 0 and image.image_channels in (1, 3)
+
+
 def valid_id(image_id) -> bool:
-    return isinstance(image_id, str) and bool(_ID.match(image_id))
+    return isinstance(image_id, str) and bool(_ID.fullmatch(image_id))

@@ -51,6 +51,11 @@ class RowExpect:
     max_pixels: int = DEFAULT_MAX_PIXELS
     check_ops: bool = True
     fixed_format: bool = False      # pixel layout in process: the byte-level kernels need the exact format
+    security: str | None = None     # the run's label (ind-cpa | leaks); None: any of them
+    strategies: frozenset | None = None   # the strategy labels the run's rows may carry; None: unchecked
+    scheme: str | None = None       # the scheme the preset's parameters name
+    scale_bits: int | None = None   # the run's ciphertext scale (2^scale_bits); None: unchecked
+    max_level: int | None = None    # the most primes a row's ciphertext may be at
 
     @classmethod
     def from_manifest(cls, manifest, **overrides) -> RowExpect:
@@ -60,9 +65,11 @@ class RowExpect:
         fields = dict(fingerprint=manifest.key_fingerprint, layout=manifest.layout or "",
                       preset=manifest.preset or "", ops=tuple(manifest.ops), tile=tuple(tile) if tile else None,
                       halo=manifest.options.get("halo"),
-                      max_pixels=int(manifest.options.get("settings", {}).get("max_pixels", DEFAULT_MAX_PIXELS)))
+                      max_pixels=int(manifest.options.get("settings", {}).get("max_pixels", DEFAULT_MAX_PIXELS)),
+                      security=manifest.security)
         fields.update(overrides)
-        return cls(**fields)
+        labels = run_labels(fields["preset"], manifest.strategy, manifest.options)
+        return cls(**{**labels, **fields})
 
     @property
     def post_scale(self) -> float | None:
@@ -76,6 +83,28 @@ class RowExpect:
                                          self.preset).post_scale)
         except (ValueError, TypeError):
             return None
+
+
+def run_labels(preset: str, strategy: str | None, options: dict) -> dict:
+    """What the labels of a run's rows must say, from its preset, strategy and at-rest format: the scheme,
+    the strategies (the run's, and what the scheme's processing relabels it), the scale and the most primes.
+    Empty when the preset is not one hepix knows (the rows are then refused by their preset)."""
+    from hecore.errors import HepixError
+    from hecore.schemes import scheme_for_preset
+
+    try:
+        scheme = scheme_for_preset(preset)
+        params = scheme.preset(preset)
+    except (HepixError, KeyError, ValueError):
+        return {}
+    store = options.get("store") or options.get("settings", {}).get("store")
+    compact = isinstance(store, dict)
+    labels = {"scheme": params.scheme,
+              "scale_bits": int(store["scale_bits"] if compact else getattr(params, "scale_bits", 0)),
+              "max_level": int(store["primes"] if compact else getattr(params, "data_primes", 0))}
+    if strategy:
+        labels["strategies"] = frozenset({strategy, scheme.processed_strategy(strategy)})
+    return labels
 
 
 def expected_rows(layout: str, height: int, width: int, channels: int, tile_h: int, tile_w: int) -> int:
@@ -95,25 +124,54 @@ def _row_problem(r: dict, expect: RowExpect, post_scale: float | None) -> tuple[
         if r.get(k) is None:
             return "malformed-row", f"the row has no {k}"
     iid = r["image_id"]
-    if not _ID.match(iid):
+    if not _ID.fullmatch(iid):
         return "bad-image-id", f"image id {iid[:80]!r} is not of the form hepix writes ({IMAGE_ID})"
     if expect.fingerprint is not None and r["key_fingerprint"] != expect.fingerprint:
         return "key-mismatch", (f"the row was made with key {str(r['key_fingerprint'])[:16]}, this job's key is "
                                 f"{expect.fingerprint[:16]}")
     if r["layout"] != expect.layout:
-        return "layout-mismatch", f"layout {r['layout']!r} in a {expect.layout} run"
+        return "layout-mismatch", f"layout {_show(r['layout'])} in a {expect.layout} run"
     if r["preset"] != expect.preset:
-        return "parameters-mismatch", f"preset {r['preset']!r} in a run of {expect.preset}"
+        return "parameters-mismatch", f"preset {_show(r['preset'])} in a run of {expect.preset}"
     if expect.check_ops and list(r["ops"]) != list(expect.ops):
-        return "ops-mismatch", f"ops {'|'.join(r['ops']) or 'none'} in a run of {'|'.join(expect.ops) or 'none'}"
+        return "ops-mismatch", (f"ops {_show('|'.join(r['ops']) or 'none')} in a run of "
+                                f"{_show('|'.join(expect.ops) or 'none')}")
+    labels = _label_problem(r, expect)
+    if labels is not None:
+        return labels
     ps = r["post_scale"]
     if not (isinstance(ps, float) and math.isfinite(ps) and ps != 0.0):
-        return "bad-post-scale", f"post_scale {ps!r} is not a finite non-zero number"
+        return "bad-post-scale", f"post_scale {_show(ps)} is not a finite non-zero number"
     if post_scale is not None and abs(ps - post_scale) > 1e-9 * abs(post_scale):
         return "ops-mismatch", f"post_scale {ps!r} is not the {post_scale!r} of its ops"
     if expect.layout == DIGITS:
         return None
     return _geometry_problem(r, expect)
+
+
+def _show(v, limit: int = 60) -> str:
+    """``v`` as a reject detail echoes it: its repr, cut to ``limit`` characters."""
+    s = repr(v)
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+def _label_problem(r: dict, expect: RowExpect) -> tuple[str, str] | None:
+    """Why the row's labels (security, strategy, scheme, scale, level) are not those of the run, or None."""
+    for k in ("security", "strategy", "scheme", "level", "scale_bits"):
+        if k in r and r[k] is None:
+            return "malformed-row", f"the row has no {k}"
+    if expect.security is not None and "security" in r and r["security"] != expect.security:
+        return "label-mismatch", f"security {_show(r['security'])} in a run labelled {expect.security}"
+    if expect.strategies is not None and "strategy" in r and r["strategy"] not in expect.strategies:
+        return "label-mismatch", (f"strategy {_show(r['strategy'])} in a run of "
+                                  f"{' or '.join(sorted(expect.strategies))}")
+    if expect.scheme is not None and "scheme" in r and r["scheme"] != expect.scheme:
+        return "parameters-mismatch", f"scheme {_show(r['scheme'])} in a run of {expect.scheme}"
+    if expect.scale_bits is not None and "scale_bits" in r and r["scale_bits"] != expect.scale_bits:
+        return "scale-mismatch", f"scale 2^{_show(r['scale_bits'])} in a run of scale 2^{expect.scale_bits}"
+    if expect.max_level is not None and "level" in r and not 0 <= r["level"] <= expect.max_level:
+        return "scale-mismatch", f"level {_show(r['level'])} outside the run's 0..{expect.max_level} primes"
+    return None
 
 
 def _geometry_problem(r: dict, expect: RowExpect) -> tuple[str, str] | None:
@@ -153,6 +211,7 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
     then the ciphertext (``checker``: :class:`hecore.checks.CiphertextChecker` or
     :class:`hecore.tfhe.checks.TfheCiphertextChecker`, asked once for the batch; or None to skip it)."""
     names = rb.schema.names
+    rb, oversized = bounded_values(rb)
     meta = rb.select([n for n in names if n not in ("ct", "ct_xxh3")]).to_pylist()
     ct = rb.column("ct") if "ct" in names else pa.nulls(rb.num_rows, pa.binary())
     stored = rb.column("ct_xxh3") if "ct_xxh3" in names else pa.nulls(rb.num_rows, pa.int64())
@@ -164,7 +223,7 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
     out = []
     unchecked = []                  # rows whose ciphertext is checked next, in one call per batch
     for i, r in enumerate(meta):
-        p = _row_problem(r, expect, post_scale)
+        p = oversized[i] or _row_problem(r, expect, post_scale)
         if p is None and lengths[i] == 0:
             p = ("empty-ciphertext", "the ct value is empty")
         if p is None and has[i] and st[i] != computed[i]:
@@ -180,6 +239,51 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
     return out
 
 
+#: The longest string a row's column holds (ids: 64, key fingerprints: 64, labels: a few dozen), and the most
+#: ops and the longest op of a row (schemas.manifest.MAX_OPS; an op spec is at most 200 characters).
+MAX_VALUE_CHARS = 256
+MAX_OPS = 64
+MAX_OP_CHARS = 200
+
+
+def bounded_values(rb: pa.RecordBatch) -> tuple[pa.RecordBatch, list[tuple[str, str] | None]]:
+    """``rb`` with every string longer than :data:`MAX_VALUE_CHARS` (and every ops list longer than
+    :data:`MAX_OPS` items or holding an op longer than :data:`MAX_OP_CHARS`) set to null, and each such
+    row's problem.  Measured with Arrow's kernels on the column buffers, so no such value is ever copied
+    into a Python string, a CHECKED row or a reject's detail."""
+    import numpy as np
+
+    n = rb.num_rows
+    problems: list[tuple[str, str] | None] = [None] * n
+    columns = []
+    for name, col in zip(rb.schema.names, rb.columns):
+        t = col.type
+        over = None
+        if name not in ("ct", "file") and (pa.types.is_string(t) or pa.types.is_large_string(t)
+                                            or pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+            lengths = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+            over = lengths > MAX_VALUE_CHARS
+            what = f"more than the {MAX_VALUE_CHARS} characters hepix writes"
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            counts = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+            over = counts > MAX_OPS
+            flat = pc.list_flatten(col)
+            if len(flat) and (pa.types.is_string(flat.type) or pa.types.is_binary(flat.type)):
+                longest = np.zeros(n, dtype=np.int64)
+                np.maximum.at(longest, pc.list_parent_indices(col).to_numpy(zero_copy_only=False),
+                              pc.binary_length(flat).fill_null(0).to_numpy(zero_copy_only=False))
+                over = over | (longest > MAX_OP_CHARS)
+            what = f"more than {MAX_OPS} values or a value of more than {MAX_OP_CHARS} characters"
+        if over is not None and over.any():
+            for i in np.flatnonzero(over):
+                problems[i] = problems[i] or ("oversized-value", f"column {name} holds {what}")
+            col = pc.if_else(pa.array(over), pa.nulls(n, t), col)
+        columns.append(col)
+    if not any(problems):
+        return rb, problems
+    return pa.RecordBatch.from_arrays(columns, schema=rb.schema), problems
+
+
 def _ciphertext_checker(expect: RowExpect, keys):
     """The checker of the rows' ciphertexts: the keys' (a :class:`hecore.schemes.KeySet`), or without keys the
     keyless one of the expected preset's scheme."""
@@ -187,11 +291,13 @@ def _ciphertext_checker(expect: RowExpect, keys):
         from hecore.schemes import scheme_for_preset
 
         return scheme_for_preset(expect.preset).keyless_checker(expect.preset)
-    return keys.checker(fixed_format=expect.fixed_format)
+    fresh = expect.scale_bits if not expect.ops and expect.layout != DIGITS else None
+    return keys.checker(fixed_format=expect.fixed_format, fresh_scale_bits=fresh)
 
 
 def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -> pa.RecordBatch:
     """The CHECKED rows of ``rb``: each row's key, sizes, and why it is bad (or null)."""
+    rb = bounded_values(rb)[0]
     cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
     cols.update(ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
                 stored=rb.column("ct_xxh3"),
@@ -240,11 +346,12 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
     the CHECKED rows (:func:`inspect_rows`): the work of an image found bad then is dropped unused."""
     from collections import deque
 
-    from ..tasks.worker import worker_state
+    from ..tasks.worker import collect_failures, worker_state
 
     checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
     schema = fused_schema(work_schema)
     checked: deque = deque()
+    failures: list = []
 
     def good_rows():
         for rb in batches:
@@ -256,13 +363,35 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
             if good.num_rows:
                 yield good.drop_columns(["file"]) if "file" in good.schema.names else good
 
-    for out in work(good_rows()):
+    collect_failures(failures)
+    try:
+        for out in work(good_rows()):
+            while checked:
+                yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
+            if out.num_rows:
+                yield _fused_batch(out, schema, "work")
         while checked:
-            yield _fused_batch(checked.popleft(), schema, "check")
-        if out.num_rows:
-            yield _fused_batch(out, schema, "work")
-    while checked:
-        yield _fused_batch(checked.popleft(), schema, "check")
+            yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
+    finally:
+        collect_failures(None)
+
+
+def _with_failures(batch: pa.RecordBatch, failures: list) -> pa.RecordBatch:
+    """The CHECKED ``batch`` with the rows the work failed on (:func:`jobs.tasks.worker.work_failed`) given
+    the reason ``work-failed``: their images are then left out like those of any bad row."""
+    if not failures:
+        return batch
+    failed = dict(failures)
+    keys = zip(*(batch.column(k).to_pylist() for k in KEY))
+    why = [failed.get(tuple(k)) for k in keys]
+    if not any(why):
+        return batch
+    reasons = [r if w is None else "work-failed" for r, w in zip(batch.column("reason").to_pylist(), why)]
+    details = [d if w is None else f"the work failed on it: {w}"
+               for d, w in zip(batch.column("detail").to_pylist(), why)]
+    i, j = batch.schema.get_field_index("reason"), batch.schema.get_field_index("detail")
+    batch = batch.set_column(i, batch.schema.field(i), pa.array(reasons, type=pa.string()))
+    return batch.set_column(j, batch.schema.field(j), pa.array(details, type=pa.string()))
 
 
 # --- per image ----------------------------------------------------------------------------------------
@@ -335,8 +464,14 @@ def reject_row(run_id: str, stage: str, source: str, reason: str, detail: str, k
     if key.get("channel") is not None:
         where = f"channel {key['channel']}, tile ({key['tile_y']}, {key['tile_x']}), index {key['index']}: "
     return {"run_id": run_id, "source": source, "stage": stage, "reason": reason,
-            "detail": f"image {str(key.get('image_id', ''))[:80]}: {where}{detail}" if key.get("image_id") else detail,
+            "detail": f"image {_shown_id(key['image_id'])}: {where}{detail}" if key.get("image_id") else detail,
             "bytes": nbytes, **{k: key.get(k) for k in KEY}}
+
+
+def _shown_id(image_id) -> str:
+    """An image id as a detail names it: as it is when of hepix's form, else quoted and cut."""
+    s = str(image_id)
+    return s if _ID.fullmatch(s) else _show(s, 80)
 
 
 def _file_name(path: str | None) -> str:
@@ -409,16 +544,8 @@ def image_summaries(checked) -> list[ImageSummary]:
 
 def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInput:
     """The rejects and the images left out, from the CHECKED rows ``checked``; ``df`` without those images."""
-    from pyspark.sql import functions as F
 
-    rejects: list[dict] = []
-    bad: set[str] = set()
-    for r in checked.where(F.col("reason").isNotNull()).collect():
-        key = {k: r[k] for k in KEY}
-        rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
-                                  r["ct_bytes"]))
-        if r["image_id"] is not None:
-            bad.add(r["image_id"])
+    rejects, bad = first_rejects(checked, run_id=run_id, stage=stage)
     rows_of = {}
     for summary in image_summaries(checked):
         rows_of[summary.image_id] = summary.rows
@@ -439,6 +566,65 @@ def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInp
                           rows=total, good_ids=good, id_less=None in rows_of)
     result.df = _keep(spark, df, result)
     return result
+
+
+#: The bad rows of one image the driver keeps as rejects rows; the rest are counted in one more row.
+REJECTS_PER_IMAGE = 5
+
+
+class RejectLog:
+    """Rejects rows appended to ``rows`` as a job streams its input: the first :data:`REJECTS_PER_IMAGE` of
+    each image and at most :data:`MAX_REJECTS` in all; :meth:`close` adds one row counting the others."""
+
+    MAX_REJECTS = 10_000
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+        self.per_image: dict = {}
+        self.dropped = 0
+
+    def add(self, row: dict) -> None:
+        key = row.get("image_id")
+        n = self.per_image.get(key, 0)
+        if n >= REJECTS_PER_IMAGE or len(self.rows) >= self.MAX_REJECTS:
+            self.dropped += 1
+            return
+        if len(self.per_image) < self.MAX_REJECTS:
+            self.per_image[key] = n + 1
+        self.rows.append(row)
+
+    def close(self, run_id: str, stage: str) -> None:
+        if self.dropped:
+            self.rows.append(reject_row(run_id, stage, "", "more-rejects",
+                                        f"{self.dropped} more rows were rejected (not listed one by one)"))
+            self.dropped = 0
+
+
+def first_rejects(checked, *, run_id: str, stage: str) -> tuple[list[dict], set[str]]:
+    """The rejects rows of the bad CHECKED rows of ``checked`` -- the first :data:`REJECTS_PER_IMAGE` of each
+    image (rows without an id: of all of them), then one row (of the last one's reason) counting the others
+    --, and the bad image ids.
+    Spark ranks and counts; the driver never holds every bad row."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    bad_rows = checked.where(F.col("reason").isNotNull())
+    order = Window.partitionBy("image_id").orderBy("channel", "tile_y", "tile_x", "index", "reason")
+    ranked = bad_rows.withColumn("_rank", F.row_number().over(order)) \
+        .withColumn("_count", F.count(F.lit(1)).over(Window.partitionBy("image_id")))
+    rejects: list[dict] = []
+    bad: set[str] = set()
+    for r in ranked.where(F.col("_rank") <= REJECTS_PER_IMAGE).orderBy("image_id", "_rank").toLocalIterator():
+        key = {k: r[k] for k in KEY}
+        rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
+                                  r["ct_bytes"]))
+        if r["image_id"] is not None:
+            bad.add(r["image_id"])
+        if r["_rank"] == REJECTS_PER_IMAGE and r["_count"] > REJECTS_PER_IMAGE:
+            rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"],
+                                      f"{r['_count'] - REJECTS_PER_IMAGE} more rows of it were rejected (not "
+                                      "listed one by one)", {"image_id": r["image_id"]}))
+    return rejects, bad
 
 
 def _keep(spark, df, checked: CheckedInput):

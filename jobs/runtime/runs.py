@@ -110,6 +110,11 @@ def complete_run(storage: Storage, directory: str, jobs: tuple[str, ...]) -> Run
     return manifest
 
 
+def ciphertext_bytes(keys) -> int:
+    """The largest ciphertext the keys' parameters make (what a row of an input may hold, besides labels)."""
+    return int(keys.checker().max_bytes)
+
+
 def same_key(manifest: RunManifest, fingerprint: str, directory: str) -> None:
     check_fingerprint(manifest.key_fingerprint or "", fingerprint, what=f"the ciphertexts in {directory}")
 
@@ -182,43 +187,61 @@ class Run:
     def commit(self, manifest: RunManifest, tables: list[str]) -> None:
         self.out.commit(manifest, tables)
 
-    def input_table(self, table: str = "ciphertexts", schema=None):
+    def input_table(self, table: str = "ciphertexts", schema=None, max_rows: int | None = None):
         """The rows of exactly the files the input's manifest lists for ``table`` (each inside its directory),
-        read with the table's schema, and rejects rows for the listed files that are missing."""
+        read with the table's schema, and rejects rows for the listed files that cannot be read.
+
+        Each file is read once, and only after its footer passed :class:`jobs.runtime.footers.FooterChecker`
+        (sizes and offsets inside the file, at most the rows the manifest lists for it, at most that many
+        of the largest rows the parameters allow, the table's columns): a missing file, a symbolic link, a
+        file listed again, a footer that lies, and files past ``max_rows`` rows in all (what the owner
+        made, when the caller knows) are rejects rows, and the job goes on with the rest."""
         from schemas.tables import TABLES, spark_schema
 
+        from .footers import FooterChecker, FooterLimits
         from .rowcheck import reject_row
 
+        arrow_schema = schema if schema is not None else TABLES[table]
         paths = listed_paths(self.parent, self.args.input, table)
+        listed_rows = [e["rows"] for e in self.parent.files[table]]
         present = self.storage.list_files(join(self.args.input, table))
-        schema = spark_schema(schema if schema is not None else TABLES[table])
-        found, rejects = [], []
-        for p in dict.fromkeys(paths):              # a file listed twice is read twice: its rows then repeat
-            name = p.rsplit("/", 1)[-1]
-            if name not in present:
-                rejects.append(reject_row(self.run_id, self.job, name, "missing-file",
-                                          f"{p} is listed in the input's manifest but not there; its rows are missing"))
-                continue
-            problem = self._file_problem(p, schema)
-            if problem is not None:
-                rejects.append(reject_row(self.run_id, self.job, name, *problem))
-                continue
-            found.extend([p] * paths.count(p))
+        largest = ciphertext_bytes(self.keys)
+        found, rejects, seen = [], [], set()
+        budget = max_rows
+
+        def refuse(name: str, reason: str, detail: str) -> None:
+            rejects.append(reject_row(self.run_id, self.job, name, reason, detail))
+
+        with FooterChecker(arrow_schema) as footers:
+            for p, rows in zip(paths, listed_rows):
+                name = p.rsplit("/", 1)[-1]
+                if name in seen:
+                    refuse(name, "duplicate-file", f"{name} is listed again in the input's manifest; it is read once")
+                    continue
+                seen.add(name)
+                if name not in present:
+                    refuse(name, "missing-file", f"{p} is listed in the input's manifest but not there; its rows "
+                                                 "are missing")
+                    continue
+                if self.storage.is_symlink(p):
+                    refuse(name, "unreadable-file", f"{name} is a symbolic link; hepix reads only the run's own files")
+                    continue
+                if budget is not None and rows > budget:
+                    refuse(name, "unreadable-file", f"{name}: the manifest lists {rows} rows, more than the {budget} "
+                                                    "left of what the owner made")
+                    continue
+                problem = footers.problem(present[name], lambda at, n, p=p: self.storage.read_at(p, at, n),
+                                          FooterLimits.for_table(table, rows, largest))
+                if problem is not None:
+                    refuse(name, problem[0], f"{name}: {problem[1]}")
+                    continue
+                if budget is not None:
+                    budget -= rows
+                found.append(p)
+        schema = spark_schema(arrow_schema)
         reader = self.spark.read.schema(schema).option("ignoreCorruptFiles", "true")
         df = reader.parquet(*found) if found else self.spark.createDataFrame([], schema)
         return df.select(*schema.names), rejects
-
-    def _file_problem(self, path: str, schema) -> tuple[str, str] | None:
-        """Why a listed file cannot be read as the table (its footer unreadable, a column of another type)."""
-        try:
-            got = {f.name: f.dataType.simpleString() for f in self.spark.read.parquet(path).schema.fields}
-        except Exception as e:  # noqa: BLE001 -- Spark's refusals of a broken file come in several types
-            return "unreadable-file", f"{path} is not a Parquet file Spark can read: {str(e).splitlines()[0][:160]}"
-        wrong = [f.name for f in schema.fields
-                 if (f.name in got and got[f.name] != f.dataType.simpleString()) or (f.name not in got and not f.nullable)]
-        if wrong:
-            return "bad-file-schema", f"{path}: columns {', '.join(wrong[:4])} are missing or of another type"
-        return None
 
     def expectation(self, **overrides):
         """What every input row must say: this job's key and parameters, the input run's layout, ops, tile."""
@@ -234,7 +257,8 @@ class Run:
         pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it)."""
         from .rowcheck import inspect_rows
 
-        df, missing = self.input_table()
+        rows = sum(i.ciphertexts for i in owner.images().values()) if owner is not None else None
+        df, missing = self.input_table(max_rows=rows)
         checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
                                keys=keys, owner=owner, token=f"{self.run_id}/check", work=work,
                                work_schema=work_schema)

@@ -109,6 +109,11 @@ def planned_master(master: str | None, conf_file: str | None) -> str:
     return master or user.get("spark.master") or "local[*]"
 
 
+#: Environment variables Spark prefers to ``spark.local.dir`` (SPARK_EXECUTOR_DIRS first, then
+#: SPARK_LOCAL_DIRS): set, they would put a secret session's temporary files outside its private directory.
+LOCAL_DIR_OVERRIDES = ("SPARK_EXECUTOR_DIRS", "SPARK_LOCAL_DIRS")
+
+
 def secret_settings(local_dir: str, master: str) -> dict[str, str]:
     """Spark settings of a job holding the secret key: authentication, RPC and I/O encryption, private dir."""
     settings = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true",
@@ -203,9 +208,10 @@ def secret_session(app: str, master: str | None, conf_file: str | None, *, trust
             f"`hepix {app}` holds the secret key and would ship it to the executors of {planned}; it runs on a "
             f"local master only (--master local[N], spark-submit/local.sh), unless this cluster is trusted with "
             f"the secret key: then say so with --trusted-cluster or {TRUST_ENV}=1")
-    if is_local_master(planned) and os.environ.get("SPARK_LOCAL_DIRS"):
-        raise UntrustedSession(f"SPARK_LOCAL_DIRS={os.environ['SPARK_LOCAL_DIRS']} would override the private "
-                               f"local directory `hepix {app}` keeps its temporary files in; unset it")
+    for variable in LOCAL_DIR_OVERRIDES:
+        if is_local_master(planned) and os.environ.get(variable):
+            raise UntrustedSession(f"{variable}={os.environ[variable][:200]} would override the private local "
+                                   f"directory `hepix {app}` keeps its temporary files in; unset it")
     release_kept_session()                  # never share a session with a job that held no secret
     local_dir = tempfile.mkdtemp(prefix=f"hepix-{app}-")          # 0700, this user's
     spark = None

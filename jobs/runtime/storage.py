@@ -17,7 +17,7 @@ import posixpath
 from dataclasses import dataclass
 
 from hecore.errors import ManifestError
-from schemas.manifest import FILE_NAME, ManifestInvalid, RunManifest
+from schemas.manifest import FILE_NAME, MAX_BYTES, ManifestInvalid, RunManifest
 
 log = logging.getLogger(__name__)
 
@@ -92,20 +92,42 @@ class Storage:
             walk(status, True, False)
         return sorted(found, key=lambda f: f.path)
 
-    def read_text(self, p: str) -> str:
-        fs = self._fs(p)
-        stream = fs.open(self._path(p))
+    def read_bytes(self, p: str, limit: int) -> bytes:
+        """The bytes of ``p``, at most ``limit`` of them (a longer file is an :class:`OSError`): one call
+        through the JVM, whatever the file holds (a file of newlines costs no call per line)."""
+        stream = self._fs(p).open(self._path(p))
         try:
-            reader = self._jvm.java.io.BufferedReader(self._jvm.java.io.InputStreamReader(stream, "UTF-8"))
-            lines = []
-            while True:
-                line = reader.readLine()
-                if line is None:
-                    break
-                lines.append(line)
-            return "\n".join(lines) + "\n"
+            data = bytes(stream.readNBytes(limit + 1))
         finally:
             stream.close()
+        if len(data) > limit:
+            raise OSError(f"{p} holds more than {limit} bytes")
+        return data
+
+    def read_at(self, p: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of ``p`` from ``offset`` (fewer at the end of the file)."""
+        stream = self._fs(p).open(self._path(p))
+        try:
+            stream.seek(offset)
+            return bytes(stream.readNBytes(length))
+        except Exception as e:  # noqa: BLE001 -- py4j's errors: a short file, a vanished one
+            raise OSError(f"cannot read {length} bytes at {offset} of {p}: {str(e).splitlines()[0][:120]}") from None
+        finally:
+            stream.close()
+
+    def is_symlink(self, p: str) -> bool:
+        """Whether ``p`` is a symbolic link (a local file is asked directly; Hadoop's listing follows links)."""
+        import os
+
+        from .owner import local_path
+
+        local = local_path(p) if "://" not in p or p.startswith("file:") else None
+        if local is not None:
+            return os.path.islink(local)
+        try:
+            return bool(self._fs(p).getFileLinkStatus(self._path(p)).isSymlink())
+        except Exception:  # noqa: BLE001 -- file systems without links refuse the call
+            return False
 
     def write_text(self, p: str, text: str) -> None:
         """Write via a temporary file and a rename, so readers never see half a file."""
@@ -135,7 +157,7 @@ class InputFile:
 def inside(directory: str, name: str) -> str:
     """``directory/name`` for a plain file ``name`` of a manifest, checked to stay inside ``directory``
     (a strict name pattern, then the normalised path); a :class:`ManifestError` otherwise."""
-    if not isinstance(name, str) or not FILE_NAME.match(name):
+    if not isinstance(name, str) or not FILE_NAME.fullmatch(name):
         raise ManifestError(f"{directory}: the manifest names the file {str(name)[:80]!r}, which is not a plain file "
                             "name; hepix reads only the files of a table's own directory")
     path = join(directory, name)
@@ -207,18 +229,18 @@ def read_manifest(storage: Storage, directory: str) -> RunManifest | None:
     path = join(directory.rstrip("/"), MANIFEST)
     if not storage.exists(path):
         return None
-    if storage.size(path) > MAX_MANIFEST_BYTES:
+    if storage.size(path) > MAX_BYTES:
         raise ManifestError(f"{path}: {storage.size(path)} bytes is more than a hepix manifest holds")
-    return parse_manifest(storage.read_text(path), path)
-
-
-MAX_MANIFEST_BYTES = 256 * 2**20
-
-
-def parse_manifest(text: str, path: str) -> RunManifest:
-    if len(text) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{path}: {len(text)} characters is more than a hepix manifest holds")
     try:
-        return RunManifest.from_json(text)
+        data = storage.read_bytes(path, MAX_BYTES)
+    except OSError as e:
+        raise ManifestError(f"{path}: {e}") from None
+    return parse_manifest(data, path)
+
+
+def parse_manifest(data: bytes | str, path: str) -> RunManifest:
+    """The manifest in ``data`` (read from ``path``), or a one-line :class:`ManifestError` naming the field."""
+    try:
+        return RunManifest.from_json(data)
     except ManifestInvalid as e:
         raise ManifestError(f"{path}: {e}") from None

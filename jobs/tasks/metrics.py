@@ -27,7 +27,7 @@ _ID = re.compile(IMAGE_ID)
 
 def png_name(image_id: str, source: str | None) -> str:
     """``<image_id>-<stem>.png`` (the stem of the owner's file name, made safe), or ``<image_id>.png``."""
-    if not _ID.match(image_id):
+    if not _ID.fullmatch(image_id):
         raise ValueError(f"image id {image_id[:80]!r} is not one hepix makes")
     stem = ""
     if source and source != image_id:

@@ -21,7 +21,7 @@ from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS
 
 from .rows import RowMeta, ciphertext_rows, constant_column, pc_unique, pixel_positions, replace_columns, single_value
-from .worker import worker_state
+from .worker import work_failed, worker_state
 
 
 def build_ct_format(keys):
@@ -86,17 +86,27 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
     for rb in batches:
         if rb.num_rows == 0:
             continue
-        cts, scales, secs = [], [], []
+        cts, scales, secs, done = [], [], [], []
         rows = rb.to_pylist()
-        for r in rows:
+        for i, r in enumerate(rows):
             t = time.perf_counter()
-            c, ps = ev.load(r["ct"]), r["post_scale"]
-            geom = packed_geometry(r)
-            for op in ops:
-                c, ps = apply_op(ev, c, op, geom, ps)
-            cts.append(ev.dump_like(c, r["ct"]))         # compact in, compact out (hecore.atrest)
+            try:
+                c, ps = ev.load(r["ct"]), r["post_scale"]
+                geom = packed_geometry(r)
+                for op in ops:
+                    c, ps = apply_op(ev, c, op, geom, ps)
+                cts.append(ev.dump_like(c, r["ct"]))     # compact in, compact out (hecore.atrest)
+            except Exception as e:  # noqa: BLE001 -- SEAL's refusals (a forged scale: "values too large") vary
+                if not work_failed(r, e):
+                    raise
+                continue
             scales.append(ps)
             secs.append(r["process_seconds"] + time.perf_counter() - t)
+            done.append(i)
+        if len(done) < len(rows):
+            if not done:
+                continue
+            rb, rows = rb.take(pa.array(done)), [rows[i] for i in done]
         new_ct = pa.array(cts, type=pa.binary())
         yield replace_columns(
             rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, rb.num_rows, pa.string()),

@@ -54,3 +54,25 @@ def inject_fault(stage: str, *, before_output: bool) -> None:
         raise RuntimeError(f"{FAULT_ENV}: injected failure in a {stage} task (once)")
     import signal
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- failures of the work on one row ------------------------------------------------------------------
+#: The rows the job's work failed on in the running checking pass (jobs.runtime.rowcheck collects them as
+#: rejects rows); None when no such pass runs.
+_failures: list | None = None
+
+
+def work_failed(row: dict, error: BaseException) -> bool:
+    """Record that the work failed on ``row`` (its key, and the error's first line) for the checking pass
+    around it; False when there is none (the caller then raises)."""
+    if _failures is None:
+        return False
+    key = tuple(row.get(k) for k in ("image_id", "channel", "tile_y", "tile_x", "index"))
+    _failures.append((key, f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:160]}"))
+    return True
+
+
+def collect_failures(into: list | None) -> None:
+    """Start (a list) or stop (None) collecting :func:`work_failed`'s records in this worker."""
+    global _failures
+    _failures = into
