@@ -5,6 +5,9 @@ HEPIX_CACHE ?= $(HOME)/.cache/hepix
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hepix-setup
 PYTEST_ARGS ?=
+# Test files run on this many processes, each file whole in one (a Spark job's time is mostly waiting:
+# start-up, py4j, small stages; two processes keep both cores busy).  PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: setup demo test bench report clean distclean
 
@@ -21,7 +24,7 @@ demo: $(STAMP)
 	$(VENV)/bin/hepix demo
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/hepix bench --out bench-out

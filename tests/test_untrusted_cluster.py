@@ -625,7 +625,7 @@ def test_manifest_ops_are_the_ops_hepix_writes(corpus, ops, ok):
 # --- what comes back around the rows: files, footers, match runs ------------------------------------------
 
 def test_decrypt_reads_no_lying_footer_no_link_and_no_file_twice_and_finishes_the_rest(corpus, tmp_path, capsys):
-    """One file per image: alice's footer claims a 2^40-byte column chunk, bob's 10^12 rows, carol's file is
+    """One file per image: alice's footer claims a 2^40-byte column chunk, bobby's 10^12 rows, carol's file is
     a symbolic link to a copy outside the run, dave's is listed twice; erin is left alone.  decrypt refuses
     each of the first three before Spark reads it, reads dave's once, and decrypts dave and erin."""
     run = copy_run(corpus, tmp_path)
@@ -633,7 +633,7 @@ def test_decrypt_reads_no_lying_footer_no_link_and_no_file_twice_and_finishes_th
     names = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in table(corpus / "enc.owner" / "images")}
     part = {n: run / "ciphertexts" / where[names[n]] for n in names}
     lie_in_footer(part["alice.png"], chunk_size=2**40)
-    lie_in_footer(part["bob.png"], rows=10**12)
+    lie_in_footer(part["bobby.png"], rows=10**12)
     outside = tmp_path / "outside.parquet"
     shutil.move(part["carol.png"], outside)
     part["carol.png"].symlink_to(outside)
@@ -644,7 +644,7 @@ def test_decrypt_reads_no_lying_footer_no_link_and_no_file_twice_and_finishes_th
     assert decrypt(corpus, run, tmp_path / "dec") == 0
     assert "Traceback" not in capsys.readouterr().err
     by_file = {(r["source"], r["reason"]) for r in table(tmp_path / "dec" / "rejects") if r["source"].endswith(".parquet")}
-    assert by_file == {(part["alice.png"].name, "unreadable-file"), (part["bob.png"].name, "unreadable-file"),
+    assert by_file == {(part["alice.png"].name, "unreadable-file"), (part["bobby.png"].name, "unreadable-file"),
                        (part["carol.png"].name, "unreadable-file"), (part["dave.png"].name, "duplicate-file")}
     done = {m["source"].rsplit("/", 1)[-1]: m for m in table(tmp_path / "dec" / "metrics")}
     assert set(done) == {"dave.png", "erin.png"} and all(m["exact_fraction"] == 1.0 for m in done.values())
