@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(VENV)/bin/hepix demo
 
 test: $(STAMP)
-	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/hepix bench --out bench-out

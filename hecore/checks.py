@@ -53,21 +53,23 @@ class Problem:
 class CiphertextChecker:
     """Checks serialized ciphertexts against one context (public material, or parameters alone: no key)."""
 
-    def __init__(self, he, params, fixed_format=None, fresh_scale_bits: int | None = None):
+    def __init__(self, he, params, fixed_format=None, exact_scale: tuple[int, int] | None = None):
         self._he = he
         self.params = params
         self.fixed = fixed_format           # hecore.ciphertexts.CiphertextFormat, or None
-        # CKKS ciphertexts no op has touched: their scale is exactly 2^scale_bits, their level the top one
-        self.fresh_scale = None if params.is_integer or fresh_scale_bits is None else float(2 ** fresh_scale_bits)
+        # CKKS ciphertexts no multiplication has touched: scale exactly 2^bits, over exactly this many primes
+        self.exact_scale = None if params.is_integer or exact_scale is None else (float(2 ** exact_scale[0]),
+                                                                                   int(exact_scale[1]))
         self.max_bytes = _PREFIX_ALLOWANCE + _MAX_COMPONENTS * params.data_primes * params.n * 8
 
     @classmethod
     def for_context(cls, ctx, *, fixed_format: bool = False,
-                    fresh_scale_bits: int | None = None) -> "CiphertextChecker":
+                    exact_scale: tuple[int, int] | None = None) -> "CiphertextChecker":
         """A checker on ``ctx`` (an :class:`hecore.context.HEContext`); ``fixed_format``: also demand the
-        exact fresh format (needs the public key, which measures it); ``fresh_scale_bits``: CKKS ciphertexts
-        no op has touched, whose scale must be exactly ``2^fresh_scale_bits`` at the top level."""
-        return cls(ctx._he, ctx.params, ctx.ct_format if fixed_format else None, fresh_scale_bits)
+        exact fresh format (needs the public key, which measures it); ``exact_scale``: ``(bits, primes)`` of
+        CKKS ciphertexts no multiplication has touched (fresh, or after additions and rotations only), whose
+        scale must be exactly ``2^bits`` over exactly ``primes`` primes."""
+        return cls(ctx._he, ctx.params, ctx.ct_format if fixed_format else None, exact_scale)
 
     @classmethod
     def for_params(cls, params) -> "CiphertextChecker":
@@ -101,12 +103,13 @@ class CiphertextChecker:
             loaded = PyCtxt(pyfhel=self._he, bytestring=bytes(ct))
         except Exception as e:  # noqa: BLE001 -- SEAL's refusals arrive as RuntimeError, ValueError, ...
             return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): {str(e).splitlines()[0][:160]}")
-        if self.fresh_scale is not None and not compact:
+        if self.exact_scale is not None:
+            scale, want = self.exact_scale
             primes = self._primes(loaded)
-            if float(loaded.scale) != self.fresh_scale or primes != self.params.data_primes:
+            if float(loaded.scale) != scale or primes != want:
                 return Problem("scale-mismatch", f"the ciphertext's scale is {float(loaded.scale):.6g} over "
-                                                 f"{primes} primes; the run's fresh ciphertexts have "
-                                                 f"{self.fresh_scale:.6g} over {self.params.data_primes}")
+                                                 f"{primes} primes; the run's ciphertexts have "
+                                                 f"{scale:.6g} over {want}")
         return None
 
     def _primes(self, loaded) -> int:

@@ -108,7 +108,7 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
         raise HepixError(f"{src / MANIFEST}: field 'files.ciphertexts' is missing: the run lists no ciphertext table")
     from hecore.schemes import scheme_for_preset
 
-    from .runtime.footers import FooterChecker, FooterLimits
+    from schemas.footers import FooterChecker, FooterLimits
 
     largest = scheme_for_preset(manifest.preset).keyless_checker(manifest.preset).max_bytes
     good, rejects, extra, seen = [], [], [], set()
@@ -138,8 +138,8 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
 
 def _file_refusal(path: Path, entry: dict, seen: set, checker, limits) -> tuple[str, str] | None:
     """Why audit does not read the listed file ``path`` (a repeat, missing, a symbolic link, a footer that
-    lies: jobs/runtime/footers.py), or None; ``seen`` collects the names read."""
-    from .runtime.footers import local_reader
+    lies: schemas/footers.py), or None; ``seen`` collects the names read."""
+    from schemas.footers import local_reader
 
     if entry["name"] in seen:
         return "duplicate-file", "listed again in the manifest; it is read once"

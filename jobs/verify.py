@@ -27,7 +27,7 @@ from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
 
 from .runtime import runinfo
-from .runtime.footers import FooterChecker, FooterLimits
+from schemas.footers import FooterChecker, FooterLimits
 from .runtime.rowcheck import KEY, RowExpect, check_partition, first_rejects, image_problems, image_summaries
 from .runtime.runs import add_spark_arguments
 from .runtime.session import plain_session

@@ -189,3 +189,20 @@ def pytest_unconfigure(config):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+# --- the order of the files ---------------------------------------------------------------------
+# `make test` runs whole files on two processes (pytest-xdist --dist loadfile, collection order kept):
+# a file marked ``@pytest.mark.seconds(N)`` (about N seconds on a quiet 2-core machine) starts before
+# every file of a smaller N or none, so that the last file to finish is a short one.
+
+def _file_seconds(item) -> float:
+    mark = item.get_closest_marker("seconds")
+    return float(mark.args[0]) if mark else 0.0
+
+
+def pytest_collection_modifyitems(session, config, items):
+    seconds: dict[str, float] = {}
+    for item in items:
+        seconds.setdefault(item.nodeid.split("::")[0], _file_seconds(item))
+    items.sort(key=lambda item: -seconds[item.nodeid.split("::")[0]])      # stable: files stay whole

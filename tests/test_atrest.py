@@ -27,9 +27,9 @@ from hecore.params import preset
 from hecore.planner import at_rest, at_rest_problems, check_at_rest
 from hecore.quality import round_to_uint8
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.seconds(45), pytest.mark.skipif(
     not symmetric.available(),
-    reason="the native extension hepix_seal is not installed (make setup builds it with tools/build_native.sh)")
+    reason="the native extension hepix_seal is not installed (make setup builds it with tools/build_native.sh)")]
 
 HALO = 2
 #: The add-only chains (the planner's depth 0): each stored at the last level, q0 alone.

@@ -20,6 +20,8 @@ from hecore.errors import LeakyStrategyRefused
 from hecore.layouts.packed import encrypt_tiles
 from hecore.params import preset
 
+pytestmark = pytest.mark.seconds(100)
+
 SIZE = 64
 CROPS = {"clock": ("5.1.12.tiff", 96, 96), "house": ("4.1.05.tiff", 120, 100)}   # grey; RGB (channel 1)
 POOL_STRATEGIES = ["full", "scan"]

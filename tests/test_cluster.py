@@ -33,7 +33,7 @@ from sparkstandalone import java_available
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),
+pytestmark = [pytest.mark.seconds(210), pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),
               pytest.mark.skipif(not java_available(), reason="no java on PATH and no JAVA_HOME: the Spark "
                                                               "master and workers need a JRE")]
 

@@ -17,7 +17,7 @@ from PIL import Image
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.seconds(95), pytest.mark.spark, pytest.mark.slow]
 
 KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
 ENC = ["--tile", "8x8", "--halo", "1", "--batch-images", "2", "--quiet"]

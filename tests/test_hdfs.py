@@ -17,7 +17,7 @@ from PIL import Image
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.seconds(70), pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Parquet footers that lie: the footer check (jobs/runtime/footers.py) refuses them before any reader does.
+"""Parquet footers that lie: the footer check (schemas/footers.py) refuses them before any reader does.
 
 A cluster can rewrite one number in a file's footer -- a column chunk's size, a row count, an offset --
 and Spark's and pyarrow's readers believe it.  The files here are tiny, written by pyarrow the way the
@@ -21,7 +21,7 @@ from hostile import column_chunks, field, lie_in_footer, read_footer, write_foot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.runtime.footers import MAX_FOOTER_BYTES, FooterChecker, FooterLimits, footer_bytes, local_reader
+from schemas.footers import MAX_FOOTER_BYTES, FooterChecker, FooterLimits, footer_bytes, local_reader
 
 ROWS = 4
 CT = 3000

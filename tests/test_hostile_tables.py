@@ -43,6 +43,8 @@ from PIL import Image
 from jobs.cli import main
 from jobs.tasks.checksums import xor_all
 
+pytestmark = pytest.mark.seconds(130)
+
 settings.register_profile("hostile", database=None, deadline=None, derandomize=True, print_blob=True,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                                  HealthCheck.data_too_large, HealthCheck.filter_too_much])
@@ -53,6 +55,7 @@ JOBS = settings(HOSTILE, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 SPARK = ["--master", "local[1]", "--quiet"]
 IMAGES = {"alice.png": (10, 10, 1), "bob.png": (12, 12, 1), "carol.png": (12, 10, 3)}
 DRIVER_PEAK = 256 * 2**20        # bytes of Python allocations the driver may trace during one job
+PEAK_FLOOR = 16 * 2**20          # the least clean-run peak a forged run's is compared with
 
 
 # --- the sandbox: keys, images, one encrypt run, sentinels outside ------------------------------------
@@ -96,10 +99,33 @@ def sandbox(tmp_path_factory):
     shutil.copy(sb.enc / "ciphertexts" / sb.where[sb.ids[0]], sb.outside / "part-00000-outside.parquet")
     (sb.outside / "secret.txt").write_text("nothing for the cluster\n")
     # the untouched run processed once: what process must still produce for the images left alone
-    assert hepix("process", "--keys", sb.pub, "--input", sb.enc, "--out", sb.root / "baseline-proc",
-                 "--op", "brightness:5", *SPARK) == 0
+    # (and decrypted once: the driver's peak of clean runs, which a forged run may exceed by half at most)
+    sb.clean_peak = {}
+    sb.clean_peak["process"] = traced_peak("process", "--keys", sb.pub, "--input", sb.enc, "--out",
+                                           sb.root / "baseline-proc", "--op", "brightness:5", "--conf", sb.conf, *SPARK)
     sb.processed = ciphertexts_by_key(sb.root / "baseline-proc")
+    sb.clean_peak["decrypt"] = traced_peak("decrypt", "--keys", sb.keys, "--input", sb.enc, "--out",
+                                           sb.root / "baseline-dec", "--owner", sb.owner, "--images", sb.images,
+                                           "--png", "--conf", sb.conf, *SPARK)
     return sb
+
+
+def traced_peak(*argv) -> int:
+    """The driver's peak of traced Python allocations during one job that must succeed."""
+    tracemalloc.start()
+    try:
+        assert hepix(*argv) == 0
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def within_clean_peak(watch: "Watch", sb: Sandbox, job: str) -> None:
+    """A forged run costs the driver at most 1.5x the clean run's peak (or of a floor the clean runs of
+    these small images sit under: Spark's and the check passes' own allocations)."""
+    allowed = 1.5 * max(sb.clean_peak[job], PEAK_FLOOR)
+    assert watch.peak <= allowed, (f"{job}: the driver traced {watch.peak / 2**20:.1f} MB; the clean run "
+                                   f"{sb.clean_peak[job] / 2**20:.1f} MB")
 
 
 def ciphertexts_by_key(run: Path) -> dict[tuple, bytes]:
@@ -353,6 +379,7 @@ def test_decrypt_of_a_forged_run(sandbox, capfd, data, forgeries):
     assert rc in (0, 2)
     if rc == 2:
         return
+    within_clean_peak(watch, sb, "decrypt")
     doc = json.loads((out / "_manifest.json").read_text())
     c = doc["counts"]
     assert c["images_in"] == c["images_decrypted"] + c["images_rejected"]
@@ -382,6 +409,7 @@ def test_process_of_a_forged_run(sandbox, capfd, data, forgeries):
     assert rc in (0, 2)
     if rc == 2:
         return
+    within_clean_peak(watch, sb, "process")
     c = json.loads((out / "_manifest.json").read_text())["counts"]
     assert c["images_in"] == c["images_encrypted"] + c["images_rejected"]
     got = ciphertexts_by_key(out)
@@ -818,7 +846,7 @@ def test_a_fresh_ciphertext_with_its_scale_or_level_changed_is_refused(he_paper4
 
     ctx, _ = he_paper4096
     ct = ctx.encrypt_vector(np.arange(8.0))
-    checker = CiphertextChecker.for_context(ctx, fresh_scale_bits=ctx.params.scale_bits)
+    checker = CiphertextChecker.for_context(ctx, exact_scale=(ctx.params.scale_bits, ctx.params.data_primes))
     doubled = PyCtxt(copy_ctxt=PyCtxt(pyfhel=ctx._he, bytestring=ct))
     doubled.set_scale(doubled.scale * 2)
     lower = PyCtxt(pyfhel=ctx._he, bytestring=ct)
@@ -826,7 +854,34 @@ def test_a_fresh_ciphertext_with_its_scale_or_level_changed_is_refused(he_paper4
     assert checker.problem(ct) is None
     assert checker.problem(doubled.to_bytes()).reason == "scale-mismatch"
     assert checker.problem(lower.to_bytes()).reason == "scale-mismatch"
-    assert CiphertextChecker.for_context(ctx).problem(doubled.to_bytes()) is None     # processed runs: unchecked
+    assert CiphertextChecker.for_context(ctx).problem(doubled.to_bytes()) is None     # without: unchecked
+
+
+@pytest.mark.parametrize("ops, checked", [((), True), (("brightness:40", "watermark:1,1,9", "meanfilter:3"), True),
+                                          (("contrast:1.5",), True), (("dftfilter:lowpass=4",), False)])
+def test_the_scale_is_checked_exactly_after_any_chain_that_does_not_multiply(he_paper4096, ops, checked):
+    """Additions and rotations keep a CKKS ciphertext's scale and level, so a processed run's rows are held
+    to the stored ones as a fresh run's are; after a multiplying op the scale is left to decrypt's ranges."""
+    from dataclasses import replace
+
+    from types import SimpleNamespace
+
+    from Pyfhel import PyCtxt
+
+    from hecore.checks import CiphertextChecker
+    from jobs.runtime.rowcheck import _ciphertext_checker
+
+    ctx, _ = he_paper4096
+    ct = ctx.encrypt_vector(np.arange(8.0))
+    forged = PyCtxt(pyfhel=ctx._he, bytestring=ct)
+    forged.set_scale(forged.scale * 2)
+    expect = replace(row_expect(), preset="paper-4096", ops=ops, scale_bits=ctx.params.scale_bits,
+                     max_level=ctx.params.data_primes)
+    keys = SimpleNamespace(checker=lambda **kw: CiphertextChecker.for_context(ctx, **kw))
+    checker = _ciphertext_checker(expect, keys)
+    assert checker.problem(ct) is None
+    problem = checker.problem(forged.to_bytes())
+    assert (problem is not None and problem.reason == "scale-mismatch") == checked
 
 
 class _Rows:
@@ -906,6 +961,43 @@ def test_a_row_the_work_fails_on_becomes_a_reject_and_the_task_goes_on(he_addonl
     assert "too large" in checks[1]["detail"] and "\n" not in checks[1]["detail"]
     assert [w["tile_x"] for w in works] == [0]
     assert not work_failed(honest_row(), ValueError("x"))           # no pass around: the caller raises
+
+
+def test_a_pixel_row_the_pointwise_work_fails_on_is_a_reject_and_its_batch_goes_on(he_addonly2048):
+    """The pixel layout's pointwise ops work on a whole batch at once; a row they cannot take (a cut
+    ciphertext) is found row by row and recorded, and the batch's other rows come out processed."""
+    from types import SimpleNamespace
+
+    from hecore.ciphertexts import CiphertextBatch
+    from hecore.encrypt.strategies import make_strategy
+    from jobs.tasks.process import pointwise_partition
+    from jobs.tasks.worker import collect_failures
+    from schemas.tables import CIPHERTEXTS
+
+    ctx, _ = he_addonly2048
+    cts = list(make_strategy("fresh", ctx).encrypt(np.array([[10, 20, 30]], dtype=np.uint8)))
+    rows = [honest_row(layout="pixel", tile_h=1, tile_w=3, halo=0, h=1, w=3, index=i, ct=bytes(c),
+                       scale_bits=ctx.params.scale_bits) for i, c in enumerate(cts)]
+    rows[1]["ct"] = rows[1]["ct"][:-8]
+    rb = pa.RecordBatch.from_pylist(rows, schema=CIPHERTEXTS)
+    keys = SimpleNamespace(value=SimpleNamespace(context=lambda: ctx))
+
+    def run():
+        return list(pointwise_partition(iter([rb]), token="pointwise-failed-test", broadcast=keys,
+                                        spec="brightness:5", run_id=rows[0]["run_id"]))
+
+    failures: list = []
+    collect_failures(failures)
+    try:
+        out = run()
+    finally:
+        collect_failures(None)
+    assert [r["index"] for b in out for r in b.to_pylist()] == [0, 2]
+    assert [key[-1] for key, _ in failures] == [1] and "\n" not in failures[0][1]
+    got = ctx.decrypt_pixels(CiphertextBatch.from_arrow(out[0].column("ct")))
+    np.testing.assert_allclose(got, [15.0, 35.0], atol=1e-3)
+    with pytest.raises(ValueError):                                 # no checking pass around: raised
+        run()
 
 
 @settings(HOSTILE, max_examples=200)

@@ -9,7 +9,7 @@ import pytest
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.seconds(40), pytest.mark.spark, pytest.mark.slow]
 pytest.importorskip("sklearn")
 
 SPARK = ["--master", "local[2]", "--quiet"]

@@ -11,6 +11,8 @@ import pytest
 
 from bench_tiny import spark_row, tiny_bench
 
+pytestmark = pytest.mark.seconds(60)
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "results.ipynb"
 

@@ -12,7 +12,7 @@ from PIL import Image
 from hecore.ops.matching import plain_distances
 from jobs.cli import main
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.seconds(55), pytest.mark.spark, pytest.mark.slow]
 
 SPARK = ["--master", "local[2]", "--quiet"]
 

@@ -29,7 +29,7 @@ from jobs.cli import main
 from schemas.manifest import RunManifest
 from schemas.tables import CIPHERTEXTS, METRICS, REJECTS
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.seconds(260), pytest.mark.spark]
 
 SPARK = ["--master", "local[2]", "--quiet"]
 PRESET = "addonly-2048"

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.seconds(35)
+
 REPO = Path(__file__).resolve().parent.parent
 SUBMIT = REPO / "spark-submit"
 SCRIPTS = sorted(SUBMIT.glob("*.sh"))

@@ -23,6 +23,8 @@ from hecore.images import center_crop, load_image
 from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
 from hecore.quality import compare
 
+pytestmark = pytest.mark.seconds(50)
+
 ALL = ["fresh", "radix", "radix-rand", "scan", "full", "zinc"]
 LEAKY = ["radix", "radix-rand", "scan", "full", "zinc"]
 CACHED = ["full", "scan", "radix"]          # strategies whose state() carries a cache

@@ -30,6 +30,8 @@ from hecore.ops.spec import finish_for, parse_ops, reference
 from hecore.params import preset
 from hecore.quality import round_to_uint8
 
+pytestmark = pytest.mark.seconds(40)
+
 needs_native = pytest.mark.skipif(
     not symmetric.available(),
     reason="the native extension hepix_seal is not installed (make setup builds it with tools/build_native.sh)")

@@ -26,6 +26,8 @@ from hecore.tfhe.native import native_module
 from hecore.tfhe.ops import Brightness, Threshold, parse_op, reference_chain
 from hecore.tfhe.params import TFHE_DEFAULT
 
+pytestmark = pytest.mark.seconds(70)
+
 # Boundaries of the 2-bit blocks and 4-bit nibbles, the ends of the range, and a few others.
 EDGES = np.array([0, 1, 3, 4, 15, 16, 17, 63, 64, 127, 128, 129, 191, 192, 194, 195, 196, 239, 240, 254, 255],
                  dtype=np.uint8)

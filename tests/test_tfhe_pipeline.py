@@ -23,7 +23,7 @@ from hecore.tfhe.ops import Brightness as SatBrightness
 from hecore.tfhe.ops import BrightnessWrap, Threshold
 from jobs.cli import main
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.seconds(100), pytest.mark.spark]
 
 SPARK = ["--master", "local[2]", "--quiet"]
 

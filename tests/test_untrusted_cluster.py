@@ -37,7 +37,7 @@ from PIL import Image
 
 from jobs.cli import main
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.seconds(105), pytest.mark.spark]
 
 SPARK = ["--master", "local[1]", "--quiet"]
 ENC = ["--tile", "8x8", "--halo", "1"]

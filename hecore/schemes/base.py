@@ -200,10 +200,10 @@ class KeySet(ABC):
         blocks): needs the secret."""
 
     @abstractmethod
-    def checker(self, *, fixed_format: bool = False, fresh_scale_bits: int | None = None):
+    def checker(self, *, fixed_format: bool = False, exact_scale: tuple[int, int] | None = None):
         """The row checker of this key set's ciphertexts (``problem(ct)``, ``problems(cts)``);
         ``fixed_format``: demand the exact fresh format (the pixel layout's byte-level ops);
-        ``fresh_scale_bits``: the ciphertexts are fresh, at this scale (schemes with a scale check it)."""
+        ``exact_scale``: ``(bits, primes)`` every ciphertext is at (schemes with a scale check it)."""
 
     @abstractmethod
     def evaluator(self):

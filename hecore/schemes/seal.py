@@ -222,11 +222,10 @@ class SealKeys(KeySet):
         self.secret_bytes()                 # refuses public keys, saying so
         return self.context()
 
-    def checker(self, *, fixed_format: bool = False, fresh_scale_bits: int | None = None):
+    def checker(self, *, fixed_format: bool = False, exact_scale: tuple[int, int] | None = None):
         from hecore.checks import CiphertextChecker
 
-        return CiphertextChecker.for_context(self.context(), fixed_format=fixed_format,
-                                             fresh_scale_bits=fresh_scale_bits)
+        return CiphertextChecker.for_context(self.context(), fixed_format=fixed_format, exact_scale=exact_scale)
 
     def evaluator(self):
         from hecore.evaluator import Evaluator

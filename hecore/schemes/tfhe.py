@@ -209,7 +209,7 @@ class TfheKeys(KeySet):
 
         return TfheDecryptor(self.secret_bytes())
 
-    def checker(self, *, fixed_format: bool = False, fresh_scale_bits: int | None = None):
+    def checker(self, *, fixed_format: bool = False, exact_scale: tuple[int, int] | None = None):
         from hecore.tfhe.checks import TfheCiphertextChecker
 
         return TfheCiphertextChecker(self.tfhe_params)

@@ -291,8 +291,21 @@ def _ciphertext_checker(expect: RowExpect, keys):
         from hecore.schemes import scheme_for_preset
 
         return scheme_for_preset(expect.preset).keyless_checker(expect.preset)
-    fresh = expect.scale_bits if not expect.ops and expect.layout != DIGITS else None
-    return keys.checker(fixed_format=expect.fixed_format, fresh_scale_bits=fresh)
+    exact = None
+    if expect.layout != DIGITS and expect.scale_bits is not None and expect.max_level and _keeps_scale(expect.ops):
+        exact = (expect.scale_bits, expect.max_level)
+    return keys.checker(fixed_format=expect.fixed_format, exact_scale=exact)
+
+
+def _keeps_scale(ops: tuple[str, ...]) -> bool:
+    """Whether ciphertexts after ``ops`` are still at their stored scale and level: no op multiplies
+    (additions and rotations only -- brightness, contrast, watermark, the mean filter's sums)."""
+    from hecore.ops.spec import parse_ops
+
+    try:
+        return all(getattr(op, "depth", 1) == 0 for op in parse_ops(list(ops)))
+    except (ValueError, TypeError):
+        return False
 
 
 def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -> pa.RecordBatch:

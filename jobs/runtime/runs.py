@@ -191,14 +191,14 @@ class Run:
         """The rows of exactly the files the input's manifest lists for ``table`` (each inside its directory),
         read with the table's schema, and rejects rows for the listed files that cannot be read.
 
-        Each file is read once, and only after its footer passed :class:`jobs.runtime.footers.FooterChecker`
+        Each file is read once, and only after its footer passed :class:`schemas.footers.FooterChecker`
         (sizes and offsets inside the file, at most the rows the manifest lists for it, at most that many
         of the largest rows the parameters allow, the table's columns): a missing file, a symbolic link, a
         file listed again, a footer that lies, and files past ``max_rows`` rows in all (what the owner
         made, when the caller knows) are rejects rows, and the job goes on with the rest."""
         from schemas.tables import TABLES, spark_schema
 
-        from .footers import FooterChecker, FooterLimits
+        from schemas.footers import FooterChecker, FooterLimits
         from .rowcheck import reject_row
 
         arrow_schema = schema if schema is not None else TABLES[table]

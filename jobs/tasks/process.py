@@ -48,16 +48,42 @@ def pointwise_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadc
             continue
         post_scale = float(single_value(rb, "post_scale"))
         scale_bits = int(single_value(rb, "scale_bits"))
+
+        def work(part: pa.RecordBatch, post_scale=post_scale, scale_bits=scale_bits) -> pa.Array:
+            batch = CiphertextBatch.from_arrow(part.column("ct"))
+            return apply_pointwise(batch, fmt, op, pixel_positions(part), post_scale, scale_bits).to_arrow()
+
         t = time.perf_counter()
-        batch = CiphertextBatch.from_arrow(rb.column("ct"))
-        out = apply_pointwise(batch, fmt, op, pixel_positions(rb), post_scale, scale_bits)
+        rb, new_ct = _whole_or_row_by_row(rb, work)
+        if rb.num_rows == 0:
+            continue
         dt = (time.perf_counter() - t) / rb.num_rows
-        new_ct = out.to_arrow()
         yield replace_columns(
             rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, rb.num_rows, pa.string()),
             ops=pa.array([o + [spec] for o in rb.column("ops").to_pylist()], type=pa.list_(pa.string())),
             post_scale=constant_column(post_scale * op.post_scale_factor, rb.num_rows, pa.float64()),
             process_seconds=pa.array(rb.column("process_seconds").to_numpy() + dt, type=pa.float64()))
+
+
+def _whole_or_row_by_row(rb: pa.RecordBatch, work) -> tuple[pa.RecordBatch, pa.Array]:
+    """``work`` on the whole batch; when it fails, row by row, so that the rows it fails on become
+    rejects (:func:`work_failed`) and the others go on.  The rows kept and their new ciphertexts."""
+    try:
+        return rb, work(rb)
+    except Exception:  # noqa: BLE001 -- which row failed is found below, and reported there
+        pass
+    kept, cts = [], []
+    for i, row in enumerate(rb.to_pylist()):
+        try:
+            cts.append(work(rb.slice(i, 1)))
+        except Exception as e:  # noqa: BLE001 -- the row's reject names the error
+            if not work_failed(row, e):
+                raise
+            continue
+        kept.append(i)
+    if not kept:
+        return rb.slice(0, 0), pa.array([], type=pa.binary())
+    return rb.take(pa.array(kept)), pa.concat_arrays(cts)
 
 
 def build_evaluator(keys):

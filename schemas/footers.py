@@ -217,7 +217,7 @@ def local_reader(path: str) -> Callable[[int, int], bytes]:
 
 
 class FooterChecker:
-    """Checks footers in a child process (``python -m jobs.runtime.footers``) limited to
+    """Checks footers in a child process (``python -m schemas.footers``) limited to
     :data:`CHILD_MEMORY` bytes of address space; a child that dies on a footer is replaced, and that file
     is refused.  Use as a context manager."""
 
@@ -267,7 +267,7 @@ class FooterChecker:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             if self.schema is not None:
                 env["HEPIX_FOOTER_SCHEMA"] = self.schema.serialize().to_pybytes().hex()
-            self._child = subprocess.Popen([sys.executable, "-m", "jobs.runtime.footers"], stdin=subprocess.PIPE,
+            self._child = subprocess.Popen([sys.executable, "-m", "schemas.footers"], stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         return self._child
 
