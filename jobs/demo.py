@@ -45,7 +45,7 @@ def add_arguments(p):
     p.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
     p.add_argument("--size", type=int, default=None, metavar="S",
                    help="part one: centre-crop and resize the samples to SxS (encrypt --resize; default: their "
-                        "full size, 512x512, 303x384 and 512x512 RGB)")
+                        "full size, 512x512, 384x303 and 512x512 RGB)")
     p.add_argument("--pixel-size", type=int, default=24, metavar="S",
                    help="part two: the side of the image the pixel layout's strategies encrypt (default "
                         "%(default)s; one ~130 KB ciphertext per pixel value)")
@@ -208,6 +208,9 @@ def run(args) -> int:
 
     from .cli import main as hepix
 
+    for flag, value in (("--size", args.size), ("--pixel-size", args.pixel_size)):
+        if value is not None and value < 4:
+            raise SystemExit(f"hepix demo: {flag} {value}: give a side of 4 pixels or more")
     p = Paths.under(Path(args.out))
     prepare(p.out)
     names = write_samples(p.images)

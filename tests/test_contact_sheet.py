@@ -157,6 +157,23 @@ def test_the_sheet_captions_every_image_and_keeps_its_layout(sheet_run):
     assert sorted(t.split()[0] for t in titles) == sorted(metrics)
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_without_an_owner_map_the_sheet_shows_the_originals_found_by_their_result(sheet_run):
+    root, src, _ = sheet_run
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc"), "--out",
+                 str(root / "dec-no-owner"), "--images", str(src), "--contact-sheet", str(root / "no-owner.png")]
+                + SPARK) == 0
+    got = crops(root / "no-owner.png")
+    assert len(got) == 8
+    for name in ("grey.png", "rgb.png"):
+        title = next(t for t, _ in got if t.startswith(name))
+        original = np.asarray(Image.open(src / name))
+        cut = got[(title, "original")]
+        assert np.array_equal(cut if original.ndim == 3 else grey(cut), original)
+        assert not got[(title, "difference")].any()          # exact without flooding
+
+
 def test_decrypt_refuses_a_contact_sheet_without_the_originals(tmp_path, capsys):
     rc = main(["decrypt", "--keys", str(tmp_path / "k"), "--input", str(tmp_path / "in"), "--out",
                str(tmp_path / "out"), "--contact-sheet", str(tmp_path / "s.png")])
