@@ -65,7 +65,8 @@ JOBS = {
     "report": Command("bench.report:add_arguments", "bench.report:run",
                       "render a `hepix bench` table as PNG plots and a Markdown report next to the papers' figures"),
     "demo": Command("jobs.demo:add_arguments", "jobs.demo:run",
-                    "keygen, encrypt, process and decrypt sample images on local Spark, with a summary"),
+                    "keygen, encrypt, process and decrypt sample images on local Spark, with a contact sheet and "
+                    "a summary; then the paper's pixel layout and caching strategies"),
 }
 
 

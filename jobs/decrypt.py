@@ -25,6 +25,7 @@ import time
 
 from hecore.errors import HepixError, KeyMismatch
 from hecore.images import DEFAULT_MAX_PIXELS
+from jobs.tasks.contactsheet import DIFF_GAIN, MAX_IMAGES, MAX_SIDE
 from jobs.tasks.decode import DecodeOptions, originals_partition
 from jobs.tasks.decrypt import assemble_group, decrypt_partition
 from jobs.tasks.metrics import SCORED, assemble_and_score, metrics_partition
@@ -54,6 +55,11 @@ def add_arguments(p) -> None:
     p.add_argument("--images", help="the original images (as given to encrypt) to score against: found through "
                         "--owner, or without it by their exact processed pixels (exact op chains only)")
     p.add_argument("--png", action="store_true", help="also write the decrypted images as PNG (local --out only)")
+    p.add_argument("--contact-sheet", metavar="FILE",
+                   help="also draw a PNG contact sheet at FILE (local): for each image its original, the same ops "
+                        f"done in plaintext, the decrypted image and their difference (x{DIFF_GAIN}), captioned with "
+                        f"its MSE/PSNR/SSIM and ciphertext bytes; the first {MAX_IMAGES} images by name, drawn "
+                        f"downscaled when larger than {MAX_SIDE} px on a side. Needs --images")
     p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --images")
     p.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
                    help="without --owner: the largest image (pixels) the rows may claim (default %(default)s); with "
@@ -76,6 +82,12 @@ def check_arguments(args) -> None:
         raise HepixError("--png writes image files with plain file I/O; give a local --out")
     if args.max_pixels < 1:
         raise HepixError(f"--max-pixels {args.max_pixels}: must be 1 or more")
+    if args.contact_sheet is not None:
+        if not args.images:
+            raise HepixError(f"--contact-sheet {args.contact_sheet}: the sheet shows each image beside its original "
+                             "and the plaintext-processed reference; give the originals with --images")
+        if "://" in args.contact_sheet or os.path.isdir(args.contact_sheet):
+            raise HepixError(f"--contact-sheet {args.contact_sheet}: give the path of a local PNG file to write")
 
 
 def load_owner(args, fingerprint: str) -> OwnerMap | None:
@@ -160,6 +172,37 @@ def decrypt_work(run):
                              flood_std=run.args.flood_std)
 
 
+def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
+    """The images ``--contact-sheet`` draws: the first :data:`MAX_IMAGES` by the owner's file names (by id
+    without an owner map); none without the option."""
+    if args.contact_sheet is None:
+        return frozenset()
+    known = owner.images() if owner is not None else {}
+    return frozenset(sorted(ids, key=lambda i: (known[i].source if i in known else i, i))[:MAX_IMAGES])
+
+
+def write_contact_sheet(run, rows: list[dict], drawn: dict[str, bytes]) -> None:
+    """Draw the contact sheet of ``--contact-sheet`` (jobs/tasks/contactsheet.py) from the committed metrics
+    ``rows`` and the panels of the images ``drawn``, and say where it is."""
+    from jobs.tasks.contactsheet import draw, legend, sheet_rows
+
+    path = run.args.contact_sheet
+    sheet = sheet_rows(rows, drawn)
+    if not sheet:
+        print(f"no contact sheet: none of the decrypted images was found among --images {run.args.images}")
+        return
+    first = (f"hepix decrypt {run.run_id}: {run.args.input}, key {run.fingerprint[:16]}, "
+             f"{run.parent.layout} layout, preset {run.parent.preset}")
+    header = [first, legend()]
+    try:
+        draw(sheet, path, header)
+    except OSError as e:
+        raise HepixError(f"--contact-sheet {path}: cannot write it ({e.strerror or e}); the run itself is "
+                         f"committed in {run.args.out}") from None
+    print(f"contact sheet: {path} ({len(sheet)} of {len(rows)} images: original | plaintext-processed | "
+          f"decrypted | difference x{DIFF_GAIN})")
+
+
 def metrics_plan(run, values, png_dir: str | None, owner: OwnerMap | None, ids: list[str]):
     """Reassemble each image from its decrypted blocks ``values`` (DECRYPTED), join its names and reference
     and score it: SCORED rows.
@@ -172,11 +215,12 @@ def metrics_plan(run, values, png_dir: str | None, owner: OwnerMap | None, ids: 
     from pyspark.sql import functions as F
 
     limit = 3 * int(expectation(run, owner).max_pixels)
+    drawn = sheet_ids(run.args, owner, ids)
     if owner is not None:
         known = owner.images()
         names = {i: (known[i].source, known[i].content_sha256) if i in known else (i, "") for i in ids}
         score = cogroup_function(assemble_and_score, names=names, run_id=run.run_id, png_dir=png_dir,
-                                 max_values=limit)
+                                 max_values=limit, sheet_ids=drawn)
         return (values.groupBy("image_id").cogroup(references(run, owner, ids).groupBy("image_id"))
                 .applyInArrow(score, spark_schema(SCORED)))
     images = values.groupBy("image_id").applyInArrow(table_function(assemble_group, max_values=limit),
@@ -193,8 +237,8 @@ def metrics_plan(run, values, png_dir: str | None, owner: OwnerMap | None, ids: 
         for name, type_ in (("original", "binary"), ("orig_height", "int"), ("orig_width", "int"),
                             ("orig_channels", "int")):
             images = images.withColumn(name, F.lit(None).cast(type_))
-    return images.mapInArrow(functools.partial(metrics_partition, run_id=run.run_id, png_dir=png_dir),
-                             spark_schema(SCORED))
+    return images.mapInArrow(functools.partial(metrics_partition, run_id=run.run_id, png_dir=png_dir,
+                                               sheet_ids=drawn), spark_schema(SCORED))
 
 
 def run(run) -> int:
@@ -223,6 +267,9 @@ def run(run) -> int:
         run.timings["scored_seconds"] = time.perf_counter() - t0 - run.timings["check_seconds"]
         scored = run.spark.read.parquet(scored_dir)
         run.write(scored.where(F.col("reject_reason").isNull()).select(*METRICS.names), "metrics")
+        drawn = {} if args.contact_sheet is None else {
+            r["image_id"]: r["sheet_panels"]
+            for r in scored.where(F.col("sheet_panels").isNotNull()).select("image_id", "sheet_panels").collect()}
         late = [r.asDict() for r in scored.where(F.col("reject_reason").isNotNull())
                 .select("image_id", "reject_reason", "reject_detail", "ciphertext_bytes").collect()]
         run.timings["decrypt_seconds"] = time.perf_counter() - t0
@@ -261,6 +308,8 @@ def run(run) -> int:
                        ("ciphertexts", "cts", "d"), ("decrypt_seconds", "decrypt s", ".2f")]))
     print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {run.timings['decrypt_seconds']:.1f} s; "
           f"metrics in {args.out}/metrics/")
+    if args.contact_sheet is not None:
+        write_contact_sheet(run, rows, drawn)
     if rejects:
         print(f"{len(rejected)} images were not decrypted ({len(rejects)} rejects rows: rows or images that failed "
               f"their checks); the reasons are listed in {args.out}/rejects/")

@@ -8,6 +8,7 @@ import pytest
 
 from bench.schemas import BENCH_PIXEL
 from jobs.cli import main
+from jobs.tasks.contactsheet import read_layout
 
 
 def test_keygen_writes_a_key_directory_with_a_private_secret_key(tmp_path, capsys):
@@ -57,17 +58,26 @@ def test_bench_rejects_an_unknown_strategy(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_demo_runs_the_chain_on_local_spark_and_every_strategy(tmp_path, capsys):
+def test_demo_runs_the_default_chain_draws_the_sheet_and_shows_every_strategy(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--preset", "addonly-2048", "--size", "8", "--out", str(out), "--master", "local[2]"]) == 0
+    assert main(["demo", "--size", "16", "--pixel-size", "8", "--out", str(out), "--master", "local[2]"]) == 0
     printed = capsys.readouterr().out
-    assert "equal the plaintext reference after rounding: yes" in printed
+    assert "equal the same ops done in plaintext, after rounding: yes" in printed
     for name in ("fresh", "radix", "radix-rand", "scan", "full"):
         assert name in printed
-    for table_dir in ("encrypted/ciphertexts", "owner/images", "decrypted/metrics"):
+    assert "not IND-CPA secure" in printed and "byte-identical ciphertexts" in printed   # says what leaks
+    for job in ("encrypt", "process", "decrypt", "total"):
+        assert any(line.split()[:1] == [job] for line in printed.splitlines()), job
+    assert "pixel values/s" in printed and "B/pixel value" in printed
+    assert "read_parquet(" in printed and "camera.png" in printed.split("duckdb.sql(")[-1]   # the query, and its answer
+    metrics = pq.read_table(out / "decrypted" / "metrics").to_pylist()
+    assert {(m["layout"], m["strategy"], m["width"], m["height"]) for m in metrics} == {("packed", "fresh", 16, 16)}
+    for table_dir in ("encrypted/ciphertexts", "processed/ciphertexts", "owner/images", "decrypted/metrics"):
         assert (out / table_dir).is_dir()
     assert not (out / "encrypted" / "rejects").exists()          # rejects name files: they are the owner's
     assert len(list((out / "decrypted" / "images").glob("*.png"))) == 3
+    assert (out / "demo.png").is_file() and printed.rstrip().splitlines()[-1].startswith(f"contact sheet: {out}")
+    assert len(read_layout(str(out / "demo.png"))) == 3 * 4
 
 
 def test_demo_will_not_replace_a_directory_it_did_not_make(tmp_path):

@@ -18,8 +18,10 @@ import pyarrow as pa
 from hecore.images import DEFAULT_MAX_PIXELS
 from schemas.tables import IMAGE_ID, METRICS
 
-#: METRICS plus why an image was rejected (null for a scored one): decrypt splits them after this stage.
-SCORED = pa.schema(list(METRICS) + [pa.field("reject_reason", pa.string()), pa.field("reject_detail", pa.string())])
+#: METRICS plus why an image was rejected (null for a scored one), and the contact-sheet panels of the images
+#: asked for (jobs/tasks/contactsheet.py): decrypt splits them after this stage.
+SCORED = pa.schema(list(METRICS) + [pa.field("reject_reason", pa.string()), pa.field("reject_detail", pa.string()),
+                                    pa.field("sheet_panels", pa.binary())])
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _ID = re.compile(IMAGE_ID)
@@ -44,13 +46,16 @@ def png_path(png_dir: str, image_id: str, source: str | None) -> str:
     return path
 
 
-def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None = None) -> dict:
+def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None = None,
+          sheet_ids: frozenset[str] = frozenset()) -> dict:
     """The SCORED row of one image: ``r`` its IMAGES fields, its names (``source``, ``content_sha256``) and
     its original (``original`` bytes and ``orig_*`` size, or None); ``raw`` its raw values (H x W x C), None
-    when it was rejected."""
+    when it was rejected.  An image of ``sheet_ids`` with an original gets its contact-sheet panels."""
     from hecore.images import array_to_image_bytes
     from hecore.ops.spec import recorded_finish, recorded_reference
     from hecore.quality import compare, round_to_uint8
+
+    from .contactsheet import panels
 
     source = r.get("source") or r["image_id"]
     base = {"run_id": run_id, "image_id": r["image_id"], "source": source,
@@ -85,6 +90,8 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
         base.update(reference="plaintext-processed" if ops else "original", mse=q.mse,
                     psnr=q.psnr, ssim=q.ssim, exact_fraction=q.exact_fraction,
                     max_abs_err=float(np.max(np.abs(unsnapped - expected))))
+        if r["image_id"] in sheet_ids:
+            base["sheet_panels"] = panels(orig, round_to_uint8(expected), round_to_uint8(values))
     else:
         base.update(reference="none")
     if png_dir:
@@ -93,8 +100,8 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
     return base
 
 
-def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None
-                      ) -> Iterator[pa.RecordBatch]:
+def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None,
+                      sheet_ids: frozenset[str] = frozenset()) -> Iterator[pa.RecordBatch]:
     """Quality of each assembled image (IMAGES rows joined with their names and originals) against its
     (plaintext-processed) original."""
     for rb in batches:
@@ -103,13 +110,14 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
             raw = None
             if r["raw"] is not None:
                 raw = np.frombuffer(r["raw"], dtype=np.float64).reshape(r["height"], r["width"], r["channels"])
-            rows.append(score(r, raw, run_id=run_id, png_dir=png_dir))
+            rows.append(score(r, raw, run_id=run_id, png_dir=png_dir, sheet_ids=sheet_ids))
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=SCORED)
 
 
 def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tuple[str, str]], run_id: str,
-                       png_dir: str | None = None, max_values: int = 3 * DEFAULT_MAX_PIXELS) -> pa.Table:
+                       png_dir: str | None = None, max_values: int = 3 * DEFAULT_MAX_PIXELS,
+                       sheet_ids: frozenset[str] = frozenset()) -> pa.Table:
     """One image's decrypted blocks (DECRYPTED rows) and its original (0 or 1 REFERENCES row) -> its SCORED
     row: assembled and scored in one task, so the image itself never leaves it.  ``names``: image id ->
     (source, content SHA-256) of the owner map."""
@@ -122,4 +130,5 @@ def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tup
     row.update(source=source, content_sha256=digest)
     if refs.num_rows:
         row.update(refs.slice(0, 1).to_pylist()[0])
-    return pa.Table.from_pylist([score(row, raw, run_id=run_id, png_dir=png_dir)], schema=SCORED)
+    return pa.Table.from_pylist([score(row, raw, run_id=run_id, png_dir=png_dir, sheet_ids=sheet_ids)],
+                                schema=SCORED)
