@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -80,14 +81,19 @@ class SheetRow:
     panels: dict[str, np.ndarray]
 
 
+def _shown(v, spec: str) -> str:
+    """A metric as a caption shows it: ``-`` when missing, ``inf`` for an infinite PSNR (an exact image)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return "inf" if isinstance(v, float) and math.isinf(v) else format(v, spec)
+
+
 def caption(m: dict, full_size: tuple[int, int], drawn: tuple[int, int]) -> str:
     """Two lines from a ``metrics`` row: its quality against the reference; its ciphertexts and their bytes
     (and the size the panels are drawn at, when they were downscaled from ``full_size``; both height, width)."""
-    from jobs.runtime.console import fmt
-
     values = m["width"] * m["height"] * m["channels"]
-    quality = (f"MSE {fmt(m['mse'], '.3f')}   PSNR {fmt(m['psnr'], '.2f')} dB   SSIM {fmt(m['ssim'], '.4f')}   "
-               f"max err {fmt(m['max_abs_err'], '.1e')}   exact {fmt(m['exact_fraction'], '.4f')}")
+    quality = (f"MSE {_shown(m['mse'], '.3f')}   PSNR {_shown(m['psnr'], '.2f')} dB   "
+               f"SSIM {_shown(m['ssim'], '.4f')}   max err {_shown(m['max_abs_err'], '.1e')}   exact {_shown(m['exact_fraction'], '.4f')}")
     cost = (f"{m['ciphertexts']:,} ciphertexts, {m['ciphertext_bytes']:,} bytes "
             f"({m['ciphertext_bytes'] / values:.1f} per pixel value)")
     if tuple(drawn) != tuple(full_size):
