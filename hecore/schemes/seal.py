@@ -77,7 +77,8 @@ class SealScheme(Scheme):
 
         if compressed_server_key:
             raise InvalidParameters("--compressed-server-key is for TFHE keys (--scheme tfhe)")
-        return seal_keys.keygen(params, out, overwrite=overwrite, rotations=rotations)
+        # a pointwise-only preset (lut-16384) has no rotation keys: its tiles fill all N slots
+        return seal_keys.keygen(params, out, overwrite=overwrite, rotations=rotations and params.rotations)
 
     def export_public(self, keys, out):
         return seal_keys.export_public(keys, out)
