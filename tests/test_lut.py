@@ -11,8 +11,14 @@ import pytest
 
 from hecore.context import HEContext
 from hecore.evaluator import Evaluator
-from hecore.ops.lut import (LUT_MODULUS, check_table, evaluate_polynomial_plain, evaluate_table, schedule,
-                            table_polynomial)
+from hecore.ops.lut import (
+    LUT_MODULUS,
+    check_table,
+    evaluate_polynomial_plain,
+    evaluate_table,
+    schedule,
+    table_polynomial,
+)
 from hecore.params import preset
 from hecore.tfhe.ops import Lut, chain_table, parse_op
 

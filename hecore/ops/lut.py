@@ -27,13 +27,22 @@ plaintext is encoded once per table (:class:`TablePlan`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-__all__ = ["LUT_MODULUS", "table_polynomial", "evaluate_polynomial_plain", "Schedule", "schedule",
-           "TablePlan", "table_plan", "evaluate_table", "check_table"]
+__all__ = [
+    "LUT_MODULUS",
+    "Schedule",
+    "TablePlan",
+    "check_table",
+    "evaluate_polynomial_plain",
+    "evaluate_table",
+    "schedule",
+    "table_plan",
+    "table_polynomial",
+]
 
 #: The plaintext prime the tables are interpolated over (SEAL's 17-bit batching prime for N = 16384).
 LUT_MODULUS = 65537
@@ -126,7 +135,7 @@ def schedule(degree: int) -> Schedule:
     if degree <= 1:
         return Schedule(degree, 1, 1)
     best = None
-    for log_k in range(0, degree.bit_length() + 1):
+    for log_k in range(degree.bit_length() + 1):
         k = 1 << log_k
         blocks = 1 << max(0, (-(-(degree + 1) // k) - 1).bit_length())
         s = Schedule(degree, k, blocks)
