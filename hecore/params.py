@@ -146,6 +146,8 @@ class Params:
     def to_json(self) -> dict:
         d = asdict(self)
         d["qi_sizes"] = list(self.qi_sizes)
+        if d["rotations"]:
+            d.pop("rotations")      # the default: records of presets with rotations read as before
         return d
 
     @classmethod
@@ -166,8 +168,7 @@ class Params:
         d.pop("name")
         if not d["plain_modulus_bits"]:
             d.pop("plain_modulus_bits")      # CKKS keys made before BFV existed keep their fingerprint
-        if d["rotations"]:
-            d.pop("rotations")               # and keys made before pointwise-only presets existed theirs
+        # (to_json leaves rotations=True out: keys made before pointwise-only presets keep theirs)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def digest(self) -> str:

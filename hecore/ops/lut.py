@@ -293,3 +293,57 @@ def evaluate_table(ev, x, table):
     if out is None or isinstance(out, tuple):       # every non-constant block vanished: impossible for degree > 1
         raise AssertionError("a table of degree > 1 evaluated to a constant")
     return ev.relinearize_if_needed(out)
+
+
+# --- the op vocabulary on SEAL keys: a chain of 8-bit ops is one table ------------------------------
+
+_TABLE_FORMS = "brightness:B (saturating), brightness-wrap:B, threshold:T, min:C, max:C, lut:NAME"
+
+#: The layouts tables run in: one pixel value per slot.
+TABLE_LAYOUT = "packed"
+
+
+def parse_table_chain(specs: Sequence[str]) -> list:
+    """The ops of a chain holding an 8-bit table op, in TFHE's vocabulary (:func:`hecore.tfhe.ops.parse_op`),
+    or a ValueError naming an op that is no function of one 8-bit pixel."""
+    from hecore.tfhe.ops import parse_op
+
+    from .spec import NOT_IN_TFHE, op_name
+
+    for spec in specs:
+        if op_name(spec) in NOT_IN_TFHE:
+            raise ValueError(f"{spec.strip()} cannot join a chain of 8-bit table ops (threshold, min, max, lut): "
+                             f"such a chain is one function of each pixel, made of {_TABLE_FORMS}; run "
+                             f"{op_name(spec)} in a run of its own")
+    return [parse_op(s) for s in specs]
+
+
+def chain_of(specs: Sequence[str]) -> np.ndarray:
+    """The 256-entry table of a chain of 8-bit op specs (saturating after every op, as TFHE)."""
+    from hecore.tfhe.ops import chain_table
+
+    return chain_table(parse_table_chain(specs))
+
+
+def check_table_input(done: Sequence[str], layout: str) -> None:
+    """Refuse a table chain in a layout other than the packed one, or on ciphertexts already processed: their
+    slots may hold values other than 8-bit pixels, and a table's output has spent its noise budget (it is
+    switched down to the few primes decryption needs).  The message says what to do."""
+    from .spec import is_table_chain
+
+    if str(layout) != TABLE_LAYOUT:
+        raise ValueError(f"8-bit tables (threshold, min, max, lut) run on BFV in the {TABLE_LAYOUT} layout (one "
+                         f"pixel per slot), not {layout}; encrypt with --layout {TABLE_LAYOUT}")
+    if done and is_table_chain(done):
+        raise ValueError(f"the input already ran the table {' | '.join(done)}, which spent its ciphertexts' noise "
+                         "budget; give the whole chain to one `hepix process` run (repeat --op): it is folded "
+                         "into one table")
+    if done:
+        raise ValueError(f"the input was processed with {' | '.join(done)}, after which its slots are no longer "
+                         "8-bit pixels; run the table chain on `hepix encrypt` output, with brightness in the "
+                         "chain (it saturates there)")
+
+
+def evaluate_chain(ev, x, specs: Sequence[str]):
+    """The chain ``specs`` folded into one table, on the BFV ciphertext ``x``."""
+    return evaluate_table(ev, x, chain_of(specs))
