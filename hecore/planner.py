@@ -476,18 +476,22 @@ def _seal_support(spec: str, scheme: str, layout) -> Support:
     return Support(spec, scheme, False, "; ".join(problems(largest, req)) or "no preset")
 
 
-#: Measured cost per pixel value (ms) of the 8-bit ops, ``hepix bench --suite lut`` (docs/benchmarks.md, "lut"):
-#: BFV on a full lut-16384 ciphertext (16,384 values at once, one core) and TFHE per value (one thread), in
-#: one run.  What `hepix plan` quotes; a chain costs BFV one table whatever its length.
+#: Measured cost per pixel value (ms) of the 8-bit ops, ``hepix bench --suite lut`` run 20261126T185532Z
+#: (docs/benchmarks.md, "lut"), in one run: BFV on a full lut-16384 ciphertext (16,384 values at once, one
+#: core; min/max: the min:200|max:50 chain, any full table costs the same) and TFHE's default circuits per
+#: value (one thread; brightness: saturating +60, lut: gamma-0.5; min/max not measured there).  What
+#: `hepix plan` quotes; a chain costs BFV one table whatever its length.
 MEASURED_MS_PER_VALUE = {
-    "bfv": {"threshold": 0.0, "brightness": 0.0, "lut": 0.0},
-    "tfhe": {"threshold": 0.0, "brightness": 0.0, "lut": 0.0},
+    "bfv": {"threshold": 0.094, "brightness": 0.094, "lut": 0.093, "min": 0.091, "max": 0.091},
+    "tfhe": {"threshold": 88.6, "brightness": 275.0, "lut": 3408.0},
 }
 
 
 def _cost(scheme: str, name: str) -> str:
-    ms = MEASURED_MS_PER_VALUE.get(scheme, {}).get("lut" if name not in ("threshold", "brightness") else name)
-    return f"; measured {ms:.3g} ms per value (`hepix bench --suite lut`)" if ms else ""
+    ms = MEASURED_MS_PER_VALUE.get(scheme, {}).get(name)
+    if not ms:
+        return ""
+    return f"; measured {ms:,.0f} ms per value" if ms >= 10 else f"; measured {ms:.2g} ms per value"
 
 
 def _table_support(spec: str, scheme: str, layout: Layout) -> Support:
