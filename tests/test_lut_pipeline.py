@@ -3,7 +3,7 @@
 -> process a saturating chain on its output -> decrypt, on Spark in local mode.
 
 A table costs a few seconds per ciphertext (16,384 slots), so the images are small crops: a USC-SIPI
-RGB picture's and a grey one's.  The decrypted results must equal the plaintext reference exactly
+RGB picture's, a grey one's and, where the data set is present, a DIV2K picture's.  The decrypted results must equal the plaintext reference exactly
 (saturation after every op, as TFHE's circuits compute it).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import shared_dataset
+from conftest import DATASETS, real_dataset_present, shared_dataset
 from PIL import Image
 
 from hecore.tfhe.ops import chain_table, parse_op
@@ -31,8 +31,12 @@ def hepix_ok(*argv) -> None:
 def crops() -> dict[str, np.ndarray]:
     colour = np.asarray(Image.open(shared_dataset("usc-sipi/4.1.05.tiff")).convert("RGB"))
     grey = np.asarray(Image.open(shared_dataset("usc-sipi/5.1.12.tiff")).convert("L"))
-    return {"colour.png": np.ascontiguousarray(colour[100:124, 90:130]),
-            "grey.png": np.ascontiguousarray(grey[96:136, 96:126])}
+    out = {"colour.png": np.ascontiguousarray(colour[100:124, 90:130]),
+           "grey.png": np.ascontiguousarray(grey[96:136, 96:126])}
+    if real_dataset_present("div2k"):           # a DIV2K crop too where the data set is here
+        div2k = np.asarray(Image.open(DATASETS / "div2k" / "0001x2.png").convert("RGB"))
+        out["div2k.png"] = np.ascontiguousarray(div2k[300:340, 500:548])
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +74,14 @@ def test_the_public_process_run_is_a_packed_bfv_table(run):
     assert manifest["ops"] == ["threshold:128"]
     table = pq.read_table(root / "mask" / "ciphertexts")
     assert set(table.column("scheme").to_pylist()) == {"bfv"}
-    assert table.num_rows == 3 + 1            # one ciphertext per channel: each crop fits one 16,384-slot tile
+    channels = sum(px.shape[2] if px.ndim == 3 else 1 for px in crops().values())
+    assert table.num_rows == channels         # one ciphertext per channel: each crop fits one 16,384-slot tile
 
 
 def test_threshold_decrypts_exactly(run):
     root, _keys, _pub = run
     metrics = pq.read_table(root / "dec-mask" / "metrics").to_pylist()
-    assert len(metrics) == 2
+    assert len(metrics) == len(crops())
     for m in metrics:
         assert m["reference"] == "plaintext-processed" and m["ops"] == "threshold:128"
         assert m["mse"] == 0.0 and m["exact_fraction"] == 1.0 and m["max_abs_err"] == 0.0
@@ -88,7 +93,7 @@ def test_a_chain_is_one_table_saturating_after_every_op(run):
     assert chain_table(ops)[200] == 155         # additive brightness would give 200: the run tells them apart
     assert max(px.max() for px in crops().values()) > 155
     metrics = pq.read_table(root / "dec-shift" / "metrics").to_pylist()
-    assert len(metrics) == 2
+    assert len(metrics) == len(crops())
     for m in metrics:
         assert m["ops"] == "brightness:100|brightness:-100|max:0"
         assert m["mse"] == 0.0 and m["exact_fraction"] == 1.0
