@@ -28,8 +28,8 @@ def lut_section(lut) -> list[str]:
                   "bfv-lut": "BFV lut-16384", "ckks-sign": f"CKKS sign {r.variant}"}[r.stage]
         rows.append(f"| {scheme} | {r.op} | {int(r.pixels)} | {_f(r.ms_per_pixel, '.4f')} | "
                     f"{_f(r.bytes_per_pixel, ',.1f')} | {_exact(r.exact)} | {_f(r.get('off_fraction'), '.1%')} |")
-    md += [f"On {lut.iloc[0].machine}, one core. Bytes per value at rest: the encrypt rows (what a run stores "
-           "before processing) and, for BFV, the table's output.", ""] + rows + [""]
+    md += [(f"On {lut.iloc[0].machine}, one core. Bytes per value at rest: the encrypt rows (what a run stores "
+            "before processing) and, for BFV, the table's output."), ""] + rows + [""]
     tfhe = {r.op: r.seconds_per_pixel for _, r in lut[lut.stage == "op"].iterrows()}
     bfv = {r.op: r.seconds_per_pixel for _, r in lut[lut.stage == "bfv-lut"].iterrows()}
     for op in (o for o in tfhe if o in bfv):
