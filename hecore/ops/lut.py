@@ -23,6 +23,12 @@ For degree 255 (``k = 16``, 16 blocks) that is 15 + 3 + 15 = 33 ciphertext produ
 multiplicative depth 8.  Scalars are constant polynomials (a constant in every slot encodes to one),
 for which SEAL's plaintext product costs one pass over the coefficients; each coefficient's
 plaintext is encoded once per table (:class:`TablePlan`).
+
+Every product is switched down (BFV modulus switching, which keeps the value and, while the modulus
+stays well above the noise, the noise budget) to the fewest primes that still afford the products after
+it (:func:`primes_for_depth`): the later products run on fewer primes, and the result is stored on two
+of ``lut-16384``'s eight (32 bytes per value against 128 fresh).  The constants that decide it were
+measured; the tests check on random tables that budget is left.
 """
 from __future__ import annotations
 
