@@ -747,7 +747,7 @@ def _infer_section(infer, out: Path) -> list[str]:
         "(samples/s), accuracy, ciphertext size.", ""]
 
 
-def render(df, out: Path, *, dft=None, infer=None, tfhe=None) -> Path:
+def render(df, out: Path, *, dft=None, infer=None, tfhe=None, lut=None) -> Path:
     """Write ``out/report.md`` and its plots from the ``bench`` rows ``df`` (or None) and, when given,
     the ``bench_dft``, ``bench_infer`` and ``bench_tfhe`` rows."""
     out.mkdir(parents=True, exist_ok=True)
@@ -764,7 +764,7 @@ def render(df, out: Path, *, dft=None, infer=None, tfhe=None) -> Path:
             md.append(f"1-minute load average during the run: {load.min():.2f} to {load.max():.2f} on {first.cores} "
                       "cores (the machine is shared: absolute times are noisy; ratios within the run are what we claim).")
     else:
-        first = next(t for t in (dft, infer, tfhe) if t is not None).iloc[0]
+        first = next(t for t in (dft, infer, tfhe, lut) if t is not None).iloc[0]
         md += [f"# hepix benchmark report: {first.machine}", "",
                "No `bench` table (the default suite) in this directory: only the suites below."]
     md += ["The papers' figures are *reference* figures typed in from the papers (source given with each); every "
@@ -793,6 +793,10 @@ def render(df, out: Path, *, dft=None, infer=None, tfhe=None) -> Path:
     md += _dft_section(dft, out)
     md += _infer_section(infer, out)
     md += _tfhe_section(tfhe)
+    if lut is not None:
+        from bench.lutreport import lut_section
+
+        md += lut_section(lut)
 
     md += ["## What is extrapolated or missing", ""]
     if df is not None:
@@ -817,11 +821,14 @@ def run(args) -> int:
     root = Path(args.bench)
     df = load_rows(root, args.run) if _holds_bench_table(root) else None
     dft, infer, tfhe = load_suite(root, BENCH_DFT), load_suite(root, BENCH_INFER), load_suite(root, BENCH_TFHE)
-    if df is None and dft is None and infer is None and tfhe is None:
+    from bench.lutreport import BENCH_LUT
+
+    lut = load_suite(root, BENCH_LUT)
+    if df is None and dft is None and infer is None and tfhe is None and lut is None:
         raise SystemExit(f"hepix report: no bench tables in {root}; run `hepix bench --out {root}` first")
-    path = render(df, Path(args.out), dft=dft, infer=infer, tfhe=tfhe)
+    path = render(df, Path(args.out), dft=dft, infer=infer, tfhe=tfhe, lut=lut)
     pngs = sorted(p.name for p in Path(args.out).glob("*.png"))
-    rows = sum(len(t) for t in (df, dft, infer, tfhe) if t is not None)
+    rows = sum(len(t) for t in (df, dft, infer, tfhe, lut) if t is not None)
     what = f"run {df.run_id.iloc[0]}" if df is not None else "suites"
     print(f"hepix report: {what}, {rows} rows -> {path} ({', '.join(pngs)})")
     return 0

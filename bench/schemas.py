@@ -398,6 +398,16 @@ BENCH_TFHE = pa.schema(_RUN_FIELDS + [
     pa.field("max_err_vs_polynomial", pa.float64()),             # vs the same polynomial in float64: CKKS's own error
 ])
 
+#: ``hepix bench --suite lut`` (bench/suites/lut.py): BENCH_TFHE's columns (its TFHE and ckks-sign rows), and for
+#: the BFV rows (stages bfv-keygen, bfv-encrypt, bfv-lut, bfv-image) the table's input bytes, noise left, and
+#: a measured image's encrypt and decrypt seconds.
+BENCH_LUT = pa.schema(list(BENCH_TFHE) + [
+    pa.field("input_bytes_per_pixel", pa.float64()),              # the ciphertext the table ran on, per value
+    pa.field("noise_budget_bits", pa.int32()),                    # BFV noise budget left after the table
+    pa.field("encrypt_seconds", pa.float64()),                    # bfv-image: the whole image
+    pa.field("decrypt_seconds", pa.float64()),
+])
+
 
 #: One row per (corpus size, mode, job, implementation) of ``hepix bench --suite corpus``: encrypt -> process
 #: (``op``) -> decrypt of an image corpus by the Spark jobs on ``local[2]``, each job its own process, and, as
@@ -513,6 +523,7 @@ BENCH_TABLES = {
     "bench_dft": BENCH_DFT,
     "bench_infer": BENCH_INFER,
     "bench_tfhe": BENCH_TFHE,
+    "bench_lut": BENCH_LUT,
     "bench_corpus": BENCH_CORPUS,
     "bench_atrest": BENCH_ATREST,
 }

@@ -163,7 +163,7 @@ class HEContext:
         return self.encrypt_vector(np.array([value], dtype=np.float64))
 
     def encrypt_vector(self, values: np.ndarray, *, scale_bits: int | None = None) -> bytes:
-        """Public-key encryption of up to N/2 values (one per slot), serialized uncompressed.
+        """Public-key encryption of up to ``params.slots`` values (one per slot), serialized uncompressed.
 
         BFV/BGV take integers (floats that are whole numbers are accepted); CKKS encodes at
         ``2^scale_bits`` (default the preset's scale).

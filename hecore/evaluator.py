@@ -269,10 +269,20 @@ class Evaluator:
         return self._he.add_plain(c, ptxt, in_new_ctxt=True)
 
     def mod_switch(self, c: PyCtxt, levels: int = 1) -> PyCtxt:
-        """CKKS: ``c`` moved ``levels`` primes down without changing its value or scale."""
+        """``c`` moved ``levels`` primes down without changing its value (or, CKKS, its scale)."""
         out = self._copy(c)
+        bfv = self.params.scheme == "bfv"
         for _ in range(levels):
-            self._he.mod_switch_to_next(out)
+            if bfv:
+                # Pyfhel 3.5 skips BFV ciphertexts in mod_switch_to_next (SEAL switches them, keeping the
+                # value and, while the noise is above the new modulus's rounding, the noise budget)
+                out.scheme = "bgv"
+                self._he.mod_switch_to_next(out)
+                out.scheme = "bfv"
+            else:
+                self._he.mod_switch_to_next(out)
+        if self.params.is_integer:      # Pyfhel counts BGV switches and BFV products its own way
+            out.mod_level = c.mod_level + levels
         return out
 
     def square_raw(self, c: PyCtxt, relinearize: bool = True) -> PyCtxt:
@@ -291,6 +301,37 @@ class Evaluator:
         out = self._copy(c)
         self._he.relinearize(out)
         return out
+
+    # --- BFV products for polynomial evaluation (hecore.ops.lut) ---------------------------------
+    def multiply_raw(self, a: PyCtxt, b: PyCtxt, *, relinearize: bool = True) -> PyCtxt:
+        """BFV/BGV: ``a * b`` at the lower of their levels, not rescaled; without ``relinearize`` a
+        three-part ciphertext, to be summed with others and relinearised once."""
+        self._need_relin_key()
+        a, b = self.match_level(a, b), self.match_level(b, a)
+        out = self._he.multiply(a, b, in_new_ctxt=True)
+        if relinearize:
+            self._he.relinearize(out)
+        out.mod_level = a.mod_level     # Pyfhel counts a product as a level spent; BFV spends noise instead
+        return out
+
+    def multiply_scalar(self, c: PyCtxt, ptxt) -> PyCtxt:
+        """BFV/BGV: ``c`` times an encoded plaintext (a constant: one pass over the coefficients), same level."""
+        out = self._he.multiply_plain(c, ptxt, in_new_ctxt=True)
+        out.mod_level = c.mod_level
+        return out
+
+    def relinearize_if_needed(self, c: PyCtxt) -> PyCtxt:
+        """``c`` with two parts: relinearised when it has three, else itself."""
+        return self.relinearize(c) if c.size() > 2 else c
+
+    def match_level(self, c: PyCtxt, other: PyCtxt) -> PyCtxt:
+        """``c`` switched down to ``other``'s level when it is above it, else itself (BFV: the value is kept)."""
+        down = self.level(other) - self.level(c)
+        return self.mod_switch(c, down) if down > 0 else c
+
+    def constant_like(self, c: PyCtxt, value: int) -> PyCtxt:
+        """BFV/BGV: a fresh public-key encryption of ``value`` in every slot, at ``c``'s level."""
+        return self.add_plain(self._zero_like(c), self.encode(value))
 
     # --- helpers -----------------------------------------------------------------------------
     def _copy(self, c: PyCtxt) -> PyCtxt:

@@ -47,6 +47,7 @@ class Params:
     security_bits: int = 128
     name: str = field(default="custom", compare=False)
     plain_modulus_bits: int = 0
+    rotations: bool = True      # False: no Galois keys, pointwise ops only; BFV/BGV then fill all N slots
 
     def __post_init__(self):
         object.__setattr__(self, "qi_sizes", tuple(int(q) for q in self.qi_sizes))
@@ -57,7 +58,9 @@ class Params:
 
     @property
     def slots(self) -> int:
-        return self.n // 2
+        """Values per ciphertext: N/2 (CKKS; BFV/BGV with rotations, which turn each row of N/2), or all N
+        for BFV/BGV keys made without rotations (every op then works slot by slot)."""
+        return self.n if self.is_integer and not self.rotations else self.n // 2
 
     @property
     def data_primes(self) -> int:
@@ -108,6 +111,9 @@ class Params:
             raise InvalidParameters(
                 f"security level {self.security_bits} bits is not supported; hepix only builds 128-bit contexts"
             )
+        if not self.rotations and not self.is_integer:
+            raise InvalidParameters("rotations=False (pointwise ops over all N slots) is for BFV/BGV presets; "
+                                    "CKKS fills N/2 slots")
         bound = HE_STANDARD_128[self.n]
         if self.total_bits > bound:
             raise WeakParameters(
@@ -140,6 +146,8 @@ class Params:
     def to_json(self) -> dict:
         d = asdict(self)
         d["qi_sizes"] = list(self.qi_sizes)
+        if d["rotations"]:
+            d.pop("rotations")      # the default: records of presets with rotations read as before
         return d
 
     @classmethod
@@ -149,6 +157,7 @@ class Params:
                 scheme=d["scheme"], n=int(d["n"]), qi_sizes=tuple(d["qi_sizes"]),
                 scale_bits=int(d["scale_bits"]), security_bits=int(d.get("security_bits", 128)),
                 name=d.get("name", "custom"), plain_modulus_bits=int(d.get("plain_modulus_bits", 0)),
+                rotations=bool(d.get("rotations", True)),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidParameters(f"malformed parameter record {d!r}: {e}") from e
@@ -159,6 +168,7 @@ class Params:
         d.pop("name")
         if not d["plain_modulus_bits"]:
             d.pop("plain_modulus_bits")      # CKKS keys made before BFV existed keep their fingerprint
+        # (to_json leaves rotations=True out: keys made before pointwise-only presets keep theirs)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def digest(self) -> str:
@@ -236,6 +246,12 @@ PRESETS: dict[str, Params] = {
         # N = 8192, SEAL's default 218-bit modulus, t of 40 bits: a squared difference
         # summed over a whole image (L2^2) stays below t/2, with ~64 bits of noise budget left.
         Params("bfv", 8192, (43, 43, 44, 44, 44), 0, name="bfv-8192", plain_modulus_bits=40),
+        # Exact 8-bit tables (hecore.ops.lut): t = 65537 and N = 16384 (SEAL's default 438-bit modulus,
+        # the 128-bit maximum, which Pyfhel builds for BFV whatever the sizes asked), the noise budget
+        # (365 bits fresh) of the depth-8 interpolation polynomial of any table with ~20 bits to spare.
+        # Pointwise only: no Galois keys (hundreds of MB at this N), so a tile fills all 16384 slots.
+        Params("bfv", 16384, (48, 48, 48, 49, 49, 49, 49, 49, 49), 0, name="lut-16384", plain_modulus_bits=17,
+               rotations=False),
         Params("bgv", 4096, (36, 36, 37), 0, name="bgv-4096", plain_modulus_bits=20),
         Params("bgv", 8192, (43, 43, 44, 44, 44), 0, name="bgv-8192", plain_modulus_bits=40),
     )

@@ -56,6 +56,7 @@ class Requirements:
     integer_ok: bool            # BFV/BGV can run it at all
     why_not_integer: str = ""
     wrong_layout: str = ""      # why no parameters can run it in this layout (empty: the layout is fine)
+    table_depth: int | None = None   # an 8-bit table chain (hecore.ops.lut): its polynomial's depth; else None
 
 
 def _raw_constants(ops: Sequence[Op]) -> list[tuple[str, float]]:
@@ -75,6 +76,8 @@ def _raw_constants(ops: Sequence[Op]) -> list[tuple[str, float]]:
 
 
 def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None = None) -> Requirements:
+    if any(_is_table_op(op) for op in ops):
+        return _table_requirements(ops, Layout.parse(layout), match)
     layout = Layout.parse(layout)
     lo, hi = raw_range(ops)
     bound = max(abs(lo), abs(hi))
@@ -123,10 +126,58 @@ def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None 
                         integer_ok, why, wrong_layout)
 
 
+def _is_table_op(op) -> bool:
+    from hecore.tfhe.ops import TfheOp
+
+    return isinstance(op, TfheOp.__args__)
+
+
+def _table_requirements(ops, layout: Layout, match) -> Requirements:
+    """An 8-bit table chain (:mod:`hecore.ops.lut`): one BFV polynomial of the chain's table, slot by slot."""
+    from hecore.ops.lut import TABLE_LAYOUT, schedule, table_polynomial
+    from hecore.tfhe.ops import chain_table
+
+    if match is not None:
+        raise InvalidParameters(f"{match.spec} cannot follow 8-bit table ops in one plan; match in a run of its own")
+    coeffs = table_polynomial(chain_table(ops))
+    depth = schedule(max([i for i, a in enumerate(coeffs) if a], default=0)).depth
+    wrong = "" if layout.value == TABLE_LAYOUT else (
+        f"8-bit tables run in the {TABLE_LAYOUT} layout only (one pixel per slot): encrypt with --layout "
+        f"{TABLE_LAYOUT}")
+    return Requirements(layout, 0, True, False, 255.0, (), 0.0, 255.0, [], True, "", wrong, depth)
+
+
+def table_depth_afforded(params: Params) -> int:
+    """The multiplicative depth of a table polynomial BFV ``params`` afford: the fresh noise budget (the data
+    modulus less ``log2 t`` and ~24 bits of fresh noise, 365 measured on lut-16384) less the margin
+    :mod:`hecore.ops.lut` keeps, over the bits a product spends (both measured there)."""
+    from hecore.ops.lut import MARGIN_BITS, PRODUCT_BITS
+
+    fresh = sum(params.qi_sizes[:params.data_primes]) - params.plain_modulus_bits - 24
+    return max(0, (fresh - MARGIN_BITS) // PRODUCT_BITS)
+
+
+def _table_problems(params: Params, req: Requirements) -> list[str]:
+    if not params.is_integer:
+        return ["CKKS cannot: an 8-bit table is exact, CKKS approximate (BFV runs it: lut-16384)"]
+    if params.scheme != "bfv":
+        return [f"hepix evaluates 8-bit tables in BFV, not {params.scheme.upper()} (lut-16384)"]
+    out = []
+    if not params.supports_keyswitching:
+        out.append(f"{params.name} has no key switching (needed for multiplication)")
+    afforded = table_depth_afforded(params)
+    if req.table_depth > afforded:
+        out.append(f"the table's polynomial is {req.table_depth} products deep; {params.name}'s noise budget "
+                   f"affords {afforded}")
+    return out
+
+
 def problems(params: Params, req: Requirements) -> list[str]:
     """Why ``params`` cannot serve ``req`` (empty when it can)."""
     if req.wrong_layout:             # no parameters help: say only that
         return [req.wrong_layout]
+    if req.table_depth is not None:
+        return _table_problems(params, req)
     out = []
     if params.is_integer:
         if not req.integer_ok:
@@ -155,6 +206,8 @@ def problems(params: Params, req: Requirements) -> list[str]:
     if (req.multiplies or req.rotations) and not params.supports_keyswitching:
         out.append(f"{params.name} has no key switching (needed for "
                    f"{'multiplication' if req.multiplies else 'rotations'})")
+    if req.rotations and not params.rotations:
+        out.append(f"{params.name} has no rotation keys (pointwise ops only)")
     if req.multiplies and params.is_integer and params.n < 8192:
         out.append("one multiplication leaves too little noise budget below N=8192")
     return out
@@ -394,16 +447,16 @@ def _tfhe_support(spec: str, layout) -> Support:
     what = {Threshold: f"exact: 255 where x >= {getattr(op, 't', '')}, else 0",
             Min: "exact", Max: "exact", BrightnessWrap: "exact, modulo 256 (no clipping)",
             Lut: "exact: any 8-bit function"}.get(type(op), "exact, saturating at 0 and 255 after every op")
-    return Support(spec, "tfhe", True, f"{what} (tfhe-default, pixel layout)")
+    return Support(spec, "tfhe", True, f"{what} (tfhe-default, pixel layout: per value){_cost('tfhe', name)}")
 
 
 def _seal_support(spec: str, scheme: str, layout) -> Support:
     from hecore.ops.spec import parse_match, parse_op
 
     name = op_name(spec)
-    if name in TFHE_ONLY:
-        return Support(spec, scheme, False, f"{TFHE_ONLY[name]}; use --scheme tfhe")
     layout = Layout.parse(layout) if layout is not None else Layout.PACKED
+    if name in TFHE_ONLY:
+        return _table_support(spec, scheme, layout)
     if name == "infer":
         return Support(spec, scheme, True, "a run of its own; the infer job checks the preset's levels (CKKS) or t")
     if name == "match":
@@ -415,11 +468,44 @@ def _seal_support(spec: str, scheme: str, layout) -> Support:
     except InvalidParameters as e:          # e.g. a match in the complex-packed layout
         return Support(spec, scheme, False, str(e))
     if fits:
-        note = " (clipped to 0..255 once, by the owner after decryption)" if name == "brightness" else ""
+        note = (" (clipped to 0..255 once, by the owner after decryption; in a chain with threshold, min, max or "
+                "lut it saturates after every op, and the chain is one BFV table)") if name == "brightness" else ""
         return Support(spec, scheme, True, f"{fits[0].name} and larger, {layout} layout{note}")
     req = requirements(ops, layout, match)
     largest = max((p for p in PRESETS.values() if p.scheme == scheme), key=_size)
     return Support(spec, scheme, False, "; ".join(problems(largest, req)) or "no preset")
+
+
+#: Measured cost per pixel value (ms) of the 8-bit ops, ``hepix bench --suite lut`` run 20261126T185532Z
+#: (docs/benchmarks.md, "lut"), in one run: BFV on a full lut-16384 ciphertext (16,384 values at once, one
+#: core; min/max: the min:200|max:50 chain, any full table costs the same) and TFHE's default circuits per
+#: value (one thread; brightness: saturating +60, lut: gamma-0.5; min/max not measured there).  What
+#: `hepix plan` quotes; a chain costs BFV one table whatever its length.
+MEASURED_MS_PER_VALUE = {
+    "bfv": {"threshold": 0.094, "brightness": 0.094, "lut": 0.093, "min": 0.091, "max": 0.091},
+    "tfhe": {"threshold": 88.6, "brightness": 275.0, "lut": 3408.0},
+}
+
+
+def _cost(scheme: str, name: str) -> str:
+    ms = MEASURED_MS_PER_VALUE.get(scheme, {}).get(name)
+    if not ms:
+        return ""
+    return f"; measured {ms:,.0f} ms per value" if ms >= 10 else f"; measured {ms:.2g} ms per value"
+
+
+def _table_support(spec: str, scheme: str, layout: Layout) -> Support:
+    """An 8-bit table op on CKKS/BFV/BGV keys: BFV runs it packed, exact and batched (:mod:`hecore.ops.lut`)."""
+    from hecore.ops.lut import parse_table_chain
+
+    ops = parse_table_chain([spec])          # malformed: the user's error, raised
+    fits = plan(ops, layout.value, scheme=scheme)
+    if not fits:
+        why = problems(max((p for p in PRESETS.values() if p.scheme == scheme), key=_size),
+                       requirements(ops, layout))
+        return Support(spec, scheme, False, "; ".join(why) + ("" if scheme == "bfv" else "; use --scheme bfv"))
+    return Support(spec, scheme, True, f"{fits[0].name}, {layout} layout: exact, batched (its table's polynomial "
+                                       f"over F_t on every slot at once){_cost(scheme, op_name(spec))}")
 
 
 def support(spec: str, scheme: str, layout: "Layout | str | None" = None) -> Support:
@@ -445,9 +531,20 @@ def chain_support(specs: Sequence[str], scheme: str, layout: "Layout | str | Non
         return Support(chain, scheme, True, "tfhe-default (`hepix keygen --scheme tfhe`)")
     if any(op_name(s) == "infer" for s in specs):
         return Support(chain, scheme, True, "an infer run; the job checks the preset")
-    from hecore.ops.spec import parse_match, parse_ops
+    from hecore.ops.spec import is_table_chain, parse_match, parse_ops
 
     specs, match = list(specs), None
+    if is_table_chain(specs):
+        from hecore.ops.lut import parse_table_chain
+
+        try:
+            ops = parse_table_chain(specs)
+        except ValueError as e:
+            return Support(chain, scheme, False, str(e))
+        fits = plan(ops, (Layout.parse(layout) if layout is not None else Layout.PACKED).value, scheme=scheme)
+        return (Support(chain, scheme, True, f"{fits[0].name}: one table for the chain "
+                                             f"(`hepix keygen --preset {fits[0].name}`)") if fits
+                else Support(chain, scheme, False, f"no {scheme.upper()} preset runs the chain as one table"))
     if specs and op_name(specs[-1]) == "match":         # a match comes last, after the ops it will see
         match = parse_match(specs.pop())
     lay = Layout.parse(layout) if layout is not None else Layout.PACKED

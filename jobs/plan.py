@@ -26,11 +26,15 @@ def seal_layout(args) -> str:
 def planned_chain(args):
     """(ops, match) of the ``--op`` specs in the CKKS/BFV/BGV vocabulary: a match:QUERY may come last,
     after the ops it will see."""
-    from hecore.ops.spec import op_name, parse_match, parse_ops
+    from hecore.ops.spec import is_table_chain, op_name, parse_match, parse_ops
 
     specs = list(args.op)
     match = None
     try:
+        if is_table_chain(specs):                   # 8-bit ops: one BFV table (hecore.ops.lut)
+            from hecore.ops.lut import parse_table_chain
+
+            return parse_table_chain(specs), None
         if specs and op_name(specs[-1]) == "match":
             match = parse_match(specs.pop())
         return parse_ops(specs), match
@@ -43,7 +47,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from hecore.ops.spec import SEAL_SCHEMES, TFHE_ONLY, op_name
+    from hecore.ops.spec import SEAL_SCHEMES, is_table_chain, op_name
     from hecore.planner import chain_support, describe_plan, describe_support, plan
     from hecore.schemes import scheme_named
 
@@ -58,7 +62,8 @@ def run(args) -> int:
     print(text)
     seal = [s for s in schemes if s in SEAL_SCHEMES]
     smallest = None
-    if seal and not any(op_name(s) in TFHE_ONLY or op_name(s) == "infer" for s in args.op):
+    table_ok = not is_table_chain(args.op) or any(v.ok for s, v in verdicts.items() if s in SEAL_SCHEMES)
+    if seal and table_ok and not any(op_name(s) == "infer" for s in args.op):
         ops, match = planned_chain(args)
         only = args.scheme if args.scheme in SEAL_SCHEMES else None
         print(f"CKKS/BFV/BGV presets, {seal_layout(args)} layout:")

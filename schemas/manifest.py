@@ -271,7 +271,7 @@ TILE = listing(integer(1, 4096), 2)
 SEAL_PARAMS = record({
     "scheme": text(8), "n": integer(1, 2**17), "qi_sizes": listing(integer(1, 64), 64),
     "scale_bits": integer(0, 128), "security_bits": integer(0, 1024), "name": text(64),
-    "plain_modulus_bits": integer(0, 64)})
+    "plain_modulus_bits": integer(0, 64), "rotations": boolean})
 #: hecore.tfhe.params.TfheParams.to_json
 TFHE_PARAMS = record({
     "name": text(64), "scheme": text(8), "parameters": text(128), "compression": text(128), "library": text(64),
@@ -337,9 +337,13 @@ FIELDS = {
 def _check_ops_of_scheme(ops: list, preset) -> None:
     """The image ops of a run are those of its scheme's vocabulary: TFHE's for a TFHE preset, CKKS/BFV/BGV's
     otherwise (:func:`op_list` accepted each in either)."""
-    from hecore.ops.spec import is_tfhe_preset, parse_op, recorded_chain
+    from hecore.ops.spec import is_table_chain, is_tfhe_preset, parse_op, recorded_chain
     try:
         if is_tfhe_preset(preset):
+            recorded_chain(ops, preset)
+        elif is_table_chain(ops):                # 8-bit tables: BFV's (hecore.ops.lut)
+            if _preset_params(preset).get("scheme") != "bfv":
+                raise ValueError(f"8-bit table ops ({' | '.join(ops)}) run on BFV keys only")
             recorded_chain(ops, preset)
         else:
             for o in ops:

@@ -57,7 +57,7 @@ def test_match_l1_gets_match_8192(match, specs):
 def test_plans_are_sorted_smallest_first_ckks_before_bfv_before_bgv():
     got = _plan(["brightness:50"], "packed")
     assert got == ["addonly-2048", "paper-4096", "bfv-4096", "bgv-4096", "tenseal-8192", "match-8192",
-                   "dft-8192", "bfv-8192", "bgv-8192", "dft-16384"]
+                   "dft-8192", "bfv-8192", "bgv-8192", "dft-16384", "lut-16384"]
 
 
 def test_integer_schemes():

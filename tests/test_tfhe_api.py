@@ -143,10 +143,11 @@ def test_parse_chain_with_scheme_tfhe_gives_tfhe_ops():
 
 
 @pytest.mark.parametrize("spec", ["threshold:128", "min:3", "max:9", "lut:invert", "brightness-wrap:60"])
-def test_the_seal_parser_refuses_tfhe_ops_saying_which_keys_run_them(spec):
-    with pytest.raises(ValueError, match="keygen --scheme tfhe"):
-        parse_chain([spec])
-    with pytest.raises(ValueError, match="CKKS, BFV and BGV cannot"):
+def test_the_seal_parser_reads_tfhe_ops_as_a_bfv_table_and_the_op_parser_says_which_keys_run_them(spec):
+    chain = parse_chain([spec])
+    assert chain.scheme is None and [op.spec for op in chain.ops] == [spec]
+    assert isinstance(chain.ops[0], tops.TfheOp.__args__)
+    with pytest.raises(ValueError, match="CKKS and BGV cannot.*lut-16384.*keygen --scheme tfhe"):
         parse_op(spec)
 
 
@@ -175,15 +176,15 @@ def test_seal_chains_parse_as_before():
 # --- the planner: every op/scheme pair -------------------------------------------------------------------
 
 @pytest.mark.parametrize("spec,scheme,ok,why", [
-    ("threshold:128", "ckks", False, "a comparison; use --scheme tfhe"),
-    ("threshold:128", "bfv", False, "a comparison"),
+    ("threshold:128", "ckks", False, "CKKS cannot: an 8-bit table is exact"),
+    ("threshold:128", "bfv", True, "lut-16384, packed layout: exact, batched"),
     ("threshold:128", "tfhe", True, "255 where x >= 128"),
-    ("lut:gamma-0.5", "bgv", False, "8-bit function"),
+    ("lut:gamma-0.5", "bgv", False, "in BFV, not BGV"),
     ("brightness:60", "ckks", True, "clipped to 0..255 once"),
     ("brightness:60", "tfhe", True, "saturating"),
     ("brightness:1.5", "bfv", False, "non-integer"),
     ("brightness:1.5", "tfhe", False, "integer"),
-    ("brightness-wrap:60", "ckks", False, "modulo 256"),
+    ("brightness-wrap:60", "ckks", False, "CKKS cannot"),
     ("meanfilter:3", "tfhe", False, "sums neighbours"),
     ("meanfilter:3", "bfv", True, "bfv-4096"),
     ("match:q,l1", "bfv", False, "approximation of |x|"),
@@ -204,7 +205,9 @@ def test_tfhe_runs_only_in_the_pixel_layout():
 def test_chain_support_names_the_preset_or_the_failing_op():
     assert chain_support(["brightness:60", "threshold:200"], "tfhe").ok
     bad = chain_support(["brightness:60", "threshold:200"], "ckks")
-    assert not bad.ok and bad.why.startswith("threshold:200: a comparison")
+    assert not bad.ok and bad.why.startswith("threshold:200: CKKS cannot")
+    bfv = chain_support(["brightness:60", "threshold:200"], "bfv")
+    assert bfv.ok and "lut-16384: one table for the chain" in bfv.why
     good = chain_support(["brightness:60", "match:q,l1"], "ckks")
     assert good.ok and "match-8192" in good.why
 
@@ -212,7 +215,8 @@ def test_chain_support_names_the_preset_or_the_failing_op():
 def test_hepix_plan_prints_every_pair_and_the_keygen_line(capsys):
     assert main(["plan", "--op", "brightness:60", "--op", "threshold:128"]) == 0
     out = capsys.readouterr().out
-    assert "ckks  no: a comparison; use --scheme tfhe" in out
+    assert "ckks  no: CKKS cannot: an 8-bit table is exact" in out and "bfv   yes: lut-16384" in out
+    assert "smallest: lut-16384" in out
     assert "tfhe  yes" in out and "hepix keygen --scheme tfhe" in out
     assert main(["plan", "--op", "threshold:128", "--scheme", "ckks"]) == 1
     assert "CKKS cannot run it" in capsys.readouterr().out
@@ -342,6 +346,8 @@ def test_a_tfhe_manifest_validates_and_a_seal_op_in_it_does_not():
         validated({**base, "params": {**TFHE_DEFAULT.to_json(), "bits": 16}})
     from hecore.params import preset
     seal = {**base, "preset": "paper-4096", "params": preset("paper-4096").to_json(), "strategy": "fresh"}
-    with pytest.raises(ManifestInvalid, match="scheme"):
+    with pytest.raises(ManifestInvalid, match="BFV keys only"):
         validated(seal)                                  # threshold: not a CKKS op
+    lut = {**seal, "preset": "lut-16384", "params": preset("lut-16384").to_json()}
+    assert validated(lut).ops == ["brightness:60", "threshold:128"]   # a BFV table chain
     assert validated({**seal, "ops": ["brightness:60", "meanfilter:3"]}).preset == "paper-4096"

@@ -30,6 +30,9 @@ SUITES: dict[str, tuple[str, str]] = {
     "tfhe": ("bench.suites.tfhe", "TFHE per pixel value on a measured crop (encrypt, brightness +60 "
                                   "saturating, threshold, min/max, a gamma table, decrypt), extrapolated to "
                                   "512x512 RGB, bytes per value, peak memory"),
+    "lut": ("bench.suites.lut", ("exact 8-bit ops (threshold, saturating +60, a gamma table) on packed BFV "
+                                 "(lut-16384) against TFHE and CKKS's sign on the same pixels, one run; a "
+                                 "512x512 RGB image thresholded on BFV, measured")),
     "infer": ("bench.suites.infer", "encrypted logistic regression and TinyCNN on the digits, one sample "
                                     "alone and a batch, against Deonise et al., one core"),
     "corpus": ("bench.suites.corpus", "encrypt -> process brightness:60 -> decrypt of the DIV2K 2048x1024 "

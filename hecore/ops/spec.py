@@ -87,7 +87,7 @@ import numpy as np
 __all__ = [
     "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops",
     "Chain", "parse_chain", "Match", "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets",
-    "MAX_MEAN_K", "SEAL_SCHEMES", "TFHE_ONLY", "NOT_IN_TFHE", "op_name",
+    "MAX_MEAN_K", "SEAL_SCHEMES", "TFHE_ONLY", "NOT_IN_TFHE", "op_name", "is_table_chain",
 ]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
@@ -341,10 +341,17 @@ def op_name(spec) -> str:
     return spec.strip().partition(":")[0].strip().lower() if isinstance(spec, str) else ""
 
 
+def is_table_chain(specs) -> bool:
+    """Whether a chain of specs holds an 8-bit table op (threshold, min, max, lut, brightness-wrap): then the
+    whole chain is TFHE's vocabulary (``brightness:B`` saturating after every op), and on SEAL keys it runs
+    as one table on packed BFV (:mod:`hecore.ops.lut`)."""
+    return any(op_name(s) in TFHE_ONLY for s in specs)
+
+
 def _tfhe_only(spec: str, name: str) -> ValueError:
-    return ValueError(f"{spec.strip()} is {TFHE_ONLY[name]}, which CKKS, BFV and BGV cannot evaluate on encrypted "
-                      "pixels; TFHE runs it exactly: make TFHE keys (`hepix keygen --scheme tfhe`) and encrypt "
-                      "with them")
+    return ValueError(f"{spec.strip()} is {TFHE_ONLY[name]}, which CKKS and BGV cannot evaluate on encrypted "
+                      "pixels; BFV runs it exactly on packed ciphertexts (`hepix keygen --preset lut-16384`) and "
+                      "TFHE per value (`hepix keygen --scheme tfhe`)")
 
 
 def parse_op(spec: str) -> Op:
@@ -424,6 +431,10 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
         raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SEAL_SCHEMES + ('tfhe',))}")
     if not specs:
         raise ValueError(f"no operation given: expected {_FORMS}, or match:QUERY, or infer:MODEL")
+    if is_table_chain(specs):                  # 8-bit functions folded into one table (hecore.ops.lut, BFV)
+        from .lut import parse_table_chain
+
+        return Chain(ops=tuple(parse_table_chain(specs)))
     kinds = [op_name(s) for s in specs]
     if "match" in kinds:
         if len(specs) != 1:
@@ -627,9 +638,15 @@ def is_tfhe_preset(preset) -> bool:
     return isinstance(preset, str) and preset.startswith("tfhe-")
 
 
+def _exact_bytes(specs: Sequence[str], preset) -> bool:
+    """Whether a run's values are exact 8-bit results: TFHE's, or a table chain's on BFV."""
+    return is_tfhe_preset(preset) or is_table_chain(specs)
+
+
 def recorded_chain(specs: Sequence[str], preset) -> list:
-    """The op objects of a run's recorded op specs, in the vocabulary of the scheme that ran them."""
-    if is_tfhe_preset(preset):
+    """The op objects of a run's recorded op specs, in the vocabulary of the scheme that ran them (TFHE's
+    for a TFHE preset or a table chain)."""
+    if _exact_bytes(specs, preset):
         from hecore.tfhe.ops import parse_op as parse_tfhe_op
 
         return [parse_tfhe_op(s) for s in specs]
@@ -639,8 +656,8 @@ def recorded_chain(specs: Sequence[str], preset) -> list:
 def recorded_reference(img_uint8: np.ndarray, specs: Sequence[str], preset) -> np.ndarray:
     """The plaintext result (float64) of a run's recorded ops on an original image: :func:`reference`
     for CKKS/BFV/BGV (one clipping at the end, by the caller); for TFHE the exact 8-bit result, with
-    the same saturation after every op that the encrypted circuits apply."""
-    if is_tfhe_preset(preset):
+    the same saturation after every op that the encrypted circuits apply (and BFV's tables)."""
+    if _exact_bytes(specs, preset):
         from hecore.tfhe.ops import reference_chain
 
         return reference_chain(np.asarray(img_uint8, dtype=np.uint8), recorded_chain(specs, preset)).astype(np.float64)
@@ -648,9 +665,9 @@ def recorded_reference(img_uint8: np.ndarray, specs: Sequence[str], preset) -> n
 
 
 def recorded_finish(specs: Sequence[str], preset) -> Finish:
-    """The :class:`Finish` of a run's recorded ops: TFHE values are the exact bytes (no scaling, the
-    integer grid), the SEAL schemes' that of :func:`finish_for`."""
-    if is_tfhe_preset(preset):
+    """The :class:`Finish` of a run's recorded ops: TFHE values and BFV tables' are the exact bytes (no
+    scaling, the integer grid), the SEAL schemes' otherwise that of :func:`finish_for`."""
+    if _exact_bytes(specs, preset):
         recorded_chain(specs, preset)          # refuses an op TFHE did not run
         return Finish(Fraction(1), Fraction(0), Fraction(1))
     return finish_for(parse_ops(list(specs)))

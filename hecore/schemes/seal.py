@@ -77,7 +77,8 @@ class SealScheme(Scheme):
 
         if compressed_server_key:
             raise InvalidParameters("--compressed-server-key is for TFHE keys (--scheme tfhe)")
-        return seal_keys.keygen(params, out, overwrite=overwrite, rotations=rotations)
+        # a pointwise-only preset (lut-16384) has no rotation keys: its tiles fill all N slots
+        return seal_keys.keygen(params, out, overwrite=overwrite, rotations=rotations and params.rotations)
 
     def export_public(self, keys, out):
         return seal_keys.export_public(keys, out)
@@ -93,9 +94,11 @@ class SealScheme(Scheme):
         cannot), a compact storage allows it, a packed chain fits the tiles' halo, and a
         frequency-domain filter gets the run's tile (decrypt's reference filters the same tiles)."""
         from hecore.ops.packed import check_packed_chain
-        from hecore.ops.spec import parse_ops
+        from hecore.ops.spec import is_table_chain, parse_ops
         from hecore.planner import check as check_params
 
+        if is_table_chain(list(done) + [op.spec for op in ops]):
+            return _table_chain(params, done, ops, layout)
         before = parse_ops(list(done))
         ops = _with_tiles(ops, layout, options, params)
         check_params(params, before + ops, layout)
@@ -109,8 +112,10 @@ class SealScheme(Scheme):
         return ops
 
     def plausible_range(self, specs: Sequence[str]) -> tuple[float, float]:
-        from hecore.ops.spec import parse_ops, raw_range
+        from hecore.ops.spec import is_table_chain, parse_ops, raw_range
 
+        if is_table_chain(specs):           # a BFV table's values are exact bytes
+            return -0.5, 255.5
         lo, hi = raw_range(parse_ops(list(specs)))
         margin = 0.5 + 1e-3 * (hi - lo)
         return lo - margin, hi + margin
@@ -123,12 +128,28 @@ class SealScheme(Scheme):
 
 def _chain_and_match(specs: Sequence[str]):
     """The image ops of a chain and its match (last, when there is one)."""
-    from hecore.ops.spec import parse_match, parse_ops
+    from hecore.ops.spec import is_table_chain, parse_match, parse_ops
 
     specs, match = list(specs), None
+    if is_table_chain(specs):                   # 8-bit ops: one BFV table (hecore.ops.lut)
+        from hecore.ops.lut import parse_table_chain
+
+        return parse_table_chain(specs), None
     if specs and specs[-1].strip().lower().startswith("match:"):
         match = parse_match(specs.pop())
     return parse_ops(specs), match
+
+
+def _table_chain(params, done: Sequence[str], ops: list, layout: str) -> list:
+    """A chain of 8-bit ops (hecore.ops.lut) on a run that did ``done``: the ops in TFHE's vocabulary (one
+    table, brightness saturating), on ciphertexts that hold 8-bit pixels, with parameters that afford it."""
+    from hecore.ops.lut import check_table_input, parse_table_chain
+    from hecore.planner import check as check_params
+
+    check_table_input(list(done), layout)
+    table_ops = parse_table_chain([op.spec for op in ops])
+    check_params(params, table_ops, layout)
+    return table_ops
 
 
 def _with_tiles(ops: list, layout: str, options: dict, params) -> list:

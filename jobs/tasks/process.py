@@ -101,14 +101,17 @@ def packed_geometry(r: dict):
 
 def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
                      run_id: str, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
-    """Apply the op chain to every packed ciphertext (one tile channel each), row by row."""
+    """Apply the op chain to every packed ciphertext (one tile channel each), row by row.  A chain of 8-bit
+    ops (threshold, min, max, lut; a row whose earlier ops were such a chain) is one BFV table
+    (:mod:`hecore.ops.lut`)."""
+    from hecore.ops.lut import evaluate_chain
     from hecore.ops.packed import apply_op
-    from hecore.ops.spec import parse_ops
+    from hecore.ops.spec import is_table_chain, parse_ops
 
     ev = worker_state(token, broadcast, build_evaluator, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
-    ops = parse_ops(specs)
+    ops = None if is_table_chain(specs) else parse_ops(specs)
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -118,9 +121,12 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
             t = time.perf_counter()
             try:
                 c, ps = ev.load(r["ct"]), r["post_scale"]
-                geom = packed_geometry(r)
-                for op in ops:
-                    c, ps = apply_op(ev, c, op, geom, ps)
+                if ops is None or is_table_chain(r["ops"]):
+                    c = evaluate_chain(ev, c, specs)
+                else:
+                    geom = packed_geometry(r)
+                    for op in ops:
+                        c, ps = apply_op(ev, c, op, geom, ps)
                 cts.append(ev.dump_like(c, r["ct"]))     # compact in, compact out (hecore.atrest)
             except Exception as e:  # noqa: BLE001 -- SEAL's refusals (a forged scale: "values too large") vary
                 if not work_failed(r, e):
