@@ -19,7 +19,7 @@ from PIL import Image
 from hecore.tfhe.ops import chain_table, parse_op
 from jobs.cli import main
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.seconds(75), pytest.mark.spark]
 
 SPARK = ["--master", "local[2]", "--quiet"]
 
