@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["evaluations", "coefficients"]
+__all__ = ["coefficients", "evaluations"]
 
 
 @lru_cache(maxsize=8)

@@ -22,7 +22,7 @@ from hecore.errors import InvalidParameters
 
 from .models import PIXEL_MAX, PIXELS, LogReg, Quantised, quantise, sigmoid_poly
 
-__all__ = ["positions", "weights_polynomial", "fits", "encrypt_samples", "infer", "decrypt_scores"]
+__all__ = ["decrypt_scores", "encrypt_samples", "fits", "infer", "positions", "weights_polynomial"]
 
 
 def positions(classes: int) -> np.ndarray:

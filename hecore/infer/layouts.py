@@ -29,7 +29,7 @@ from hecore.errors import InvalidParameters
 from . import coefficients, encrypted, windows
 from .models import PIXELS, LogReg, sigmoid_poly
 
-__all__ = ["LAYOUTS", "Layout", "Estimate", "parse_layout", "estimates", "choose", "encrypt", "infer", "decrypt"]
+__all__ = ["LAYOUTS", "Estimate", "Layout", "choose", "decrypt", "encrypt", "estimates", "infer", "parse_layout"]
 
 PIXEL = "pixel-per-ciphertext"
 BLOCK = "block"

@@ -28,8 +28,17 @@ from hecore.errors import InvalidParameters
 
 from .models import PIXEL_MAX, PIXELS, POOL_OF, TAPS, TinyCNN
 
-__all__ = ["TAP_STRIDE", "KERNEL_STRIDE", "ORDER", "fits", "layout_sample", "encrypt_samples", "infer",
-           "decrypt_scores", "rotations"]
+__all__ = [
+    "KERNEL_STRIDE",
+    "ORDER",
+    "TAP_STRIDE",
+    "decrypt_scores",
+    "encrypt_samples",
+    "fits",
+    "infer",
+    "layout_sample",
+    "rotations",
+]
 
 TAP_STRIDE = 64
 KERNEL_STRIDE = 16 * TAP_STRIDE
