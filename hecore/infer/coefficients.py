@@ -20,6 +20,7 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
+from .encrypted import cached_plaintext
 from .models import PIXEL_MAX, PIXELS, LogReg, Quantised, quantise, sigmoid_poly
 
 __all__ = ["decrypt_scores", "encrypt_samples", "fits", "infer", "positions", "weights_polynomial"]
@@ -80,14 +81,8 @@ def encrypt_samples(ctx, x: np.ndarray) -> list[bytes]:
 def _encoded(model, ev, kind: str, values: np.ndarray, level: int, scale):
     """The plaintext polynomial ``values`` for ``ev``, kept on the model (the weights are public; encoding
     them is a one-off per model and key)."""
-    cache = model.__dict__.setdefault("_coefficients", {})
-    if cache.get("ev") is not ev:
-        cache.clear()
-        cache["ev"] = ev
-    key = (kind, level, scale)
-    if key not in cache:
-        cache[key] = ev.ctx.encode_coefficients(values, level=level, scale=scale)
-    return cache[key]
+    return cached_plaintext(model, ev, "coefficients", (kind, level, scale),
+                            lambda: ev.ctx.encode_coefficients(values, level=level, scale=scale))
 
 
 def infer(ev, model, cts: list, *, quantised: Quantised | None = None, stats: dict | None = None) -> list:

@@ -76,6 +76,18 @@ def _plain_cache(model, ev) -> _Plain:
     return cache[key]
 
 
+def cached_plaintext(model, ev, family: str, key, make):
+    """``make()`` (a plaintext of ``model``'s public weights for ``ev``), kept on the model under
+    ``family`` and ``key`` for as long as the model serves the same evaluator."""
+    cache = model.__dict__.setdefault(f"_encoded_{family}", {})
+    if cache.get("ev") is not ev:
+        cache.clear()
+        cache["ev"] = ev
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
 def _linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float):
     """``sum_i weights[i] cts[i] + bias`` (CKKS: one level; zero weights skipped)."""
     integer = ev.params.is_integer

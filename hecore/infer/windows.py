@@ -26,6 +26,7 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
+from .encrypted import cached_plaintext
 from .models import PIXEL_MAX, PIXELS, POOL_OF, TAPS, TinyCNN
 
 __all__ = [
@@ -118,14 +119,8 @@ def _masks(model: TinyCNN, slots: int) -> dict:
 
 
 def _plain(model, ev, name: str, values: np.ndarray, level: int, scale: float):
-    cache = model.__dict__.setdefault("_windows", {})
-    if cache.get("ev") is not ev:
-        cache.clear()
-        cache["ev"] = ev
-    key = (name, level, scale)
-    if key not in cache:
-        cache[key] = ev.encode(values, level=level, scale=scale)
-    return cache[key]
+    return cached_plaintext(model, ev, "windows", (name, level, scale),
+                            lambda: ev.encode(values, level=level, scale=scale))
 
 
 def _sum_rotations(ev, c, steps):
