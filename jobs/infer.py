@@ -112,7 +112,7 @@ def run_encrypt(args) -> int:
                 finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
                 layout=LAYOUT, strategy="fresh", security="ind-cpa", preset=params.name, params=params.to_json(),
                 key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n,
-                                                 "layout": str(layout) if layout else None},
+                                                 "infer_layout": str(layout) if layout else None},
                 counts=Counts(images_in=n, images_encrypted=n, ciphertexts=len(rows), ciphertext_bytes=nbytes),
                 timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark),
                 files=files, checksums=table_checksums(files))
@@ -167,7 +167,7 @@ def _parent_layout(parent):
     """The layout an encrypt-digits run wrote (older runs: SIMD batches, packed with --pack)."""
     from hecore.infer import layouts
 
-    name = parent.options.get("layout")
+    name = parent.options.get("infer_layout")
     return layouts.parse_layout(name) if name else None
 
 

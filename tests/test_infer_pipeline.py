@@ -76,7 +76,7 @@ def test_a_few_digits_run_one_per_ciphertext_in_the_chosen_layout(tmp_path, caps
     assert f"layout {layout} (chosen for {samples} samples of {model} on {preset}" in out
     assert f"layout {layout} (chosen when the digits were encrypted)" in out
     m = json.loads((tmp_path / "enc" / "_manifest.json").read_text())
-    assert m["options"]["layout"] == layout and m["counts"]["ciphertexts"] == samples
+    assert m["options"]["infer_layout"] == layout and m["counts"]["ciphertexts"] == samples
     task = infer.digits_task("01")
     x = task.x_test[:samples]
     plain = infer.predictions(layouts.plain_outputs(infer.train(model, task), x), True)

@@ -36,7 +36,7 @@ from bench import seeds
 from bench.contexts import Keys
 from bench.rows import run_columns, write_rows
 from bench.schemas import BENCH_INFER
-from bench.timing import median, pin_one_core
+from bench.timing import load_1m, median, pin_one_core
 from hecore.infer import layouts
 from hecore.infer import models as infer
 from jobs.runtime import runinfo
@@ -234,7 +234,8 @@ def run(args) -> int:
     run_id, started = runinfo.new_run_id(), runinfo.now()
     configs = QUICK if args.quick else DEFAULT
     print(f"hepix bench {run_id}: encrypted inference on scikit-learn's digits against {seeds.ML_PAPER.short}, "
-          f"{cores} core{'s' if cores != 1 else ''}{' (quick)' if args.quick else ''}")
+          f"{cores} core{'s' if cores != 1 else ''}{' (quick)' if args.quick else ''}; load average {load_1m() or 0:.1f} "
+          "(others' work on a shared machine slows every figure alike: compare ratios within a run)")
 
     def progress(m):
         print(f"  {m.model:<8} {m.task:<3} {m.preset:<10} {m.layout:<20} {m.samples:>4} samples "
@@ -268,6 +269,7 @@ def run(args) -> int:
         ("accuracy_encrypted", "acc", ".3f"), ("accuracy_plain", "plain", ".3f"), ("seed_accuracy", "paper acc", ".2f"),
         ("bytes_per_sample", "B/sample", ",.0f"), ("seed_bytes_per_sample", "paper B", ",.0f"),
     ]))
-    print(f"paper: {seeds.ML_PAPER.cite()}, Tables 1-2 (digits 0 vs 1, N=8192)")
+    print(f"paper: {seeds.ML_PAPER.cite()}, Tables 1-2 (digits 0 vs 1, N=8192); load average at the end "
+          f"{load_1m() or 0:.1f}")
     print(f"\nwrote {path}")
     return 0
