@@ -78,25 +78,30 @@ def encrypt_samples(ctx, x: np.ndarray) -> list[bytes]:
     return [ctx.encrypt_coefficients(row) for row in x]
 
 
-def _encoded(model, ev, kind: str, values: np.ndarray, level: int, scale):
-    """The plaintext polynomial ``values`` for ``ev``, kept on the model (the weights are public; encoding
+def _encoded(model, ev, kind: str, values, level: int, scale):
+    """The plaintext polynomial ``values()`` for ``ev``, kept on the model (the weights are public; encoding
     them is a one-off per model and key)."""
     return cached_plaintext(model, ev, "coefficients", (kind, level, scale),
-                            lambda: ev.ctx.encode_coefficients(values, level=level, scale=scale))
+                            lambda: ev.ctx.encode_coefficients(values(), level=level, scale=scale))
+
+
+def _weights(model, ev, quantised: Quantised | None):
+    """(weights, bias) the layout multiplies by, checked once per model and evaluator."""
+    def make():
+        why = fits(model, ev.params)
+        if why:
+            raise InvalidParameters(why)
+        if ev.params.is_integer:
+            return (quantised or quantise(model, ev.params.plain_modulus)).layers[0]
+        return model.head()
+    return cached_plaintext(model, ev, "coefficients", "weights", make)
 
 
 def infer(ev, model, cts: list, *, quantised: Quantised | None = None, stats: dict | None = None) -> list:
     """The model on loaded ciphertexts of :func:`encrypt_samples`: one output ciphertext per sample,
     class k's score (binary CKKS: the sigmoid line's probability) at coefficient ``64k + 63``."""
-    why = fits(model, ev.params)
-    if why:
-        raise InvalidParameters(why)
+    w, b = _weights(model, ev, quantised)
     integer = ev.params.is_integer
-    if integer:
-        quantised = quantised or quantise(model, ev.params.plain_modulus)
-        w, b = quantised.layers[0]
-    else:
-        w, b = model.head()
     t0 = time.perf_counter()
     out = []
     for c in cts:
@@ -107,10 +112,10 @@ def infer(ev, model, cts: list, *, quantised: Quantised | None = None, stats: di
             c = ev.mod_switch(c, spare)
         level = ev.level(c)
         q = None if integer else ev.level_prime(c)
-        acc = ev.rescale(ev.multiply_plain(c, _encoded(model, ev, "w", weights_polynomial(w), level, q)))
+        acc = ev.rescale(ev.multiply_plain(c, _encoded(model, ev, "w", lambda: weights_polynomial(w), level, q)))
         if np.any(b):
             scale = None if integer else ev.scale(acc)
-            acc = ev.add_plain(acc, _encoded(model, ev, "b", _bias_polynomial(b), ev.level(acc), scale))
+            acc = ev.add_plain(acc, _encoded(model, ev, "b", lambda: _bias_polynomial(b), ev.level(acc), scale))
         out.append(acc)
     if stats is not None:
         stats["infer_seconds"] = time.perf_counter() - t0
