@@ -17,29 +17,30 @@ __all__ = ["coefficients", "evaluations"]
 
 
 @lru_cache(maxsize=8)
-def _powers(n: int, support: int) -> np.ndarray:
-    """(support, n/2) complex: ``zeta_j ** k`` for the first ``support`` powers ``k`` of every slot's root."""
+def _exponents(n: int) -> np.ndarray:
+    """``5^j mod 2N`` for the N/2 slots: slot j's root is ``zeta ** _exponents(n)[j]``."""
     if n & (n - 1) or n < 4:
         raise ValueError(f"the ring degree must be a power of two >= 4, got {n}")
-    if not 1 <= support <= n:
-        raise ValueError(f"a support of {support} coefficients does not fit a ring of degree {n}")
     g = np.empty(n // 2, dtype=np.int64)
     g[0] = 1
     for j in range(1, n // 2):
         g[j] = g[j - 1] * 5 % (2 * n)
-    k = np.arange(support, dtype=np.int64)
-    e = np.outer(k, g) % (2 * n)
-    out = np.exp(1j * np.pi * e / n)
-    out.flags.writeable = False
-    return out
+    g.flags.writeable = False
+    return g
 
 
 def evaluations(coeffs: np.ndarray, n: int) -> np.ndarray:
-    """The N/2 slot values of the real polynomial with coefficients ``coeffs`` (at most ``n``)."""
+    """The N/2 slot values of the real polynomial with coefficients ``coeffs`` (at most ``n``): one FFT of
+    length 2N evaluates it at every 2N-th root of unity, of which the slots take theirs.  (An FFT, not a
+    matrix product: BLAS threads pinned to one core would stall it.)"""
     c = np.asarray(coeffs, dtype=np.float64)
     if c.ndim != 1:
         raise ValueError(f"coefficients are a vector, got shape {c.shape}")
-    return c @ _powers(n, len(c))
+    if c.size > n:
+        raise ValueError(f"{c.size} coefficients do not fit a ring of degree {n}")
+    padded = np.zeros(2 * n)
+    padded[:c.size] = c
+    return np.fft.ifft(padded)[_exponents(n)] * (2 * n)
 
 
 def coefficients(slots: np.ndarray, n: int, positions: np.ndarray) -> np.ndarray:
@@ -51,5 +52,12 @@ def coefficients(slots: np.ndarray, n: int, positions: np.ndarray) -> np.ndarray
     pos = np.asarray(positions, dtype=np.int64)
     if pos.size and (pos.min() < 0 or pos.max() >= n):
         raise ValueError(f"coefficient positions must lie in 0..{n - 1}")
-    e = _powers(n, int(pos.max()) + 1 if pos.size else 1)[pos]
-    return (2.0 / n) * (np.conj(e) @ z).real
+    return (2.0 / n) * (_inverse_roots(n, tuple(pos.tolist())) * z).sum(axis=1).real
+
+
+@lru_cache(maxsize=16)
+def _inverse_roots(n: int, positions: tuple) -> np.ndarray:
+    """(positions, N/2): ``zeta_j ** -k`` for each position k and slot j."""
+    out = np.exp(-1j * np.pi * (np.outer(positions, _exponents(n)) % (2 * n)) / n)
+    out.flags.writeable = False
+    return out
