@@ -332,7 +332,8 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
     pa.field("scheme", pa.string(), nullable=False),
     pa.field("preset", pa.string(), nullable=False),
     pa.field("ring", pa.int32(), nullable=False),
-    pa.field("layout", pa.string(), nullable=False),           # pixel-per-ciphertext | block-B
+    pa.field("layout", pa.string(), nullable=False),           # the batch's: pixel-per-ciphertext | block-B | coefficients | windows
+    pa.field("layout_requested", pa.string()),                 # auto (hecore.infer.layouts.choose) | a forced layout
     pa.field("samples", pa.int32(), nullable=False),
     pa.field("ciphertexts", pa.int32(), nullable=False),
     pa.field("ciphertext_bytes", pa.int64(), nullable=False),
@@ -350,6 +351,9 @@ BENCH_INFER = pa.schema(_RUN_FIELDS + [
     pa.field("single_sample_infer_ms", pa.float64()),
     pa.field("single_sample_layout", pa.string()),
     pa.field("single_sample_repeats", pa.int32()),
+    pa.field("single_sample_baseline_layout", pa.string()),    # the batch's layout with one sample
+    pa.field("single_sample_baseline_ms", pa.float64()),
+    pa.field("single_sample_speedup", pa.float64()),           # baseline ms / single_sample_ms
     pa.field("accuracy_plain", pa.float64(), nullable=False),
     pa.field("accuracy_encrypted", pa.float64(), nullable=False),
     pa.field("agreement", pa.float64(), nullable=False),

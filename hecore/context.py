@@ -213,6 +213,53 @@ class HEContext:
         :meth:`encrypt_complex`) does, in two steps."""
         return self._he.encryptPtxt(plaintext).to_bytes(compr_mode="none")
 
+    # --- coefficient encoding (a vector as the coefficients of one plaintext polynomial) --------
+    def encode_coefficients(self, coeffs, *, level: int = 0, scale: float | None = None) -> PyPtxt:
+        """The plaintext polynomial ``sum_k coeffs[k] X^k`` (``len(coeffs) <= N``): BFV/BGV take
+        integers within ``±(t-1)/2``, stored mod t; CKKS times ``scale`` (default the context's),
+        at ``level``.  No key is involved (:mod:`hecore.embedding` for CKKS)."""
+        c = np.asarray(coeffs)
+        if c.ndim != 1 or not 1 <= c.size <= self.params.n:
+            raise ValueError(f"1 to {self.params.n} coefficients fit a plaintext of {self.params.name}, got shape {c.shape}")
+        he = self._he
+        if self.params.is_integer:
+            ints = integer_slots(c, self.params) % self.params.plain_modulus
+            return PyPtxt(pyfhel=he, bytestring=_integer_plaintext_bytes(self._integer_plain_prefix, ints))
+        from .embedding import evaluations
+
+        kw = {} if scale is None else {"scale": float(scale)}
+        ptxt = he.encodeComplex(evaluations(c, self.params.n), **kw)
+        for _ in range(level):
+            he.mod_switch_to_next(ptxt)
+        return ptxt
+
+    def encrypt_coefficients(self, coeffs) -> bytes:
+        """Public-key encryption of :meth:`encode_coefficients` (top level, default scale), serialized uncompressed."""
+        return self._he.encryptPtxt(self.encode_coefficients(coeffs)).to_bytes(compr_mode="none")
+
+    def decrypt_coefficients(self, ct: bytes | memoryview | PyCtxt, positions) -> np.ndarray:
+        """The coefficients at ``positions`` of the decrypted plaintext polynomial (float64): BFV/BGV
+        the centred representatives mod t, CKKS divided by the ciphertext's scale."""
+        self._require_secret("decryption")
+        c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
+        pos = np.asarray(positions, dtype=np.int64)
+        if not self.params.is_integer:
+            from .embedding import coefficients
+
+            return coefficients(np.asarray(self._he.decryptComplex(c)), self.params.n, pos)
+        raw = self._he.decryptPtxt(c).to_bytes(compr_mode="none")
+        have = np.frombuffer(raw, dtype=np.uint64, offset=_INTEGER_PLAIN_PREFIX).astype(np.int64)
+        vals = np.zeros(pos.shape, dtype=np.int64)         # SEAL trims the polynomial's zero top coefficients
+        inside = pos < have.size
+        vals[inside] = have[pos[inside]]
+        t = self.params.plain_modulus
+        return np.where(vals > (t - 1) // 2, vals - t, vals).astype(np.float64)
+
+    @cached_property
+    def _integer_plain_prefix(self) -> bytes:
+        raw = self._he.encodeInt(np.zeros(1, dtype=np.int64)).to_bytes(compr_mode="none")
+        return raw[:_INTEGER_PLAIN_PREFIX]
+
     @cached_property
     def ct_format(self) -> CiphertextFormat:
         """The byte format of this context's fresh ciphertexts (measured on an encryption of 0)."""
@@ -316,6 +363,23 @@ def _stored_primes(c: PyCtxt, raw: bytes) -> int:
 # coefficients directly; only this module turns them into Pyfhel objects.
 PLAINTEXT_SCALE_OFFSET = 56        # the double ``scale`` in the prefix
 PARMS_ID = slice(16, 48)           # parms_id (4 x uint64), same place in ciphertexts and plaintexts
+
+
+# An uncompressed SEAL 4.1 BFV/BGV plaintext: the SEAL header (16 bytes: magic, version, compression,
+# total size), parms_id (32, zero: not NTT form), coefficient count (8), scale (8), then the data
+# array's own SEAL header (16) and size (8) before its uint64 coefficients.
+_INTEGER_PLAIN_PREFIX = 88
+
+
+def _integer_plaintext_bytes(prefix: bytes, coeffs: np.ndarray) -> bytes:
+    """SEAL bytes of the BFV/BGV plaintext with ``coeffs`` (uint64 < t), from a plaintext's ``prefix``."""
+    k = int(coeffs.size)
+    raw = bytearray(prefix)
+    raw[8:16] = (_INTEGER_PLAIN_PREFIX + 8 * k).to_bytes(8, "little")
+    raw[48:56] = k.to_bytes(8, "little")
+    raw[72:80] = (24 + 8 * k).to_bytes(8, "little")
+    raw[80:88] = k.to_bytes(8, "little")
+    return bytes(raw) + np.ascontiguousarray(coeffs, dtype=np.uint64).tobytes()
 
 
 class PlainCodec:

@@ -6,11 +6,16 @@
   ciphertext per pixel position -- or, with ``--pack`` (CKKS logistic regression), several pixel
   positions per ciphertext.  Column meanings for this layout: ``h`` samples in the batch, ``y``
   the first sample's index in the test split, ``tile_h`` the block (slots per pixel position),
-  ``index`` the ciphertext's place in the batch.
+  ``index`` the ciphertext's place in the batch.  ``--samples N`` encrypts the first N digits only;
+  ``--model MODEL`` lets :func:`hecore.infer.layouts.choose` pick the fastest layout for N samples of
+  that model and prints it -- for a few samples one ciphertext per sample (``coefficients`` for logreg,
+  ``windows`` for TinyCNN in CKKS: each sample its own batch, ``tile_h`` 0), for many the batches
+  above; ``--layout`` forces one.
 * ``hepix process --op infer:MODEL[,task=01|all]`` (public keys only): the server trains its model on
   the public training split (fixed seeds) and runs it on every batch; each output row is one head
-  output (``index`` = class, or 0 for the binary probability), with ``post_scale`` the factor the
-  key holder multiplies by (BFV's quantisation).
+  output (``index`` = class, or 0 for the binary probability; one sample per ciphertext: one row per
+  sample holding all its outputs), with ``post_scale`` the factor the key holder multiplies by (BFV's
+  quantisation).  It prints the layout the digits were encrypted in.
 * ``hepix decrypt``: the key holder decrypts the head outputs into ``predictions`` (one row per digit,
   with its label) and ``inference_metrics`` (accuracy per batch and overall, bytes per sample, times).
 """
@@ -44,12 +49,20 @@ def add_encrypt_arguments(p) -> None:
     p.add_argument("--pack", action="store_true",
                    help="several pixel positions per ciphertext (CKKS logistic regression only; fewer, "
                         "smaller ciphertexts per sample)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="encrypt the first N test digits only (default: all of them)")
+    p.add_argument("--model", choices=("logreg", "tinycnn"), default=None,
+                   help="choose the fastest layout for this model and the number of samples (one sample per "
+                        "ciphertext for a few, SIMD batches for many); the choice is printed")
+    p.add_argument("--layout", default=None,
+                   help="force a layout: pixel-per-ciphertext, block-B, coefficients (logreg) or windows "
+                        "(TinyCNN, CKKS); needs --model")
     add_spark_arguments(p)
 
 
 def run_encrypt(args) -> int:
     """``hepix encrypt-digits``: scikit-learn's digits (test split), encrypted with the public key."""
-    from hecore.infer import encrypted
+    from hecore.infer import encrypted, layouts
     from hecore.infer import models as infer
     from hecore.keys import load_public
 
@@ -60,14 +73,23 @@ def run_encrypt(args) -> int:
                          "leave --pack out")
     task = infer.digits_task(args.task)
     run_id, started = runinfo.new_run_id(), runinfo.now()
-    n = len(task.y_test)
+    n = len(task.y_test) if args.samples is None else args.samples
+    if not 1 <= n <= len(task.y_test):
+        raise HepixError(f"--samples {n} is not between 1 and the task's {len(task.y_test)} test digits")
+    layout, model = _encrypt_layout(args, params, task, n)
     rows = []
     t_all = time.perf_counter()
-    for b, start in enumerate(range(0, n, params.slots)):
-        x = task.x_test[start:start + params.slots]
-        block = encrypted.block_for(len(x), params.slots, args.pack)
+    per_sample = layout is not None and layout.per_sample
+    step = 1 if per_sample else params.slots
+    for b, start in enumerate(range(0, n, step)):
+        x = task.x_test[start:min(n, start + step)]
         t0 = time.perf_counter()
-        cts = encrypted.encrypt_batch(ctx, x, block=block)
+        if layout is None:
+            block = encrypted.block_for(len(x), params.slots, args.pack)
+            cts = encrypted.encrypt_batch(ctx, x, block=block)
+        else:
+            block = 0 if per_sample else (layout.block or params.slots)
+            cts = layouts.encrypt(ctx, layout, x, model)
         secs = (time.perf_counter() - t0) / len(cts)
         for i, ct in enumerate(cts):
             rows.append({
@@ -89,7 +111,8 @@ def run_encrypt(args) -> int:
                 job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
                 finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
                 layout=LAYOUT, strategy="fresh", security="ind-cpa", preset=params.name, params=params.to_json(),
-                key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n},
+                key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n,
+                                                 "infer_layout": str(layout) if layout else None},
                 counts=Counts(images_in=n, images_encrypted=n, ciphertexts=len(rows), ciphertext_bytes=nbytes),
                 timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark),
                 files=files, checksums=table_checksums(files))
@@ -97,9 +120,55 @@ def run_encrypt(args) -> int:
         except BaseException:
             out.abort()
             raise
-    print(f"encrypted {n} digits (task {args.task}) into {len(rows)} ciphertexts, {nbytes / 2**20:.1f} MB "
+    print(f"encrypted {n} digits (task {args.task}) in the {_layout_label(layout, args.pack, n, params)} layout into {len(rows)} ciphertexts, {nbytes / 2**20:.1f} MB "
           f"({nbytes / n:,.0f} bytes per sample) in {enc_secs:.2f} s with {params.name}; key {ctx.fingerprint[:16]}")
     return 0
+
+
+def _encrypt_layout(args, params, task, n: int):
+    """(layout, model): the layout ``--model``/``--layout`` ask for (None: the SIMD batches, packed with
+    ``--pack``), printed with the chooser's estimates; the model trained as the server will (it is public)."""
+    from hecore.infer import layouts
+    from hecore.infer import models as infer
+
+    if args.model is None:
+        if args.layout:
+            raise HepixError(f"--layout {args.layout} needs --model (logreg or tinycnn): the layout serves one model")
+        return None, None
+    if args.pack:
+        raise HepixError("--pack and --model both choose a layout: leave --pack out (the chooser packs when it pays)")
+    model = infer.train(args.model, task)
+    try:
+        if args.layout:
+            layout = layouts.parse_layout(args.layout)
+            layouts.check(layout, model, params, n)
+            print(f"layout {layout} (forced by --layout) for {n} samples of {args.model} on {params.name}")
+            return layout, model
+        best = layouts.choose(model, params, n)
+    except ValueError as e:
+        raise HepixError(str(e)) from None
+    others = ", ".join(f"{e.layout} ~{e.ms:,.1f} ms" for e in layouts.estimates(model, params, n)
+                       if e.ms is not None and e.layout != best.layout)
+    print(f"layout {best.layout} (chosen for {n} sample{'s' if n != 1 else ''} of {args.model} on {params.name}: "
+          f"~{best.ms:,.1f} ms estimated{'; ' + others if others else ''})")
+    return best.layout, model
+
+
+def _layout_label(layout, pack: bool, n: int, params) -> str:
+    from hecore.infer import encrypted, layouts
+
+    if layout is not None:
+        return str(layout)
+    block = encrypted.block_for(min(n, params.slots), params.slots, pack)
+    return str(layouts.Layout(layouts.BLOCK, block)) if block != params.slots else layouts.PIXEL
+
+
+def _parent_layout(parent):
+    """The layout an encrypt-digits run wrote (older runs: SIMD batches, packed with --pack)."""
+    from hecore.infer import layouts
+
+    name = parent.options.get("infer_layout")
+    return layouts.parse_layout(name) if name else None
 
 
 # --- process ---------------------------------------------------------------------------------
@@ -131,9 +200,11 @@ def _check_fits(op, model, params, pack: bool) -> None:
     raise InvalidParameters(f"{op.spec} cannot run on {params.name}: needs {need}; {hint}")
 
 
-def infer_group(tbl: pa.Table, *, token: str, broadcast, model_bc, spec: str, run_id: str, rebuilds=None) -> pa.Table:
-    """One batch's ciphertexts (sorted by index) -> one row per head output."""
-    from hecore.infer import encrypted
+def infer_group(tbl: pa.Table, *, token: str, broadcast, model_bc, spec: str, run_id: str, rebuilds=None,
+                layout: str | None = None) -> pa.Table:
+    """One batch's ciphertexts (sorted by index) -> one row per head output (one sample per ciphertext
+    layouts: one row holding all of the sample's outputs)."""
+    from hecore.infer import encrypted, layouts
     from hecore.infer import models as infer
     from jobs.tasks.process import build_evaluator
     from jobs.tasks.worker import worker_state
@@ -147,7 +218,10 @@ def infer_group(tbl: pa.Table, *, token: str, broadcast, model_bc, spec: str, ru
     t0 = time.perf_counter()
     cts = [ev.load(r["ct"]) for r in rows]
     q = infer.quantise(model, ev.params.plain_modulus) if ev.params.is_integer else None
-    outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=first["tile_h"])
+    if layout is None:
+        outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=first["tile_h"])
+    else:
+        outs = layouts.infer(ev, model, layouts.parse_layout(layout), cts, quantised=q)
     secs = time.perf_counter() - t0
     out = []
     for i, c in enumerate(outs):
@@ -185,10 +259,17 @@ def run_process(args, chain) -> int:
             if pack and op.model != "logreg":
                 raise InvalidParameters(f"{args.input} was encrypted with --pack, which serves logreg only; "
                                         f"encrypt again without --pack for {op.model}")
+            layout = _parent_layout(parent)
+            if layout is not None:
+                from hecore.infer import layouts
+
+                layouts.check(layout, model, params, int(parent.options.get("samples") or 1))
         except ValueError as e:
             raise HepixError(str(e)) from None
         print(f"hepix process {run.run_id}: {args.input} -> {args.out}; {op.spec} (trained in {train_secs:.1f} s on "
               f"the public training split); key {run.fingerprint[:16]} (public only)")
+        print(f"layout {_layout_label(layout, pack, int(parent.options.get('samples') or 1), params)} "
+              f"(chosen when the digits were encrypted)")
         bc, token = run.broadcast(run.keys)
         model_bc, _ = run.broadcast(model)
         t0 = time.perf_counter()
@@ -196,7 +277,8 @@ def run_process(args, chain) -> int:
         df = checked.df
         res = df.groupBy("image_id").applyInArrow(
             table_function(infer_group, token=token, broadcast=bc, model_bc=model_bc, spec=op.spec,
-                           run_id=run.run_id, rebuilds=run.rebuilds), spark_schema(CIPHERTEXTS))
+                           run_id=run.run_id, rebuilds=run.rebuilds, layout=str(layout) if layout else None),
+            spark_schema(CIPHERTEXTS))
         run.write(res, "ciphertexts")
         write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
         secs = time.perf_counter() - t0
@@ -302,9 +384,12 @@ def decrypt(run) -> int:
     op = infer.parse_infer(parent.ops[-1].partition(":")[2])
     task = infer.digits_task(op.task)
     binary = bool(parent.options.get("binary"))
-    outputs = 1 if binary else len(set(task.y_test.tolist()))
+    classes = 1 if binary else len(set(task.y_test.tolist()))
+    layout = _parent_layout(parent)
+    per_sample = layout is not None and layout.per_sample
+    outputs = 1 if per_sample else classes              # head-output rows per batch
     t0 = time.perf_counter()
-    most_batches = -(-len(task.y_test) // ctx.params.slots)
+    most_batches = len(task.y_test) if per_sample else -(-len(task.y_test) // ctx.params.slots)
     df, rejects = run.input_table(max_rows=most_batches * outputs)
     batches, bad, rows = _checked_outputs(run, df, rejects, op.task, most_batches, outputs)
     preds, metrics = [], []
@@ -318,7 +403,12 @@ def decrypt(run) -> int:
             bad.add(batch_id)
             continue
         n, start = rs[0]["h"], rs[0]["y"]
-        s = np.stack([ctx.decrypt_slots(r["ct"], n) * r["post_scale"] for r in rs], axis=1)
+        if per_sample:
+            from hecore.infer import layouts
+
+            s = layouts.decrypt(ctx, layout, [rs[0]["ct"]], 1, classes=classes, binary=False) * rs[0]["post_scale"]
+        else:
+            s = np.stack([ctx.decrypt_slots(r["ct"], n) * r["post_scale"] for r in rs], axis=1)
         if not np.all(np.abs(s) <= MAX_SCORE):
             rejects.append(reject_row(run_id, "decrypt", batch_id, "implausible-values",
                                       f"scores up to {float(np.nanmax(np.abs(s))):.3g}, beyond {MAX_SCORE:g}: "

@@ -302,6 +302,7 @@ OPTIONS = record({
     "match": record({"query": text(), "query_image_id": text(), "metrics": listing(text(8), 4),
                      "bound": number(0, 1e300)}),
     "task": text(8), "pack": boolean, "samples": integer(), "model": text(32), "binary": boolean,
+    "infer_layout": text(32, re.compile(r"pixel-per-ciphertext|coefficients|windows|block-[0-9]{1,5}"), optional=True),
     "input_ciphertexts": integer(optional=True), "input_bytes": integer(optional=True),
     "encrypt_seconds": number(optional=True), "max_ciphertexts": integer(2, 2**40, optional=True),
 })

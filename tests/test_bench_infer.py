@@ -19,7 +19,7 @@ pytest.importorskip("sklearn")
 def rows(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-infer")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench_infer, "QUICK", (("logreg", "01", "paper-4096", True), ("logreg", "01", "bfv-4096", False)))
+        mp.setattr(bench_infer, "QUICK", (("logreg", "01", "paper-4096", "auto"), ("logreg", "01", "bfv-4096", "auto")))
         mp.setattr(bench_infer, "pin_one_core", lambda: 1)
         assert main(["bench", "--suite", "infer", "--quick", "--out", str(out)]) == 0
     (path,) = (out / "bench_infer").glob("*.parquet")
@@ -29,7 +29,9 @@ def rows(tmp_path_factory):
 
 
 def test_infer_suite_batches(rows):
-    assert [(r["scheme"], r["layout"]) for r in rows] == [("ckks", "block-128"), ("bfv", "pixel-per-ciphertext")]
+    # the chooser's layouts for the 108 test digits: the batch layouts (one sample per ciphertext would cost more)
+    assert [(r["scheme"], r["layout"], r["layout_requested"]) for r in rows] == [
+        ("ckks", "block-128", "auto"), ("bfv", "pixel-per-ciphertext", "auto")]
     for r in rows:
         assert r["samples"] == 108 and r["accuracy_encrypted"] == r["accuracy_plain"] == 1.0
         assert r["bytes_per_sample"] == r["ciphertext_bytes"] / 108
@@ -40,8 +42,11 @@ def test_one_sample_alone_is_measured_end_to_end(rows):
     for r in rows:
         assert math.isfinite(r["single_sample_ms"]) and r["single_sample_ms"] > 0
         assert r["single_sample_ms"] >= r["single_sample_infer_ms"] > 0
-        assert r["single_sample_repeats"] == bench_infer.QUICK_SINGLE_REPEATS
-    assert [r["single_sample_layout"] for r in rows] == ["block-1", "pixel-per-ciphertext"]
+        assert bench_infer.QUICK_SINGLE_REPEATS <= r["single_sample_repeats"] <= bench_infer.SINGLE_MAX
+        assert r["single_sample_speedup"] == pytest.approx(r["single_sample_baseline_ms"] / r["single_sample_ms"])
+    # one sample: one ciphertext with the pixels as coefficients; beside it, the batch's layout with one sample
+    assert [r["single_sample_layout"] for r in rows] == ["coefficients", "coefficients"]
+    assert [r["single_sample_baseline_layout"] for r in rows] == ["block-1", "pixel-per-ciphertext"]
 
 
 def test_each_figure_meets_the_paper_figure_of_its_kind(rows):
@@ -57,6 +62,6 @@ def test_each_figure_meets_the_paper_figure_of_its_kind(rows):
 
 
 def test_the_all_task_has_no_paper_figure():
-    (m,) = bench_infer.run_infer_bench((("logreg", "all", "paper-4096", True),), single_repeats=1)
+    (m,) = bench_infer.run_infer_bench((("logreg", "all", "paper-4096", "auto"),), single_repeats=1)
     assert m.seed_ms_per_sample is None and m.latency_vs_seed is None and m.throughput_vs_seed is None
     assert m.single_sample_ms > 0 and m.classes == 10

@@ -60,3 +60,32 @@ def test_too_small_preset_is_refused_naming_one_that_works(tmp_path, capsys):
     assert main(["process", "--keys", str(tmp_path / "pub"), "--input", str(tmp_path / "enc"),
                  "--out", str(tmp_path / "proc"), "--op", "infer:logreg,task=all"] + SPARK) == 2
     assert "task=01" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("preset,model,samples,layout", [
+    ("bfv-4096", "logreg", 3, "coefficients"),
+    ("match-8192", "tinycnn", 2, "windows"),
+])
+def test_a_few_digits_run_one_per_ciphertext_in_the_chosen_layout(tmp_path, capsys, preset, model, samples, layout):
+    from hecore.infer import layouts
+    from hecore.infer import models as infer
+
+    _keys(tmp_path, preset)
+    metrics, preds = _run(tmp_path, f"infer:{model}", ["--model", model, "--samples", str(samples)])
+    out = capsys.readouterr().out
+    assert f"layout {layout} (chosen for {samples} samples of {model} on {preset}" in out
+    assert f"layout {layout} (chosen when the digits were encrypted)" in out
+    m = json.loads((tmp_path / "enc" / "_manifest.json").read_text())
+    assert m["options"]["infer_layout"] == layout and m["counts"]["ciphertexts"] == samples
+    task = infer.digits_task("01")
+    x = task.x_test[:samples]
+    plain = infer.predictions(layouts.plain_outputs(infer.train(model, task), x), True)
+    assert sorted((p["sample"], p["prediction"]) for p in preds) == list(enumerate(plain.tolist()))
+    assert metrics["all"]["samples"] == samples and len(metrics) == samples + 1
+
+
+def test_a_layout_for_another_model_is_refused(tmp_path, capsys):
+    _keys(tmp_path, "paper-4096")
+    assert main(["encrypt-digits", "--keys", str(tmp_path / "pub"), "--out", str(tmp_path / "enc"),
+                 "--model", "logreg", "--layout", "windows"] + SPARK) == 2
+    assert "windows layout serves TinyCNN" in capsys.readouterr().err

@@ -5,16 +5,18 @@ learning inference" (Tables 1-2).
 Each configuration trains its model (fixed seeds) and measures two things, in this one process
 pinned to one core:
 
-* **a batch**: the task's whole test set encrypted as one batch (SIMD across samples; ``block`` <
-  N/2: logistic regression with several pixel positions per ciphertext), the model run twice on
+* **a batch**: the task's whole test set encrypted in the layout :func:`hecore.infer.layouts.choose`
+  picks for its size (``auto``; or the layout the configuration names), the model run twice on
   it -- cold (the weights encoded on the way) and warm (reused, as for every further batch) -- and
   decrypted.  ``samples_per_second`` is the warm inference (the server's rate),
   ``end_to_end_samples_per_second`` encrypt + cold inference + decrypt over the batch; the latter
   is set against the paper's throughput (``throughput_vs_seed``).
-* **one sample alone**: a batch of ONE sample, encrypted, inferred (the weights already encoded, as
-  a serving model keeps them) and decrypted, the median of a few runs: ``single_sample_ms``.  The
-  paper's figures are per-sample latencies, so this is the figure set against its latency
-  (``latency_vs_seed``), not the batch's amortised ``ms_per_sample``.
+* **one sample alone**: a batch of ONE sample in the layout chosen for one sample, encrypted,
+  inferred (the weights already encoded, as a serving model keeps them) and decrypted, the median
+  of several runs: ``single_sample_ms``.  The paper's figures are per-sample latencies, so this is
+  the figure set against its latency (``latency_vs_seed``), not the batch's amortised
+  ``ms_per_sample``.  The same sample in the batch's own layout (``single_sample_baseline_*``, a
+  batch of one) is measured beside it, and ``single_sample_speedup`` is their ratio.
 
 Also reported: ciphertext bytes per sample, and the accuracy of the encrypted predictions next to
 the plaintext model's.  The paper measured the 0-vs-1 task; the ``all`` task has no paper figure.
@@ -34,8 +36,8 @@ from bench import seeds
 from bench.contexts import Keys
 from bench.rows import run_columns, write_rows
 from bench.schemas import BENCH_INFER
-from bench.timing import median, pin_one_core
-from hecore.infer import encrypted
+from bench.timing import load_1m, median, pin_one_core
+from hecore.infer import layouts
 from hecore.infer import models as infer
 from jobs.runtime import runinfo
 from jobs.runtime.console import table
@@ -43,17 +45,23 @@ from jobs.runtime.console import table
 #: The options of ``hepix bench`` this suite reads besides --out and --quick: none (fixed configurations).
 OPTIONS = frozenset()
 
-#: (model, task, preset, packed)
+AUTO = "auto"
+PIXEL = layouts.PIXEL
+#: (model, task, preset, layout): ``auto`` lets the chooser pick, for the batch and for one sample;
+#: a layout's name forces it for both.
 DEFAULT = (
-    ("logreg", "01", "paper-4096", True), ("logreg", "01", "paper-4096", False), ("logreg", "01", "bfv-4096", False),
-    ("logreg", "all", "paper-4096", True), ("logreg", "all", "paper-4096", False), ("logreg", "all", "bfv-4096", False),
-    ("tinycnn", "01", "match-8192", False), ("tinycnn", "01", "bfv-8192", False),
-    ("tinycnn", "all", "match-8192", False),
+    ("logreg", "01", "paper-4096", AUTO), ("logreg", "01", "paper-4096", PIXEL), ("logreg", "01", "bfv-4096", AUTO),
+    ("logreg", "all", "paper-4096", AUTO), ("logreg", "all", "paper-4096", PIXEL), ("logreg", "all", "bfv-4096", AUTO),
+    ("tinycnn", "01", "match-8192", AUTO), ("tinycnn", "01", "bfv-8192", AUTO),
+    ("tinycnn", "all", "match-8192", AUTO),
 )
-QUICK = (("logreg", "01", "paper-4096", True), ("logreg", "01", "bfv-4096", False), ("tinycnn", "01", "match-8192", False))
-#: Timed runs of one sample alone (median reported), after one untimed run.
-SINGLE_REPEATS = 3
-QUICK_SINGLE_REPEATS = 1
+QUICK = (("logreg", "01", "paper-4096", AUTO), ("logreg", "01", "bfv-4096", AUTO), ("tinycnn", "01", "match-8192", AUTO))
+#: Timed runs of one sample alone (median reported), after one untimed run: at least this many, more
+#: while they take less than SINGLE_BUDGET_S together, at most SINGLE_MAX.
+SINGLE_REPEATS = 5
+QUICK_SINGLE_REPEATS = 3
+SINGLE_BUDGET_S = 1.0
+SINGLE_MAX = 51
 
 
 @dataclass
@@ -64,7 +72,8 @@ class InferMeasurement:
     scheme: str
     preset: str
     ring: int
-    layout: str                     # pixel-per-ciphertext | block-B
+    layout: str                     # the batch's: pixel-per-ciphertext | block-B | coefficients | windows
+    layout_requested: str           # auto (the chooser's) | the layout the configuration forces
     samples: int
     ciphertexts: int
     ciphertext_bytes: int
@@ -82,6 +91,9 @@ class InferMeasurement:
     single_sample_infer_ms: float   # its inference (median)
     single_sample_layout: str
     single_sample_repeats: int
+    single_sample_baseline_layout: str    # the batch's layout with one sample
+    single_sample_baseline_ms: float
+    single_sample_speedup: float          # single_sample_baseline_ms / single_sample_ms
     accuracy_plain: float
     accuracy_encrypted: float
     agreement: float                # encrypted predictions equal to the plaintext model's
@@ -97,10 +109,6 @@ class InferMeasurement:
         return asdict(self)
 
 
-def layout_name(block: int, slots: int) -> str:
-    return "pixel-per-ciphertext" if block == slots else f"block-{block}"
-
-
 @dataclass
 class SingleSample:
     """One sample alone, end to end: milliseconds (median) and its layout."""
@@ -111,23 +119,43 @@ class SingleSample:
     repeats: int
 
 
-def single_sample(ctx, ev, model, x1: np.ndarray, packed: bool, quantised, repeats: int) -> SingleSample:
-    """A batch of one sample: encrypt, infer, decrypt; one untimed run (the weights get encoded for
-    this batch's layout, as a serving model keeps them), then ``repeats`` timed runs."""
-    block = encrypted.block_for(1, ev.slots, packed)
+def single_sample(ctx, ev, model, x1: np.ndarray, layout, quantised, repeats: int,
+                  budget_s: float = SINGLE_BUDGET_S) -> SingleSample:
+    """A batch of one sample in ``layout``: encrypt, infer, decrypt; one untimed run (the weights get
+    encoded for this layout, as a serving model keeps them), then at least ``repeats`` timed runs, more
+    while they fit ``budget_s`` (at most SINGLE_MAX)."""
     totals, infers = [], []
-    for i in range(repeats + 1):
+    classes = (model.w if isinstance(model, infer.LogReg) else model.head_w).shape[0]
+    spent, i = 0.0, 0
+    while i <= repeats or (spent < budget_s and i <= SINGLE_MAX):
         t0 = time.perf_counter()
-        cts = [ev.load(c) for c in encrypted.encrypt_batch(ctx, x1, block=block)]
+        cts = [ev.load(c) for c in layouts.encrypt(ctx, layout, x1, model)]
         t1 = time.perf_counter()
-        outs = encrypted.infer_encrypted(ev, model, cts, quantised=quantised, block=block)
+        outs = layouts.infer(ev, model, layout, cts, quantised=quantised)
         t2 = time.perf_counter()
-        encrypted.decrypt_scores(ctx, outs, 1, binary=model.binary, quantised=quantised)
+        layouts.decrypt(ctx, layout, outs, 1, classes=classes, binary=model.binary, quantised=quantised)
         t3 = time.perf_counter()
         if i:
             totals.append(t3 - t0)
             infers.append(t2 - t1)
-    return SingleSample(1000 * median(totals), 1000 * median(infers), layout_name(block, ev.slots), repeats)
+            spent += t3 - t0
+        i += 1
+    return SingleSample(1000 * median(totals), 1000 * median(infers), str(layout), len(totals))
+
+
+def _layouts(model, params, n: int, requested: str):
+    """(the batch's layout, one sample's layout, one sample's baseline: the batch's layout with one sample)."""
+    if requested == AUTO:
+        batch = layouts.choose(model, params, n).layout
+        one = layouts.choose(model, params, 1).layout
+    else:
+        batch = one = layouts.parse_layout(requested)
+    base = layouts.Layout(layouts.BLOCK, 1) if batch.name == layouts.BLOCK else batch
+    if base.per_sample:
+        base = layouts.Layout(PIXEL)
+    if one.name == layouts.BLOCK:
+        one = layouts.Layout(layouts.BLOCK, 1)
+    return batch, one, base
 
 
 def run_infer_bench(configs=DEFAULT, *, single_repeats: int = SINGLE_REPEATS,
@@ -136,7 +164,7 @@ def run_infer_bench(configs=DEFAULT, *, single_repeats: int = SINGLE_REPEATS,
     rows = []
     tasks, models = {}, {}
     keys = Keys()
-    for model_name, task_name, name, packed in configs:
+    for model_name, task_name, name, requested in configs:
         task = tasks.setdefault(task_name, infer.digits_task(task_name))
         if (model_name, task_name) not in models:
             t0 = time.perf_counter()
@@ -146,38 +174,42 @@ def run_infer_bench(configs=DEFAULT, *, single_repeats: int = SINGLE_REPEATS,
         ctx, ev = keys.get(name)
         x, y = task.x_test, task.y_test
         n = len(y)
-        block = encrypted.block_for(n, ev.slots, packed)
+        classes = (model.w if isinstance(model, infer.LogReg) else model.head_w).shape[0]
+        layout, one_layout, base_layout = _layouts(model, ctx.params, n, requested)
+        layouts.check(layout, model, ctx.params, n)
         t0 = time.perf_counter()
-        data = encrypted.encrypt_batch(ctx, x, block=block)
+        data = layouts.encrypt(ctx, layout, x, model)
         cts = [ev.load(c) for c in data]
         enc = time.perf_counter() - t0
         q = infer.quantise(model, ctx.params.plain_modulus) if ctx.params.is_integer else None
         t0 = time.perf_counter()
-        outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=block)
+        outs = layouts.infer(ev, model, layout, cts, quantised=q)
         cold = time.perf_counter() - t0
         t0 = time.perf_counter()
-        outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=block)
+        outs = layouts.infer(ev, model, layout, cts, quantised=q)
         warm = time.perf_counter() - t0
         t0 = time.perf_counter()
-        s = encrypted.decrypt_scores(ctx, outs, n, binary=model.binary, quantised=q)
+        s = layouts.decrypt(ctx, layout, outs, n, classes=classes, binary=model.binary, quantised=q)
         dec = time.perf_counter() - t0
-        one = single_sample(ctx, ev, model, x[:1], packed, q, single_repeats)
-        ref = model.scores(x)
-        ref = infer.sigmoid_poly(ref) if model.binary else ref
+        one = single_sample(ctx, ev, model, x[:1], one_layout, q, single_repeats)
+        base = one if base_layout == one_layout else single_sample(ctx, ev, model, x[:1], base_layout, q,
+                                                                   single_repeats)
+        ref = layouts.plain_outputs(model, x)
         plain_pred = infer.predictions(ref, model.binary)
         pred = infer.predictions(s, model.binary)
         total = enc + cold + dec
         paper = seeds.INFERENCE.get((model_name, ctx.params.scheme)) if task_name == "01" else None
-        nbytes = encrypted.batch_bytes(data)
+        nbytes = sum(len(c) for c in data)
         m = InferMeasurement(
             model=model_name, task=task_name, classes=task.n_classes, scheme=ctx.params.scheme, preset=name,
-            ring=ctx.params.n, layout=layout_name(block, ev.slots), samples=n, ciphertexts=len(data),
+            ring=ctx.params.n, layout=str(layout), layout_requested=requested, samples=n, ciphertexts=len(data),
             ciphertext_bytes=nbytes, bytes_per_sample=nbytes / n, train_seconds=train_s,
             keygen_seconds=keys.keygen_seconds[name], encrypt_seconds=enc, infer_seconds=cold,
             infer_warm_seconds=warm, decrypt_seconds=dec, samples_per_second=n / warm,
             end_to_end_samples_per_second=n / total, ms_per_sample=1000 * total / n,
             single_sample_ms=one.ms, single_sample_infer_ms=one.infer_ms, single_sample_layout=one.layout,
-            single_sample_repeats=one.repeats,
+            single_sample_repeats=one.repeats, single_sample_baseline_layout=base.layout,
+            single_sample_baseline_ms=base.ms, single_sample_speedup=base.ms / one.ms,
             accuracy_plain=float((plain_pred == y).mean()), accuracy_encrypted=float((pred == y).mean()),
             agreement=float((pred == plain_pred).mean()), max_abs_err=float(np.abs(s - ref).max()),
             seed_samples_per_second=paper.samples_per_second.value if paper else None,
@@ -202,10 +234,12 @@ def run(args) -> int:
     run_id, started = runinfo.new_run_id(), runinfo.now()
     configs = QUICK if args.quick else DEFAULT
     print(f"hepix bench {run_id}: encrypted inference on scikit-learn's digits against {seeds.ML_PAPER.short}, "
-          f"{cores} core{'s' if cores != 1 else ''}{' (quick)' if args.quick else ''}")
+          f"{cores} core{'s' if cores != 1 else ''}{' (quick)' if args.quick else ''}; load average {load_1m() or 0:.1f} "
+          "(others' work on a shared machine slows every figure alike: compare ratios within a run)")
 
     def progress(m):
-        print(f"  {m.model:<8} {m.task:<3} {m.preset:<10} {m.layout:<20} {m.samples:>4} samples  "
+        print(f"  {m.model:<8} {m.task:<3} {m.preset:<10} {m.layout:<20} {m.samples:>4} samples "
+              f"({'chosen' if m.layout_requested == AUTO else 'forced'}; one sample: {m.single_sample_layout})  "
               f"infer {m.samples_per_second:10,.0f}/s  end-to-end {m.end_to_end_samples_per_second:8,.0f}/s  "
               f"one sample {m.single_sample_ms:9.2f} ms  acc {m.accuracy_encrypted:.3f} (plain {m.accuracy_plain:.3f})",
               flush=True)
@@ -215,23 +249,27 @@ def run(args) -> int:
     path = write_rows(measured, BENCH_INFER, Path(args.out) / "bench_infer", run_id, run_columns(run_id, started))
     rows = [m.as_dict() for m in measured]
     print()
-    print("one sample alone (encrypt + infer + decrypt) against the paper's per-sample latency:")
+    print("one sample alone (encrypt + infer + decrypt, median of the runs) in the layout chosen for one sample, "
+          "against the paper's per-sample latency and the batch's layout with one sample:")
     print(table(rows, [
         ("model", "model", ""), ("task", "task", ""), ("preset", "preset", ""),
         ("single_sample_layout", "layout", ""), ("single_sample_ms", "ms", ",.2f"),
-        ("single_sample_infer_ms", "infer ms", ",.2f"), ("seed_ms_per_sample", "paper ms", ",.2f"),
-        ("latency_vs_seed", "paper / ours", ".3g"),
+        ("single_sample_infer_ms", "infer ms", ",.2f"), ("single_sample_repeats", "runs", "d"),
+        ("seed_ms_per_sample", "paper ms", ",.2f"), ("latency_vs_seed", "paper / ours", ".3g"),
+        ("single_sample_baseline_layout", "batch's layout", ""), ("single_sample_baseline_ms", "its ms", ",.2f"),
+        ("single_sample_speedup", "speed-up", ".3g"),
     ]))
     print()
     print("a batch (the test set) against the paper's throughput:")
     print(table(rows, [
         ("model", "model", ""), ("task", "task", ""), ("preset", "preset", ""), ("layout", "layout", ""),
-        ("samples", "n", "d"), ("samples_per_second", "infer/s", ",.0f"),
+        ("layout_requested", "by", ""), ("samples", "n", "d"), ("samples_per_second", "infer/s", ",.0f"),
         ("end_to_end_samples_per_second", "e2e/s", ",.0f"), ("seed_samples_per_second", "paper/s", ",.2f"),
         ("throughput_vs_seed", "ours / paper", ".3g"), ("ms_per_sample", "e2e ms/sample", ".3f"),
         ("accuracy_encrypted", "acc", ".3f"), ("accuracy_plain", "plain", ".3f"), ("seed_accuracy", "paper acc", ".2f"),
         ("bytes_per_sample", "B/sample", ",.0f"), ("seed_bytes_per_sample", "paper B", ",.0f"),
     ]))
-    print(f"paper: {seeds.ML_PAPER.cite()}, Tables 1-2 (digits 0 vs 1, N=8192)")
+    print(f"paper: {seeds.ML_PAPER.cite()}, Tables 1-2 (digits 0 vs 1, N=8192); load average at the end "
+          f"{load_1m() or 0:.1f}")
     print(f"\nwrote {path}")
     return 0

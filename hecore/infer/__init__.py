@@ -1,2 +1,3 @@
-"""Encrypted inference on scikit-learn's digits: the models in plaintext (:mod:`.models`) and their
-evaluation on ciphertexts (:mod:`.encrypted`)."""
+"""Encrypted inference on scikit-learn's digits: the models in plaintext (:mod:`.models`), their
+evaluation on ciphertexts in batches (:mod:`.encrypted`) and one sample per ciphertext
+(:mod:`.coefficients`, :mod:`.windows`), and the choice among these layouts (:mod:`.layouts`)."""

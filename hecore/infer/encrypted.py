@@ -76,6 +76,18 @@ def _plain_cache(model, ev) -> _Plain:
     return cache[key]
 
 
+def cached_plaintext(model, ev, family: str, key, make):
+    """``make()`` (a plaintext of ``model``'s public weights for ``ev``), kept on the model under
+    ``family`` and ``key`` for as long as the model serves the same evaluator."""
+    cache = model.__dict__.setdefault(f"_encoded_{family}", {})
+    if cache.get("ev") is not ev:
+        cache.clear()
+        cache["ev"] = ev
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
 def _linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float):
     """``sum_i weights[i] cts[i] + bias`` (CKKS: one level; zero weights skipped)."""
     integer = ev.params.is_integer
@@ -104,8 +116,8 @@ def _linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float):
 
 def _blocked_linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float, block: int):
     """Logistic regression on block-packed pixels: per ciphertext one product with the weights laid
-    out like the pixels, then the blocks summed by ``log2(N/2 / block)`` rotations; slot j of the
-    result holds sample j's score."""
+    out like the pixels, then the blocks summed by ``log2(min(N/2 / block, 64))`` rotations; slot j of
+    the result holds sample j's score."""
     integer = ev.params.is_integer
     per = ev.slots // block
     wl = np.zeros((len(cts), per, block))
@@ -125,7 +137,8 @@ def _blocked_linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: flo
         acc = ev.add_into(acc, ev.multiply_plain(c, pt))
     acc = ev.rescale(acc)
     step = block
-    while step < ev.slots:
+    span = block * min(per, 1 << (PIXELS - 1).bit_length())   # positions past the 64th hold zero weights
+    while step < span:
         acc = ev.add(acc, ev.rotate(acc, step))
         step *= 2
     if bias:
