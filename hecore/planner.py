@@ -21,12 +21,11 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from .layouts import Layout
-from hecore.ops.spec import Match
-from hecore.ops.spec import (NOT_IN_TFHE, SEAL_SCHEMES, TFHE_ONLY, Brightness, Contrast, MeanFilter, Op, Watermark,
-                             op_name, raw_range)
+from hecore.ops.spec import (NOT_IN_TFHE, SEAL_SCHEMES, TFHE_ONLY, Brightness, Contrast, Match, MeanFilter, Op,
+                             Watermark, op_name, parse_table_chain, raw_range)
 
 from .errors import InvalidParameters
+from .layouts import Layout
 from .params import PRESETS, Params
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "at_rest",
@@ -118,7 +117,8 @@ def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None 
             integer_ok, why = False, f"{names} need(s) complex CKKS slots"
         if layout is not Layout.PACKED:
             integer_ok, why = False, f"{names} run(s) in the packed layout only"
-            wrong_layout = f"{names} run(s) in the packed layout only (one pixel per slot): encrypt with --layout packed"
+            wrong_layout = (f"{names} run(s) in the packed layout only (one pixel per slot): "
+                            "encrypt with --layout packed")
         # the result, at the last level spent, must fit the primes left
         spent = tuple(spent) + ((own, bound),)
     l1 = (hi - lo) if match is not None and "l1" in match.metrics else 0.0
@@ -394,7 +394,8 @@ def at_rest_problems(params: Params, stored, ops: Sequence[Op], layout: "Layout 
     return out
 
 
-def check_at_rest(params: Params, stored, ops: Sequence[Op], layout: "Layout | str", match: Match | None = None) -> None:
+def check_at_rest(params: Params, stored, ops: Sequence[Op], layout: "Layout | str",
+                  match: Match | None = None) -> None:
     """Raise :class:`InvalidParameters` unless ciphertexts stored as ``stored`` can run ``ops`` exactly, saying
     what the storage was planned for and how to store for this chain."""
     why = at_rest_problems(params, stored, ops, layout, match)
@@ -496,8 +497,6 @@ def _cost(scheme: str, name: str) -> str:
 
 def _table_support(spec: str, scheme: str, layout: Layout) -> Support:
     """An 8-bit table op on CKKS/BFV/BGV keys: BFV runs it packed, exact and batched (:mod:`hecore.ops.lut`)."""
-    from hecore.ops.lut import parse_table_chain
-
     ops = parse_table_chain([spec])          # malformed: the user's error, raised
     fits = plan(ops, layout.value, scheme=scheme)
     if not fits:
@@ -535,8 +534,6 @@ def chain_support(specs: Sequence[str], scheme: str, layout: "Layout | str | Non
 
     specs, match = list(specs), None
     if is_table_chain(specs):
-        from hecore.ops.lut import parse_table_chain
-
         try:
             ops = parse_table_chain(specs)
         except ValueError as e:

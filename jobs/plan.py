@@ -32,7 +32,7 @@ def planned_chain(args):
     match = None
     try:
         if is_table_chain(specs):                   # 8-bit ops: one BFV table (hecore.ops.lut)
-            from hecore.ops.lut import parse_table_chain
+            from hecore.ops.spec import parse_table_chain
 
             return parse_table_chain(specs), None
         if specs and op_name(specs[-1]) == "match":

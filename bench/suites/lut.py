@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from bench.suites.tfhe import IMAGE_VALUES, _load, _peak_rss_mb, _row, crop, measure, measure_ckks_sign
+from bench.suites.tfhe import IMAGE_VALUES, bench_row, crop, load_average, measure, measure_ckks_sign, peak_rss_mb
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +65,17 @@ def measure_bfv(values: np.ndarray, specs, owner, ev) -> list[dict]:
 
     values = np.asarray(values, dtype=np.uint8).reshape(-1)[:ev.slots]
     ct, enc_s = _timed(owner.encrypt_vector, values.astype(np.int64))
-    rows = [_row("bfv-encrypt", "", PRESET, values.size, 1, enc_s, bytes_per_pixel=len(ct) / values.size)]
+    rows = [bench_row("bfv-encrypt", "", PRESET, values.size, 1, enc_s, bytes_per_pixel=len(ct) / values.size)]
     for spec in specs:
         table = _table(spec)
         x = ev.load(ct)
         out, s = _timed(evaluate_table, ev, x, table)
         got = owner.decrypt_slots(out, values.size).astype(np.int64)
-        rows.append(_row("bfv-lut", spec, PRESET, values.size, 1, s, exact=bool(np.array_equal(got, table[values])),
-                         bytes_per_pixel=len(ev.dump(out)) / values.size, input_bytes_per_pixel=len(ct) / values.size,
-                         noise_budget_bits=owner.noise_budget(out)))
+        rows.append(bench_row("bfv-lut", spec, PRESET, values.size, 1, s,
+                              exact=bool(np.array_equal(got, table[values])),
+                              bytes_per_pixel=len(ev.dump(out)) / values.size,
+                              input_bytes_per_pixel=len(ct) / values.size,
+                              noise_budget_bits=owner.noise_budget(out)))
     return rows
 
 
@@ -103,7 +105,7 @@ def measure_bfv_image(owner, ev, spec: str = "threshold:128") -> dict:
             "seconds_per_pixel": t_op / img.size, "ms_per_pixel": t_op / img.size * 1e3,
             "extrapolated_512x512x3_seconds": t_op, "extrapolated": False, "encrypt_seconds": t_enc,
             "decrypt_seconds": t_dec, "bytes_per_pixel": stored / img.size, "exact": exact,
-            "peak_rss_mb": _peak_rss_mb(), "load_average_1min": _load(), "image": "astronaut 512x512 RGB"}
+            "peak_rss_mb": peak_rss_mb(), "load_average_1min": load_average(), "image": "astronaut 512x512 RGB"}
 
 
 def ratios(rows) -> dict[str, float]:
@@ -136,8 +138,8 @@ def run(args) -> int:
         r["extrapolated"] = r["stage"] != "keygen"
     owner, ev, keygen_s = bfv_keys()
     rows.append({"stage": "bfv-keygen", "op": "", "variant": PRESET, "threads": 1, "keygen_seconds": keygen_s,
-                 "server_key_bytes": len(owner.public.relin_key), "peak_rss_mb": _peak_rss_mb(),
-                 "load_average_1min": _load()})
+                 "server_key_bytes": len(owner.public.relin_key), "peak_rss_mb": peak_rss_mb(),
+                 "load_average_1min": load_average()})
     bfv = measure_bfv(shared, [spec for spec, _ in ops] + ([] if args.quick else BFV_ONLY), owner, ev)
     for r in bfv:
         r["image"], r["extrapolated"] = f"{name} + {big_name}", False
@@ -158,5 +160,5 @@ def run(args) -> int:
         print(f"one 512x512 RGB image, {r['op']} on BFV: {r['extrapolated_512x512x3_seconds']:.0f} s "
               f"(+ encrypt {r['encrypt_seconds']:.1f} s, decrypt {r['decrypt_seconds']:.1f} s), measured; "
               f"{r['bytes_per_pixel']:.1f} bytes per value stored; exact: {r['exact']}")
-    print(f"load average {_load():.1f}\n\nwrote {path}")
+    print(f"load average {load_average():.1f}\n\nwrote {path}")
     return 0 if all(r.get("exact", True) is not False for r in rows if r["stage"] != "ckks-sign") else 1

@@ -57,21 +57,21 @@ VARIANTS = [
 _TABLE_CIRCUITS = ("table", "tfhe-rs-table")
 
 
-def _load() -> float:
+def load_average() -> float:
     """The 1-minute load average: on a shared machine, the context a figure was measured in."""
     return os.getloadavg()[0]
 
 
-def _peak_rss_mb() -> float:
+def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _row(stage: str, op: str, variant: str, n: int, threads: int, seconds: float, **extra) -> dict:
+def bench_row(stage: str, op: str, variant: str, n: int, threads: int, seconds: float, **extra) -> dict:
     per = seconds / n
     row = {"stage": stage, "op": op, "variant": variant, "pixels": n, "threads": threads,
            "seconds_per_pixel": per, "ms_per_pixel": per * 1e3,
            "extrapolated_512x512x3_seconds": per * IMAGE_VALUES, "extrapolated": True,
-           "peak_rss_mb": _peak_rss_mb(), "load_average_1min": _load()}
+           "peak_rss_mb": peak_rss_mb(), "load_average_1min": load_average()}
     row.update(extra)
     log.info("%s %s %s: %.2f ms/px", stage, op, variant, per * 1e3)
     return row
@@ -94,8 +94,8 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
     rows.append({"stage": "keygen", "op": "", "variant": "default", "threads": threads,
                  "keygen_seconds": keygen_s, "client_key_bytes": len(client), "server_key_bytes": len(server),
                  "compressed_server_key_bytes": len(server_compressed), "server_key_load_seconds": load_s,
-                 "compressed_server_key_load_seconds": load_compressed_s, "peak_rss_mb": _peak_rss_mb(),
-                 "load_average_1min": _load()})
+                 "compressed_server_key_load_seconds": load_compressed_s, "peak_rss_mb": peak_rss_mb(),
+                 "load_average_1min": load_average()})
 
     enc = TfheEncryptor(client, encoding="full", threads=threads)
     enc_seeded = TfheEncryptor(client, encoding="seeded", threads=threads)
@@ -107,32 +107,32 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
     pixels = values.size
 
     cts, s = _timed(enc.encrypt_bytes, values)
-    rows.append(_row("encrypt", "", "full", pixels, threads, s, bytes_per_pixel=sum(map(len, cts)) / pixels))
+    rows.append(bench_row("encrypt", "", "full", pixels, threads, s, bytes_per_pixel=sum(map(len, cts)) / pixels))
     seeded, s = _timed(enc_seeded.encrypt_bytes, values)
-    rows.append(_row("encrypt", "", "seeded", pixels, threads, s, bytes_per_pixel=sum(map(len, seeded)) / pixels))
+    rows.append(bench_row("encrypt", "", "seeded", pixels, threads, s, bytes_per_pixel=sum(map(len, seeded)) / pixels))
     blob, s = _timed(enc.encrypt_list, values, ev)
-    rows.append(_row("encrypt", "", "list", pixels, threads, s, bytes_per_pixel=len(blob) / pixels))
+    rows.append(bench_row("encrypt", "", "list", pixels, threads, s, bytes_per_pixel=len(blob) / pixels))
 
     got, s = _timed(dec.decrypt, cts)
-    rows.append(_row("decrypt", "", "full", pixels, threads, s, exact=bool(np.array_equal(got, values))))
+    rows.append(bench_row("decrypt", "", "full", pixels, threads, s, exact=bool(np.array_equal(got, values))))
     got, s = _timed(dec.decrypt, seeded)
-    rows.append(_row("decrypt", "", "seeded", pixels, threads, s, exact=bool(np.array_equal(got, values))))
+    rows.append(bench_row("decrypt", "", "seeded", pixels, threads, s, exact=bool(np.array_equal(got, values))))
     got, s = _timed(dec.decrypt_list, blob, ev)
-    rows.append(_row("decrypt", "", "list", pixels, threads, s, exact=bool(np.array_equal(got, values))))
+    rows.append(bench_row("decrypt", "", "list", pixels, threads, s, exact=bool(np.array_equal(got, values))))
     _, s = _timed(ev.expand, blob)
-    rows.append(_row("expand", "", "list", pixels, threads, s))
+    rows.append(bench_row("expand", "", "list", pixels, threads, s))
     _, s = _timed(ev.apply, "brightness-wrap:0", seeded)  # identity: the cost of loading seeded input
-    rows.append(_row("expand", "", "seeded", pixels, threads, s))
+    rows.append(bench_row("expand", "", "seeded", pixels, threads, s))
 
     for spec, circuit in variants or VARIANTS:
         op = parse_op(spec)
         n = min(pixels, table_pixels) if (circuit in _TABLE_CIRCUITS or spec.startswith("lut:")) else pixels
         out, s = _timed(ev.apply, op, cts[:n], circuit=circuit)
         exact = bool(np.array_equal(dec.decrypt(out), op.reference(values[:n])))
-        rows.append(_row("op", spec, circuit, n, threads, s, exact=exact))
+        rows.append(bench_row("op", spec, circuit, n, threads, s, exact=exact))
         if spec == "brightness:60" and circuit == "nibble":
             packed, s = _timed(ev.compress, out)
-            rows.append(_row("compress", spec, "list", n, threads, s, bytes_per_pixel=len(packed) / n))
+            rows.append(bench_row("compress", spec, "list", n, threads, s, bytes_per_pixel=len(packed) / n))
     return rows
 
 
@@ -165,7 +165,7 @@ def measure_ckks_sign(samples, threshold: int = SIGN_THRESHOLD, variants=None) -
             mask = ctx.decrypt_slots(out, values.size)
             errs = mask_errors(mask, values, threshold)
             poly = float(np.abs(mask - plain_sign_mask(values, threshold, steps)).max())
-            rows.append(_row("ckks-sign", f"threshold:{threshold}", f"{steps_name(steps)}@{preset_name}",
+            rows.append(bench_row("ckks-sign", f"threshold:{threshold}", f"{steps_name(steps)}@{preset_name}",
                              values.size, 1, s, image=name, preset=preset_name, exact=None,
                              max_err_vs_polynomial=poly, **errs.__dict__))
         keys.drop(preset_name)
@@ -187,7 +187,8 @@ def crop(side: int) -> tuple[str, np.ndarray]:
     from bench.datasets import sample
 
     y, x = 32, 400
-    return f"astronaut[{y}:{y + side},{x}:{x + side}]", np.ascontiguousarray(sample("astronaut")[y:y + side, x:x + side])
+    pixels = np.ascontiguousarray(sample("astronaut")[y:y + side, x:x + side])
+    return f"astronaut[{y}:{y + side},{x}:{x + side}]", pixels
 
 
 def run(args) -> int:

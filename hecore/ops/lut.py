@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .spec import is_table_chain, parse_table_chain
+
 __all__ = [
     "LUT_MODULUS",
     "Schedule",
@@ -303,25 +305,8 @@ def evaluate_table(ev, x, table):
 
 # --- the op vocabulary on SEAL keys: a chain of 8-bit ops is one table ------------------------------
 
-_TABLE_FORMS = "brightness:B (saturating), brightness-wrap:B, threshold:T, min:C, max:C, lut:NAME"
-
 #: The layouts tables run in: one pixel value per slot.
 TABLE_LAYOUT = "packed"
-
-
-def parse_table_chain(specs: Sequence[str]) -> list:
-    """The ops of a chain holding an 8-bit table op, in TFHE's vocabulary (:func:`hecore.tfhe.ops.parse_op`),
-    or a ValueError naming an op that is no function of one 8-bit pixel."""
-    from hecore.tfhe.ops import parse_op
-
-    from .spec import NOT_IN_TFHE, op_name
-
-    for spec in specs:
-        if op_name(spec) in NOT_IN_TFHE:
-            raise ValueError(f"{spec.strip()} cannot join a chain of 8-bit table ops (threshold, min, max, lut): "
-                             f"such a chain is one function of each pixel, made of {_TABLE_FORMS}; run "
-                             f"{op_name(spec)} in a run of its own")
-    return [parse_op(s) for s in specs]
 
 
 def chain_of(specs: Sequence[str]) -> np.ndarray:
@@ -335,8 +320,6 @@ def check_table_input(done: Sequence[str], layout: str) -> None:
     """Refuse a table chain in a layout other than the packed one, or on ciphertexts already processed: their
     slots may hold values other than 8-bit pixels, and a table's output has spent its noise budget (it is
     switched down to the few primes decryption needs).  The message says what to do."""
-    from .spec import is_table_chain
-
     if str(layout) != TABLE_LAYOUT:
         raise ValueError(f"8-bit tables (threshold, min, max, lut) run on BFV in the {TABLE_LAYOUT} layout (one "
                          f"pixel per slot), not {layout}; encrypt with --layout {TABLE_LAYOUT}")

@@ -87,7 +87,7 @@ import numpy as np
 __all__ = [
     "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops",
     "Chain", "parse_chain", "Match", "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets",
-    "MAX_MEAN_K", "SEAL_SCHEMES", "TFHE_ONLY", "NOT_IN_TFHE", "op_name", "is_table_chain",
+    "MAX_MEAN_K", "SEAL_SCHEMES", "TFHE_ONLY", "NOT_IN_TFHE", "op_name", "is_table_chain", "parse_table_chain",
 ]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
@@ -413,6 +413,22 @@ class Chain:
         return [one.spec] if one is not None else [op.spec for op in self.ops]
 
 
+_TABLE_FORMS = "brightness:B (saturating), brightness-wrap:B, threshold:T, min:C, max:C, lut:NAME"
+
+
+def parse_table_chain(specs: Sequence[str]) -> list:
+    """The ops of a chain holding an 8-bit table op, in TFHE's vocabulary (:func:`hecore.tfhe.ops.parse_op`),
+    or a ValueError naming an op that is no function of one 8-bit pixel."""
+    from hecore.tfhe.ops import parse_op as parse_tfhe_op
+
+    for spec in specs:
+        if op_name(spec) in NOT_IN_TFHE:
+            raise ValueError(f"{spec.strip()} cannot join a chain of 8-bit table ops (threshold, min, max, lut): "
+                             f"such a chain is one function of each pixel, made of {_TABLE_FORMS}; run "
+                             f"{op_name(spec)} in a run of its own")
+    return [parse_tfhe_op(s) for s in specs]
+
+
 def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     """The one parser of a command line's ops: image ops (:func:`parse_op`), ``match:QUERY[,l1|,l2]`` or
     ``infer:MODEL[,task=01|all]``; the last two must be the only op of their run.
@@ -432,8 +448,6 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     if not specs:
         raise ValueError(f"no operation given: expected {_FORMS}, or match:QUERY, or infer:MODEL")
     if is_table_chain(specs):                  # 8-bit functions folded into one table (hecore.ops.lut, BFV)
-        from .lut import parse_table_chain
-
         return Chain(ops=tuple(parse_table_chain(specs)))
     kinds = [op_name(s) for s in specs]
     if "match" in kinds:

@@ -132,7 +132,7 @@ def _chain_and_match(specs: Sequence[str]):
 
     specs, match = list(specs), None
     if is_table_chain(specs):                   # 8-bit ops: one BFV table (hecore.ops.lut)
-        from hecore.ops.lut import parse_table_chain
+        from hecore.ops.spec import parse_table_chain
 
         return parse_table_chain(specs), None
     if specs and specs[-1].strip().lower().startswith("match:"):
@@ -143,7 +143,8 @@ def _chain_and_match(specs: Sequence[str]):
 def _table_chain(params, done: Sequence[str], ops: list, layout: str) -> list:
     """A chain of 8-bit ops (hecore.ops.lut) on a run that did ``done``: the ops in TFHE's vocabulary (one
     table, brightness saturating), on ciphertexts that hold 8-bit pixels, with parameters that afford it."""
-    from hecore.ops.lut import check_table_input, parse_table_chain
+    from hecore.ops.lut import check_table_input
+    from hecore.ops.spec import parse_table_chain
     from hecore.planner import check as check_params
 
     check_table_input(list(done), layout)
