@@ -109,9 +109,9 @@ def add_arguments(p) -> None:
     p.add_argument("--recursive", action="store_true", help="descend into subdirectories of --input")
     p.add_argument("--writer", choices=("auto", "spark", "workers"), default="auto",
                    help="who writes the ciphertext files: the Python workers (the JVM never touches ciphertext "
-                        "bytes) or Spark's Parquet writer; auto picks workers for a local master and a local "
-                        "--out (default); workers on a cluster: --out must be a local or file:// path that the "
-                        "driver and every worker see (a shared mount), which the driver checks")
+                        "bytes) or Spark's Parquet writer; auto (default) picks workers for every --out they "
+                        "reach -- a local or file:// path (on a cluster: a mount the driver and every worker "
+                        "share, which the driver checks) or hdfs:// -- and Spark's writer for other schemes")
     p.add_argument("--overwrite", action="store_true",
                    help="redo every image; by default a rerun into the same --out (same key, parameters, strategy "
                         "and options) skips the images finished before, and other settings are refused")

@@ -6,11 +6,12 @@ work, and checks that the key's parameters can run the ops (the planner
 names a preset that can when they cannot).  It reads exactly the files the
 input's manifest lists and checks every row before it is used (jobs/runtime/rowcheck.py): a row
 SEAL refuses, or of the wrong size, parameters or key, is a rejects row and
-its image is left out; the rest is processed.  Where the Python workers can
-write the output (a local master and path), a ciphertext is checked,
-processed and written in the task that reads it, and the images found bad
-are taken out of the written files afterwards (:func:`process_in_one_pass`);
-elsewhere a check pass runs first.
+its image is left out; the rest is processed.  A ciphertext is read, checked,
+processed and written in one task by the Python workers (local paths, a
+shared mount or hdfs://: no ciphertext byte passes through the JVM), and the
+images found bad are taken out of the written files afterwards
+(:func:`process_in_one_pass`).  Only the pixel layout's mean filter, which
+needs a shuffle, runs a check pass and then Spark's plan.
 
 Pixel layout: pointwise ops (brightness, contrast, watermark) are one pass
 over the rows; the mean filter sends each ciphertext to its tile and to the
@@ -21,7 +22,6 @@ halo), so the whole chain is one pass over the rows.
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 import pyarrow as pa
@@ -33,9 +33,10 @@ from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 
 from .runtime.progress import Progress
+from .runtime.remote import file_access
 from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
 from .runtime.tablefiles import write_rejects
-from .tasks.files import drop_images, keep_reported, keep_schema, work_to_file, worker_local_path
+from .tasks.files import drop_images, keep_reported, keep_schema, work_to_file
 
 
 def add_arguments(p) -> None:
@@ -123,28 +124,29 @@ def processed(run, df, ops):
 
 
 def process_in_one_pass(run, expect, ops):
-    """Check, process and write every ciphertext in one pass, the Python workers writing the Parquet files
-    (:func:`jobs.runtime.rowcheck.inspect_rows` with :func:`jobs.tasks.files.work_to_file` as its work); then the
-    rows of the images found bad are taken out of the written files.  The checked input and the ciphertext
-    bytes the workers reported writing (None when images were taken out: the files changed), or (None,
-    None) where the workers cannot write the output (a non-local master or path) or the ops need a
-    shuffle."""
+    """Read, check, process and write every ciphertext in one pass, the Python workers reading their input
+    split and writing the Parquet files (:func:`jobs.runtime.rowcheck.inspect_rows` with
+    :func:`jobs.tasks.files.work_to_file` as its work); then the rows of the images found bad are taken out
+    of the written files.  The checked input and the ciphertext bytes the workers reported writing (None
+    when images were taken out: the files changed), or (None, None) when the ops need a shuffle."""
     work = process_work(run, ops)
-    directory = worker_local_path(run.sc.master, run.out.table("ciphertexts")) if work is not None else None
-    if directory is None:
+    if work is None:
         return None, None
-    os.makedirs(directory, exist_ok=True)
+    directory = run.out.table("ciphertexts")
+    access = file_access(directory)
+    fs, base = access.open(directory)
+    fs.create_dir(base, recursive=True)
     checked = run.checked_input("process", expect, keys=run.keys.for_checks(), work_schema=WRITTEN,
-                                work=functools.partial(work_to_file, work=work, directory=directory))
+                                work=functools.partial(work_to_file, work=work, directory=directory, access=access))
     try:
-        entries = keep_reported(directory, checked.df.collect())
+        entries = keep_reported(directory, checked.df.collect(), access)
     finally:
         checked.release()
     ct_bytes = sum(e["ct_bytes"] for e in entries)
     if checked.bad_images:
-        drop_images(directory, [e["name"] for e in entries], checked.bad_images)
+        drop_images(directory, [e["name"] for e in entries], checked.bad_images, access)
         ct_bytes = None
-    keep_schema(directory)
+    keep_schema(directory, access)
     check_ops_fit(checked.input, ops)
     return checked, ct_bytes
 
@@ -165,7 +167,7 @@ def run(args, chain) -> int:
             t0 = time.perf_counter()
             progress.stage("checking and processing the input rows")
             checked, ct_bytes = process_in_one_pass(run, expect, ops)
-            if checked is None:                                 # a check pass, then the processing pass
+            if checked is None:                                 # a shuffle: a check pass, then Spark's plan
                 progress.stage("checking the input rows")
                 checked = run.checked_input("process", expect, keys=run.keys.for_checks())
                 run.timings["check_seconds"] = time.perf_counter() - t0

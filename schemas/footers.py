@@ -242,6 +242,10 @@ class FooterChecker:
         footer = footer_bytes(size, read_at)
         if isinstance(footer, str):
             return "unreadable-file", footer
+        return self.footer_problem(size, footer, limits)
+
+    def footer_problem(self, size: int, footer: bytes, limits: FooterLimits) -> tuple[str, str] | None:
+        """:meth:`problem` for a file of ``size`` bytes whose footer (:func:`footer_bytes`) is ``footer``."""
         request = {"data_end": size - 8 - len(footer), "rows": limits.rows, "row_bytes": limits.row_bytes,
                    "codecs": sorted(limits.codecs), "length": len(footer)}
         child = self._start()

@@ -1,11 +1,12 @@
-"""The driver's check of the files the encrypt tasks say they wrote (``--writer workers``): names of the tasks'
+"""The driver's check of the files the tasks say they wrote (the Python workers write every job's output): names of the tasks'
 pattern only, each present where the driver looks, at the reported size -- else a clear error, nothing kept."""
 from __future__ import annotations
 
 import pytest
 
 from hecore.errors import HepixError
-from jobs.tasks.files import SHARED_OUT, checked_reports, worker_local_path
+from jobs.runtime.remote import file_access
+from jobs.tasks.files import SHARED_OUT, checked_reports
 
 NAME = "part-00003-0-0123abcd.parquet"
 
@@ -48,8 +49,16 @@ def test_a_file_reported_twice_is_refused(tmp_path):
         checked_reports([report(), report()], str(tmp_path))
 
 
-def test_workers_write_on_a_cluster_only_when_the_user_says_the_out_is_shared():
-    assert worker_local_path("spark://h:7077", "/data/out") is None                  # auto: Spark's writer
-    assert worker_local_path("spark://h:7077", "file:///data/out", shared=True) == "/data/out"
-    assert worker_local_path("spark://h:7077", "hdfs://nn/out", shared=True) is None
-    assert worker_local_path("local[2]", "/data/out") == "/data/out"
+def test_workers_reach_local_file_and_hdfs_paths_alike(monkeypatch):
+    """One data path on every deployment: the workers write local, file:// and hdfs:// outputs themselves."""
+    monkeypatch.delenv("HEPIX_WEBHDFS", raising=False)
+    monkeypatch.setenv("HADOOP_USER_NAME", "owner")
+    assert file_access("/data/out").webhdfs is None
+    fs, path = file_access("file:///data/out").open("file:///data/out")
+    assert path == "/data/out" and fs.type_name == "local"
+    hdfs = file_access("hdfs://nn:8020/out")
+    assert (hdfs.webhdfs, hdfs.user) == ("http://nn:9870", "owner")
+    monkeypatch.setenv("HEPIX_WEBHDFS", "https://nn.example:9871")
+    assert file_access("hdfs://nn:8020/out").webhdfs == "https://nn.example:9871"
+    with pytest.raises(HepixError, match="s3a://b/out: hepix's workers read and write local paths"):
+        file_access("s3a://b/out")

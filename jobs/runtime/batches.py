@@ -27,7 +27,7 @@ import numpy as np
 from hecore.errors import HepixError
 from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
 from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
-from jobs.tasks.files import keep_reported, worker_local_path
+from jobs.tasks.files import keep_reported
 from jobs.tasks.rows import RowMeta
 from schemas.manifest import Counts, RunManifest
 from schemas.stages import TILES, WRITTEN
@@ -59,13 +59,29 @@ def settings_differ(old: dict, new: dict) -> str | None:
     return None
 
 
-def write_from_workers(units, directory: str, **task_args) -> list[dict]:
+def write_from_workers(units, directory: str, access, **task_args) -> list[dict]:
     """Encrypt with :func:`encrypt_to_files`: the table's entries (name, rows, bytes, xxh3_xor, ct_bytes) as
     the tasks reported them, once the driver has checked that it sees each of them, at the reported size,
-    in ``directory``; every other file there removed (:func:`jobs.tasks.files.keep_reported`)."""
-    os.makedirs(directory, exist_ok=True)
-    return keep_reported(directory, units.mapInArrow(functools.partial(encrypt_to_files, directory=directory,
-                                                                       **task_args), spark_schema(WRITTEN)).collect())
+    in ``directory`` (reached through ``access``, :class:`jobs.tasks.filesystem.FileAccess`); every other
+    file there removed (:func:`jobs.tasks.files.keep_reported`)."""
+    fs, base = access.open(directory)
+    fs.create_dir(base, recursive=True)
+    written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, access=access, **task_args),
+                               spark_schema(WRITTEN)).collect()
+    return keep_reported(directory, written, access)
+
+
+def workers_access(staged: str, args):
+    """How the Python workers reach ``staged`` (:func:`jobs.runtime.remote.file_access`), or None for Spark's
+    writer: ``--writer auto`` on a scheme the workers cannot reach; ``--writer workers`` there is an error."""
+    from .remote import file_access
+
+    try:
+        return file_access(staged)
+    except HepixError as e:
+        if args.writer == "workers":
+            raise HepixError(f"--writer workers: {e}; use --writer spark or auto") from None
+        return None
 
 
 class EncryptRun:
@@ -221,12 +237,10 @@ class EncryptRun:
         units = ok.repartition(args.partitions or max(1, min(n_units, sc.defaultParallelism * 4)))
         task_args = dict(token=self.token, broadcast=self.broadcast, meta=self.meta, rebuilds=self.rebuilds,
                          tasks=self.tasks)
-        local_dir = worker_local_path(sc.master, staged, shared=args.writer == "workers")
-        if args.writer == "workers" and not local_dir:
-            raise HepixError(f"--writer workers needs a local or file:// --out (a mount the driver and every "
-                             f"worker share); got {args.out}; use --writer spark or auto")
-        if local_dir and args.writer != "spark":
-            return write_from_workers(units, local_dir, **task_args)
+        if args.writer != "spark":
+            access = workers_access(staged, args)
+            if access is not None:
+                return write_from_workers(units, staged, access, **task_args)
         cts = units.mapInArrow(functools.partial(encrypt_partition, **task_args), spark_schema(CIPHERTEXTS))
         cts.write.options(**PARQUET_OPTIONS["ciphertexts"]).mode("overwrite").parquet(staged)
         return None

@@ -132,3 +132,19 @@ def remote_keys(keys: str | os.PathLike, *, secret: bool = False):
         yield local
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+def file_access(path: str):
+    """How the Python workers reach ``path`` (:class:`jobs.tasks.filesystem.FileAccess`): locally, or for
+    ``hdfs://`` over the name node's WebHDFS endpoint (``$HEPIX_WEBHDFS``, else port 9870 of the URI's
+    host) as :func:`hdfs_user`.  Another scheme is a clear error: the workers cannot reach it."""
+    from jobs.tasks.filesystem import FileAccess
+
+    if is_hdfs(path):
+        host = urlparse(str(path)).hostname or "localhost"
+        return FileAccess(webhdfs=os.environ.get(WEBHDFS_ENV) or f"http://{host}:{DEFAULT_HTTP_PORT}",
+                          user=hdfs_user())
+    if "://" in str(path) and not str(path).startswith("file:"):
+        raise HepixError(f"{path}: hepix's workers read and write local paths, file:// (a mount every worker "
+                         "shares) and hdfs://; copy the data to one of those")
+    return FileAccess()

@@ -350,13 +350,16 @@ def _fused_batch(batch: pa.RecordBatch, schema: pa.Schema, side: str) -> pa.Reco
 
 
 def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
-                             work, work_schema: pa.Schema, rebuilds=None) -> Iterator[pa.RecordBatch]:
+                             work, work_schema: pa.Schema, rebuilds=None,
+                             problems: list | None = None) -> Iterator[pa.RecordBatch]:
     """:func:`check_partition` and the job's own work in the same task, so every ciphertext is read once.
 
     ``work`` (a partition function: batches of input rows in, batches of ``work_schema`` out) is given
     the rows that pass their row checks, as they are checked; its output and the CHECKED rows leave the
     task side by side (:func:`fused_schema`).  Whether a row's image is kept is decided later, from all
-    the CHECKED rows (:func:`inspect_rows`): the work of an image found bad then is dropped unused."""
+    the CHECKED rows (:func:`inspect_rows`): the work of an image found bad then is dropped unused.
+    ``problems``: ``(file, reason, detail)`` of what the input's reader could not read
+    (:func:`jobs.tasks.splits.read_splits`), each a CHECKED row of no image at the end."""
     from collections import deque
 
     from ..tasks.worker import collect_failures, worker_state
@@ -385,8 +388,38 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
                 yield _fused_batch(out, schema, "work")
         while checked:
             yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
+        if problems:
+            yield _fused_batch(_problem_batch(problems), schema, "check")
     finally:
         collect_failures(None)
+
+
+def _problem_batch(problems: list) -> pa.RecordBatch:
+    """One CHECKED row of no image per ``(file, reason, detail)`` the input's reader met."""
+    cols = {n: pa.nulls(len(problems), CHECKED.field(n).type) for n in CHECKED.names}
+    for i, name in enumerate(("file", "reason", "detail")):
+        cols[name] = pa.array([p[i] for p in problems], type=pa.string())
+    return pa.RecordBatch.from_arrays([cols[n] for n in CHECKED.names], schema=CHECKED)
+
+
+@dataclass(frozen=True)
+class SplitSource:
+    """The input as the Python workers read it: the checked files' splits, how to reach them, the table's
+    schema (:mod:`jobs.tasks.splits`)."""
+
+    splits: list
+    access: object                  # jobs.tasks.filesystem.FileAccess
+    schema: pa.Schema
+
+    def partition(self, ids: Iterator[pa.RecordBatch], fn, **kwargs) -> Iterator[pa.RecordBatch]:
+        """``fn`` (:func:`check_and_work_partition`) over the rows of the splits whose indexes ``ids`` holds
+        (the ``id`` column of ``spark.range``: one task per split)."""
+        from ..tasks.splits import read_splits
+
+        mine = [self.splits[i] for rb in ids for i in rb.column("id").to_pylist()]
+        problems: list = []
+        rows = read_splits(mine, access=self.access, schema=self.schema, problems=problems)
+        yield from fn(rows, problems=problems, **kwargs)
 
 
 def _with_failures(batch: pa.RecordBatch, failures: list) -> pa.RecordBatch:
@@ -492,7 +525,8 @@ def _file_name(path: str | None) -> str:
 
 
 def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=None, owner=None,
-                 token: str = "rowcheck", work=None, work_schema: pa.Schema | None = None) -> CheckedInput:
+                 token: str = "rowcheck", work=None, work_schema: pa.Schema | None = None,
+                 source: SplitSource | None = None) -> CheckedInput:
     """Check every row of ``df`` (ciphertext rows) and every image; leave out the images with a problem.
 
     ``keys``: the job's keys (:meth:`hecore.schemes.KeySet.for_checks`: their checker loads each ciphertext);
@@ -504,7 +538,8 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
     ciphertext is read once, and the result's ``df`` is the work's output for the good images.  That
     output is kept on the executors' local disk, not in memory (decrypt's blocks hold eight bytes per
     pixel value: in memory they would grow the JVM with the corpus), until the caller's
-    :meth:`CheckedInput.release`."""
+    :meth:`CheckedInput.release`.  With a ``source`` that pass reads the input's rows in the Python
+    workers, one task per split (:class:`SplitSource`), instead of through Spark's reader of ``df``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -519,10 +554,14 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
             return _decide(spark, checked, df, run_id=run_id, stage=stage, owner=owner)
         finally:
             checked.unpersist()
-    fused = (rows.mapInArrow(lambda it: check_and_work_partition(it, expect=expect, token=token, broadcast=bc,
-                                                                 work=work, work_schema=work_schema),
-                             spark_schema(fused_schema(work_schema)))
-             .persist(StorageLevel.DISK_ONLY))
+    args = dict(expect=expect, token=token, broadcast=bc, work=work, work_schema=work_schema)
+    if source is not None:
+        n = max(1, len(source.splits))
+        plan = spark.range(0, len(source.splits), 1, n).mapInArrow(
+            lambda it: source.partition(it, check_and_work_partition, **args), spark_schema(fused_schema(work_schema)))
+    else:
+        plan = rows.mapInArrow(lambda it: check_and_work_partition(it, **args), spark_schema(fused_schema(work_schema)))
+    fused = plan.persist(StorageLevel.DISK_ONLY)
     try:
         result = _decide(spark, fused.where(F.col("check").isNotNull()).select("check.*"), df,
                          run_id=run_id, stage=stage, owner=owner)

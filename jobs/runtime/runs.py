@@ -187,7 +187,8 @@ class Run:
     def commit(self, manifest: RunManifest, tables: list[str]) -> None:
         self.out.commit(manifest, tables)
 
-    def input_table(self, table: str = "ciphertexts", schema=None, max_rows: int | None = None):
+    def input_table(self, table: str = "ciphertexts", schema=None, max_rows: int | None = None,
+                    with_splits: bool = False):
         """The rows of exactly the files the input's manifest lists for ``table`` (each inside its directory),
         read with the table's schema, and rejects rows for the listed files that cannot be read.
 
@@ -195,10 +196,13 @@ class Run:
         (sizes and offsets inside the file, at most the rows the manifest lists for it, at most that many
         of the largest rows the parameters allow, the table's columns): a missing file, a symbolic link, a
         file listed again, a footer that lies, and files past ``max_rows`` rows in all (what the owner
-        made, when the caller knows) are rejects rows, and the job goes on with the rest."""
+        made, when the caller knows) are rejects rows, and the job goes on with the rest.  With
+        ``with_splits``, also the checked files' splits (:class:`jobs.tasks.splits.Split`), for the Python
+        workers to read themselves."""
+        from jobs.tasks.splits import splits_of
+        from schemas.footers import FooterChecker, FooterLimits, footer_bytes
         from schemas.tables import TABLES, spark_schema
 
-        from schemas.footers import FooterChecker, FooterLimits
         from .rowcheck import reject_row
 
         arrow_schema = schema if schema is not None else TABLES[table]
@@ -206,7 +210,7 @@ class Run:
         listed_rows = [e["rows"] for e in self.parent.files[table]]
         present = self.storage.list_files(join(self.args.input, table))
         largest = ciphertext_bytes(self.keys)
-        found, rejects, seen = [], [], set()
+        found, rejects, seen, splits = [], [], set(), []
         budget = max_rows
 
         def refuse(name: str, reason: str, detail: str) -> None:
@@ -230,18 +234,20 @@ class Run:
                     refuse(name, "unreadable-file", f"{name}: the manifest lists {rows} rows, more than the {budget} "
                                                     "left of what the owner made")
                     continue
-                problem = footers.problem(present[name], lambda at, n, p=p: self.storage.read_at(p, at, n),
-                                          FooterLimits.for_table(table, rows, largest))
+                footer = footer_bytes(present[name], lambda at, n, p=p: self.storage.read_at(p, at, n))
+                problem = (("unreadable-file", footer) if isinstance(footer, str) else
+                           footers.footer_problem(present[name], footer, FooterLimits.for_table(table, rows, largest)))
                 if problem is not None:
                     refuse(name, problem[0], f"{name}: {problem[1]}")
                     continue
                 if budget is not None:
                     budget -= rows
                 found.append(p)
+                splits += splits_of(p, present[name], footer)
         schema = spark_schema(arrow_schema)
         reader = self.spark.read.schema(schema).option("ignoreCorruptFiles", "true")
-        df = reader.parquet(*found) if found else self.spark.createDataFrame([], schema)
-        return df.select(*schema.names), rejects
+        df = (reader.parquet(*found) if found else self.spark.createDataFrame([], schema)).select(*schema.names)
+        return (df, rejects, splits) if with_splits else (df, rejects)
 
     def expectation(self, **overrides):
         """What every input row must say: this job's key and parameters, the input run's layout, ops, tile."""
@@ -254,14 +260,19 @@ class Run:
         """The input's ciphertext rows after every check (jobs/runtime/rowcheck.py): the images with a bad row are left
         out whole, and each bad row or image becomes a rejects row of ``stage``.  With ``work`` (a partition
         function giving ``work_schema`` rows), the work's output for the good images, done in the checking
-        pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it)."""
-        from .rowcheck import inspect_rows
+        pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it), the Python workers reading
+        the input's splits themselves (no ciphertext byte passes through the JVM)."""
+        from schemas.tables import CIPHERTEXTS
+
+        from .remote import file_access
+        from .rowcheck import SplitSource, inspect_rows
 
         rows = sum(i.ciphertexts for i in owner.images().values()) if owner is not None else None
-        df, missing = self.input_table(max_rows=rows)
+        df, missing, splits = self.input_table(max_rows=rows, with_splits=True)
+        source = SplitSource(splits, file_access(self.args.input), CIPHERTEXTS) if work is not None else None
         checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
                                keys=keys, owner=owner, token=f"{self.run_id}/check", work=work,
-                               work_schema=work_schema)
+                               work_schema=work_schema, source=source)
         checked.rejects[:0] = missing
         return checked
 

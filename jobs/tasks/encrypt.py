@@ -106,9 +106,10 @@ def packed_rows(meta: RowMeta, enc, tiles: list[dict], units: list, level: int, 
 
 # --- encrypt, writing Parquet from the Python workers --------------------------------------------
 
-def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, token: str, broadcast,
+def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, access, token: str, broadcast,
                      meta: RowMeta, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
-    """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``
-    (:func:`jobs.tasks.files.rows_to_file`: the ciphertext bytes never pass through the JVM)."""
+    """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``, reached
+    through ``access`` (:func:`jobs.tasks.files.rows_to_file`: the ciphertext bytes never pass through the
+    JVM)."""
     yield from rows_to_file(encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
-                                              rebuilds=rebuilds, tasks=tasks), directory=directory)
+                                              rebuilds=rebuilds, tasks=tasks), directory=directory, access=access)

@@ -1,19 +1,19 @@
-"""Ciphertext rows written as Parquet by the Python workers themselves, where they see the output directory:
-local and local-cluster masters with a local output, or ``--writer workers`` on a cluster whose workers and
-driver share the output's mount.
+"""Ciphertext rows written as Parquet by the Python workers themselves, on every deployment: a local
+directory (a local master, or a mount the driver and every worker share) or ``hdfs://``, through the
+file systems of :mod:`jobs.tasks.filesystem`.
 
-The ciphertext bytes then never pass through the JVM, which otherwise spends most of a core moving them
+The ciphertext bytes never pass through the JVM, which otherwise spends most of a core moving them
 (Arrow, row conversion, its Parquet writer).  Only a WRITTEN row per task goes back to Spark -- the file's
 name, rows and size, the XOR of its rows' checksums and the sum of their ciphertext lengths --; the driver
 checks each report against the file it sees and keeps exactly the files successful tasks reported.
 
-Both sides are here: the workers' (:func:`rows_to_file`, :func:`work_to_file`) and the driver's -- where
-the workers may write (:func:`worker_local_path`), which files to keep (:func:`keep_reported`), leaving
-images out of what they wrote (:func:`drop_images`).
+Both sides are here: the workers' (:func:`rows_to_file`, :func:`work_to_file`) and the driver's -- which
+files to keep (:func:`keep_reported`), leaving images out of what they wrote (:func:`drop_images`).  A
+file is written under a hidden temporary name and renamed when complete, so a task killed mid-write
+leaves no visible partial file; the driver removes whatever no successful task reported.
 """
 from __future__ import annotations
 
-import os
 import re
 from typing import Callable, Iterator
 
@@ -23,6 +23,8 @@ import pyarrow.compute as pc
 from hecore.errors import HepixError
 from schemas.stages import WRITTEN
 from schemas.tables import CIPHERTEXTS
+
+from .filesystem import FileAccess
 
 #: The names :func:`rows_to_file` gives its files (a name a worker reports is checked against it).
 WRITTEN_NAME = re.compile(r"part-[0-9]{5,}-[0-9]+-[0-9a-f]{8}\.parquet")
@@ -37,9 +39,9 @@ class RowGroupWriter:
     """A Parquet file of ciphertext rows written in row groups of about :data:`ROW_GROUP_BYTES`, counting
     its rows, its ciphertext bytes and the XOR of their checksums as it goes (what the driver records)."""
 
-    def __init__(self, path: str):
-        self.path, self.rows, self.ct_bytes, self.xxh3_xor = path, 0, 0, 0
-        self._writer, self._pending, self._pending_bytes = None, [], 0
+    def __init__(self, fs, path: str):
+        self.fs, self.path, self.rows, self.ct_bytes, self.xxh3_xor = fs, path, 0, 0, 0
+        self._writer, self._sink, self._pending, self._pending_bytes = None, None, [], 0
 
     def add(self, rb: pa.RecordBatch) -> None:
         from jobs.tasks.checksums import xor_all
@@ -61,7 +63,8 @@ class RowGroupWriter:
         if not self._pending:
             return
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, CIPHERTEXTS, **WRITER_OPTIONS)
+            self._sink = self.fs.open_output_stream(self.path)
+            self._writer = pq.ParquetWriter(self._sink, CIPHERTEXTS, **WRITER_OPTIONS)
         table = pa.Table.from_batches(self._pending, schema=CIPHERTEXTS)
         self._writer.write_table(table, row_group_size=table.num_rows)
         self._pending, self._pending_bytes = [], 0
@@ -70,11 +73,14 @@ class RowGroupWriter:
         """Close the file (what is still buffered after a failure is dropped: the driver removes the file)."""
         if self._writer is not None:
             self._writer.close()
+        if self._sink is not None:
+            self._sink.close()
 
 
-def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str) -> Iterator[pa.RecordBatch]:
-    """Write the CIPHERTEXTS batches ``rows`` of one task as one Parquet file in ``directory``: one WRITTEN
-    row describing it (or a null file when there were no rows).
+def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str,
+                 access: FileAccess = FileAccess()) -> Iterator[pa.RecordBatch]:
+    """Write the CIPHERTEXTS batches ``rows`` of one task as one Parquet file in ``directory`` (reached
+    through ``access``): one WRITTEN row describing it (or a null file when there were no rows).
 
     The file is written under a temporary name and renamed when complete; its name carries the task's
     partition and attempt, so a retried or speculative attempt never overwrites another's file."""
@@ -84,7 +90,8 @@ def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str) -> Iterator[
 
     tc = TaskContext.get()
     name = f"part-{tc.partitionId():05d}-{tc.attemptNumber()}-{uuid.uuid4().hex[:8]}.parquet"
-    out = RowGroupWriter(os.path.join(directory, f".{name}.tmp"))
+    fs, base = access.open(directory)
+    out = RowGroupWriter(fs, f"{base}/.{name}.tmp")
     try:
         for rb in rows:
             out.add(rb)
@@ -95,39 +102,35 @@ def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str) -> Iterator[
         yield pa.RecordBatch.from_pylist([{"file": None, "rows": 0, "bytes": 0, "xxh3_xor": 0, "ct_bytes": 0}],
                                          schema=WRITTEN)
         return
-    os.replace(out.path, os.path.join(directory, name))
+    fs.move(out.path, f"{base}/{name}")
     yield pa.RecordBatch.from_pylist(
-        [{"file": name, "rows": out.rows, "bytes": os.path.getsize(os.path.join(directory, name)),
+        [{"file": name, "rows": out.rows, "bytes": fs.get_file_info(f"{base}/{name}").size,
           "xxh3_xor": out.xxh3_xor, "ct_bytes": out.ct_bytes}], schema=WRITTEN)
 
 
-def work_to_file(batches: Iterator[pa.RecordBatch], *, work: Callable, directory: str) -> Iterator[pa.RecordBatch]:
+def work_to_file(batches: Iterator[pa.RecordBatch], *, work: Callable, directory: str,
+                 access: FileAccess = FileAccess()) -> Iterator[pa.RecordBatch]:
     """Run the partition function ``work`` (rows in, CIPHERTEXTS rows out) and write what it gives with
     :func:`rows_to_file`."""
-    yield from rows_to_file(work(batches), directory=directory)
+    yield from rows_to_file(work(batches), directory=directory, access=access)
 
 
 # --- the driver's side ------------------------------------------------------------------------------
 
-#: What ``--writer workers`` asks of a cluster (the driver checks it after every write).
-SHARED_OUT = "--writer workers needs an --out that the driver and every worker see at the same path"
+#: What the workers' writing asks of a cluster (the driver checks it after every write).
+SHARED_OUT = "the workers write --out themselves: it must be hdfs:// or a path the driver and every worker see"
 
 
-def worker_local_path(master: str, path: str, shared: bool = False) -> str | None:
-    """``path`` as a local directory the Python workers can write, or None.
+def _listing(directory: str, access: FileAccess) -> tuple[object, str, dict[str, int]]:
+    """``(file system, path, {name: size})`` of the files directly in ``directory`` (none when it is absent)."""
+    import pyarrow.fs as pafs
 
-    For local and local-cluster masters (the workers run on this machine), or any master when the
-    user says (``shared``: ``--writer workers``) that the path is a mount every worker and the driver
-    share; and only for paths without a scheme other than ``file:``.
-    """
-    if not (master.startswith("local") or shared):
-        return None
-    if "://" in path and not path.startswith("file://"):
-        return None
-    return os.path.abspath(path.removeprefix("file://").removeprefix("file:"))
+    fs, base = access.open(directory)
+    infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+    return fs, base, {i.base_name: i.size for i in infos if i.type == pafs.FileType.File}
 
 
-def checked_reports(reports: list[dict], directory: str) -> list[dict]:
+def checked_reports(reports: list[dict], directory: str, access: FileAccess = FileAccess()) -> list[dict]:
     """The files the tasks reported (WRITTEN rows with a file), each checked before it names a path: a name
     the tasks give (:data:`WRITTEN_NAME`), reported once, present in ``directory`` with the
     reported size.
@@ -136,64 +139,68 @@ def checked_reports(reports: list[dict], directory: str) -> list[dict]:
     its file fails the job with :data:`SHARED_OUT`, naming the directory; nothing is committed.
     """
     entries = {}
+    present = _listing(directory, access)[2]
     for r in reports:
         name = r["file"]
         if not isinstance(name, str) or not WRITTEN_NAME.fullmatch(name) or name in entries:
             raise HepixError(f"a task reported the file {name!r}, which is not a name it writes; nothing was "
                              "committed")
-        path = os.path.join(directory, name)
-        size = os.path.getsize(path) if os.path.isfile(path) else None
+        size = present.get(name)
         if size is None or size != r["bytes"]:
             seen = "does not see it" if size is None else f"sees {size} bytes, not {r['bytes']}"
             raise HepixError(f"{SHARED_OUT}: a worker wrote {name} ({r['bytes']} bytes) into {directory}, but "
-                             f"the driver {seen}; give such an --out, or --writer spark (or auto)")
+                             f"the driver {seen}; give such an --out")
         entries[name] = {"name": name, "rows": int(r["rows"]), "bytes": size, "xxh3_xor": int(r["xxh3_xor"]),
                          "ct_bytes": int(r["ct_bytes"])}
     return [entries[n] for n in sorted(entries)]
 
 
-def keep_reported(directory: str, written) -> list[dict]:
+def keep_reported(directory: str, written, access: FileAccess = FileAccess()) -> list[dict]:
     """The files the successful tasks reported in ``written`` (WRITTEN rows), checked
     (:func:`checked_reports`); every other file of ``directory`` -- of failed or speculative attempts,
     temporary files -- removed."""
     entries = checked_reports([r.asDict() if hasattr(r, "asDict") else dict(r) for r in written
-                               if r["file"] is not None], directory)
+                               if r["file"] is not None], directory, access)
     keep = {e["name"] for e in entries}
-    for name in os.listdir(directory):
+    fs, base, present = _listing(directory, access)
+    for name in present:
         if name not in keep:
-            os.remove(os.path.join(directory, name))
+            fs.delete_file(f"{base}/{name}")
     return entries
 
 
-def drop_images(directory: str, names: list[str], image_ids: set[str]) -> None:
+def drop_images(directory: str, names: list[str], image_ids: set[str], access: FileAccess = FileAccess()) -> None:
     """Rewrite the Parquet files ``names`` of ``directory`` without the rows of ``image_ids`` (images judged
     bad after their rows were written); a file left empty is removed.  Rare: only a run with rejects."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    fs, base = access.open(directory)
     drop = sorted(image_ids)
     for name in names:
-        path = os.path.join(directory, name)
-        table = pq.read_table(path)
+        path = f"{base}/{name}"
+        table = pq.read_table(path, filesystem=fs)
         keep = pc.invert(pc.is_in(table.column("image_id"), value_set=_strings(drop)).fill_null(False))
         if pc.all(keep).as_py():
             continue
         kept = table.filter(keep)
         if kept.num_rows == 0:
-            os.remove(path)
+            fs.delete_file(path)
             continue
-        tmp = os.path.join(directory, f".{name}.tmp")
-        pq.write_table(kept, tmp, **WRITER_OPTIONS)
-        os.replace(tmp, path)
+        tmp = f"{base}/.{name}.tmp"
+        pq.write_table(kept, tmp, filesystem=fs, **WRITER_OPTIONS)
+        fs.move(tmp, path)
 
 
-def keep_schema(directory: str) -> None:
+def keep_schema(directory: str, access: FileAccess = FileAccess()) -> None:
     """Leave a file of no rows in ``directory`` when it has none (every row was bad): the table then still
     reads as an empty table of its schema, as one Spark writes from no rows does."""
     import pyarrow.parquet as pq
 
-    if not any(name.endswith(".parquet") for name in os.listdir(directory)):
-        pq.write_table(CIPHERTEXTS.empty_table(), os.path.join(directory, "part-00000-empty.parquet"))
+    fs, base, present = _listing(directory, access)
+    if not any(name.endswith(".parquet") for name in present):
+        fs.create_dir(base, recursive=True)
+        pq.write_table(CIPHERTEXTS.empty_table(), f"{base}/part-00000-empty.parquet", filesystem=fs)
 
 
 def _strings(values: list[str]):
