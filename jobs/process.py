@@ -34,7 +34,6 @@ from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 
 from .runtime.progress import Progress
-from .runtime.remote import file_access
 from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
 from .runtime.tablefiles import write_rejects
 from .tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, work_to_file
@@ -146,7 +145,7 @@ def process_in_one_pass(run, expect, ops):
     shuffle and the tasks after it write the files."""
     work = process_work(run, ops)
     directory = run.out.table("ciphertexts")
-    access = file_access(directory)
+    access = run.storage.access(directory)
     fs, base = access.open(directory)
     fs.create_dir(base, recursive=True)
     keys = run.keys.for_checks()

@@ -29,7 +29,6 @@ from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
 
 from .runtime import runinfo
-from .runtime.remote import file_access
 from .runtime.rowcheck import (
     KEY,
     RowExpect,
@@ -121,7 +120,7 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     bc = spark.sparkContext.broadcast(None)
     token = f"verify/{bc._jbroadcast.id()}"
     # the Python workers read the ciphertexts (a file that cannot be read counts fewer rows, reported below)
-    source = SplitSource(splits, file_access(path), TABLES[table])
+    source = SplitSource(splits, storage.access(path), TABLES[table])
     checked = source.plan(spark, lambda it: check_partition(source.rows(it, []), expect=expect, token=token,
                                                              broadcast=bc), spark_schema(CHECKED)).persist()
     try:

@@ -71,13 +71,12 @@ def write_from_workers(units, directory: str, access, **task_args) -> list[dict]
     return keep_reported(directory, written, access)
 
 
-def workers_access(staged: str, args):
-    """How the Python workers reach ``staged`` (:func:`jobs.runtime.remote.file_access`), or None for Spark's
-    writer: ``--writer auto`` on a scheme the workers cannot reach; ``--writer workers`` there is an error."""
-    from .remote import file_access
-
+def workers_access(storage, staged: str, args):
+    """How the Python workers reach ``staged`` (:meth:`jobs.runtime.storage.Storage.access`), or None for
+    Spark's writer: ``--writer auto`` on a scheme the workers cannot reach; ``--writer workers`` there is an
+    error."""
     try:
-        return file_access(staged)
+        return storage.access(staged)
     except HepixError as e:
         if args.writer == "workers":
             raise HepixError(f"--writer workers: {e}; use --writer spark or auto") from None
@@ -238,7 +237,7 @@ class EncryptRun:
         task_args = dict(token=self.token, broadcast=self.broadcast, meta=self.meta, rebuilds=self.rebuilds,
                          tasks=self.tasks)
         if args.writer != "spark":
-            access = workers_access(staged, args)
+            access = workers_access(self.storage, staged, args)
             if access is not None:
                 return write_from_workers(units, staged, access, **task_args)
         cts = units.mapInArrow(functools.partial(encrypt_partition, **task_args), spark_schema(CIPHERTEXTS))
