@@ -149,7 +149,7 @@ def compare_strategies(ctx: HEContext, image: np.ndarray, tile: int = STRATEGY_T
     untimed (warm), then the whole image encrypted (timed), decrypted and scored against ``image``.
     ``speedup_vs_fresh`` is fresh's encryption time over the strategy's; ``bytes_per_value`` the
     ciphertext bytes per pixel value."""
-    from hecore.kernels import warm_up   # numba: here, not at import (the CLI imports this module)
+    from hecore.kernels import warm_up  # numba: here, not at import (the CLI imports this module)
 
     warm_up()
     rows: list[dict] = []

@@ -129,6 +129,7 @@ class Runs:
 
 
 def download(client, remote: str, local: Path) -> Path:
+    local.parent.mkdir(parents=True, exist_ok=True)
     client.download(remote, str(local), n_threads=1)
     return local
 
