@@ -36,7 +36,7 @@ from test_cluster import decrypted, keys_of, make_corpus
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.seconds(300), pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),
+pytestmark = [pytest.mark.seconds(335), pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),
               pytest.mark.skipif(not java_available(), reason="no java on PATH and no JAVA_HOME: HDFS, YARN "
                                                               "and spark-submit need a JRE")]
 
