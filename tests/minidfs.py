@@ -155,10 +155,15 @@ class MiniDFS:
         return InsecureClient(self.webhdfs, user=os.environ.get("HADOOP_USER_NAME") or getpass.getuser())
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end(self.proc)
+
+
+def end(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM, and SIGKILL after ``grace`` seconds, unless ``proc`` has exited."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -191,11 +191,6 @@ class MiniYarn:
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+                minidfs.end(self.proc)
         for c in self.containers():
             self.kill_container(c)
