@@ -462,6 +462,28 @@ def memory_by_size(rows: list[CorpusRow], layout: str = "packed", encryption: st
     return lines
 
 
+def jvm_slopes(rows: list[CorpusRow]) -> list[str]:
+    """Per mode, for process and decrypt: the JVM's CPU seconds per GB of ciphertext read between the
+    smallest and the largest corpus (what grows with the data; a job's fixed cost -- the JVM's start,
+    Spark's planning -- cancels out)."""
+    lines = []
+    for layout, encryption in MODES:
+        for job, reads in (("process", "encrypt"), ("decrypt", "process")):
+            got = sorted((r.images, r) for r in rows if r.implementation.startswith("spark")
+                         and (r.layout, r.encryption, r.job) == (layout, encryption, job))
+            inputs = {r.images: r.bytes_at_rest for r in rows if r.implementation.startswith("spark")
+                      and (r.layout, r.encryption, r.job) == (layout, encryption, reads)}
+            if len(got) < 2:
+                continue
+            (a, ra), (b, rb) = got[0], got[-1]
+            gb = ((inputs.get(b) or 0) - (inputs.get(a) or 0)) / 1e9
+            if gb > 0 and ra.jvm_cpu_seconds is not None and rb.jvm_cpu_seconds is not None:
+                grows = (rb.jvm_cpu_seconds - ra.jvm_cpu_seconds) / gb
+                lines.append(f"{layout} {encryption} {job}: the JVM's CPU grows {grows:.1f} s per GB read from {a} to "
+                             f"{b} images (goal <= 1)")
+    return lines
+
+
 def report(rows: list[CorpusRow], dataset: str, preset_name: str) -> str:
     from jobs.runtime.console import table
 
@@ -488,6 +510,7 @@ def report(rows: list[CorpusRow], dataset: str, preset_name: str) -> str:
                                          if jobs[j].vs_limit is not None) + " (goal >= 0.8); JVM CPU s per GB read: "
                              + ", ".join(f"{j} {jobs[j].jvm_cpu_seconds_per_gb:.1f}" for j in ("process", "decrypt")
                                          if jobs[j].jvm_cpu_seconds_per_gb is not None) + " (goal <= 1)")
+    lines += jvm_slopes(rows)
     lines += ["", f"where the jobs' time and memory go (each job's process tree sampled every {SAMPLE_SECONDS} s): "
               "JVM = the Spark JVM, in local mode driver and executor (reading, shuffling, writing the bytes); "
               "workers = the Python workers, of which core s is the core work's own time in the output rows "
