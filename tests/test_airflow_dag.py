@@ -59,7 +59,8 @@ class Nights:
 
     def __init__(self, base: Path, python: str, keys: Path, pub: Path):
         self.base, self.python = base, python
-        self.root, self.images, self.faults = base / "root", base / "images", base / "faults"
+        self.root, self.owner_root = base / "root", base / "root.owner"      # the cluster's side, the owner's
+        self.images, self.faults = base / "images", base / "faults"
         for d in (self.images, self.faults):
             d.mkdir(parents=True)
         self.env = {
@@ -101,7 +102,8 @@ class Nights:
                                   timeout=900).returncode
 
     def path(self, table: str, ds_: str) -> Path:
-        return self.root / table / f"night={ds_}"
+        side = self.owner_root if table in ("owner", "dec") else self.root
+        return side / table / f"night={ds_}"
 
     def manifest(self, table: str, ds_: str) -> dict:
         return json.loads((self.path(table, ds_) / "_manifest.json").read_text())
@@ -145,6 +147,9 @@ def test_a_night_runs_end_to_end(runs):
     for table in ("ct", "processed", "dec"):
         assert clean.manifest(table, NIGHT1)["status"] == "complete"
     assert clean.sources(NIGHT1) == {"a.png", "b.png", "c.png"}
+    # nothing of the owner's on the cluster's side: no owner map, no decrypted metrics, no file names
+    assert sorted(p.name for p in clean.root.iterdir()) == ["ct", "processed"]
+    assert not any(b"a.png" in p.read_bytes() for p in clean.root.rglob("*") if p.is_file())
     assert clean.manifest("processed", NIGHT1)["ops"] == ["brightness:20"]
     # two grey images and an RGB one, each channel of 16x16 in four 8x8 tiles, all decrypted exactly
     metrics = ds.dataset(clean.path("dec", NIGHT1) / "metrics").to_table().to_pylist()
@@ -168,10 +173,11 @@ def test_a_night_whose_jobs_failed_once_and_were_retried_holds_the_rows_of_the_c
 def test_a_night_run_again_finds_its_runs_complete_and_changes_nothing(runs):
     _, retried, _ = runs
     before = {t: retried.manifest(t, NIGHT1)["run_id"] for t in ("ct", "processed", "dec")}
-    files = sorted(str(p) for p in retried.root.rglob("*") if p.is_file())
+    files = sorted(str(p) for side in (retried.root, retried.owner_root) for p in side.rglob("*") if p.is_file())
     assert retried.night(NIGHT1) == 0, retried.log.read_text()[-3000:]
     assert {t: retried.manifest(t, NIGHT1)["run_id"] for t in ("ct", "processed", "dec")} == before
-    assert sorted(str(p) for p in retried.root.rglob("*") if p.is_file()) == files
+    assert sorted(str(p) for side in (retried.root, retried.owner_root) for p in side.rglob("*") if p.is_file()) \
+        == files
     assert "holds a complete run already: nothing to do" in retried.log.read_text()
 
 

@@ -159,3 +159,13 @@ def test_a_skip_directory_that_does_not_exist_is_refused_by_name(nights, capsys)
     err = capsys.readouterr().err
     assert f"--skip-encrypted {root / 'no-such-maps'}: not a local directory" in err
     assert not (root / "elsewhere" / "_manifest.json").exists()
+
+
+def test_one_owner_map_named_alone_is_skipped_and_nothing_else(three_nights):
+    root, _ = three_nights
+    out = root / "since-night-1"
+    assert main(["encrypt", "--keys", str(root / "pub"), "--input", str(root / "images"), "--out", str(out),
+                 "--skip-encrypted", str(night(root, "owner", NIGHTS[0])), *ENC]) == 0
+    owner = out.with_name(out.name + ".owner")
+    names = {r.rsplit("/", 1)[-1] for r in ds.dataset(owner / "images").to_table().column("source").to_pylist()}
+    assert names == {"d.png", "e.png"}

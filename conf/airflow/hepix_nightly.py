@@ -7,12 +7,13 @@ and decrypts them, one run per night (docs/operations.md#scheduling).
 Every path derives from the run's logical date ``ds``, each night's tables in ``night=YYYY-MM-DD``
 directories that DuckDB and Spark SQL read as one partitioned table::
 
-    ROOT/ct/night=DS/          encrypt's output: what the cluster is handed
-    ROOT/owner/night=DS/       its owner map (which id is which file): stays with the owner
-    ROOT/processed/night=DS/   process's output
-    ROOT/dec/night=DS/         decrypt's metrics (and rejects)
+    ROOT/ct/night=DS/                encrypt's output: what the cluster is handed
+    ROOT/processed/night=DS/         process's output
+    OWNER_ROOT/owner/night=DS/       encrypt's owner map (which id is which file)
+    OWNER_ROOT/dec/night=DS/         decrypt's metrics (and rejects), which name the owner's files
 
-``encrypt --skip-encrypted ROOT/owner`` takes only the images no earlier night's owner map holds; a night
+ROOT is what the cluster reads and writes; OWNER_ROOT stays on the owner's machine.
+``encrypt --skip-encrypted OWNER_ROOT/owner`` takes only the images no earlier night's owner map holds; a night
 with nothing new is an empty complete run, which every later step goes through without a special case.
 
 Retries and re-runs are safe: hepix writes ``_manifest.json`` last, so a failed job commits nothing and a
@@ -23,7 +24,9 @@ overlap, so a backfill (``airflow dags backfill``, or catchup) runs them in date
 
 Configured by the environment of the Airflow scheduler and workers (read when the DAG is parsed):
 
-    HEPIX_NIGHTLY_ROOT         the data root above (required; a path the owner's side and the cluster see)
+    HEPIX_NIGHTLY_ROOT         ROOT above (required; a path the owner's machine and the cluster both see)
+    HEPIX_NIGHTLY_OWNER_ROOT   OWNER_ROOT above, a local directory never handed to the cluster (default
+                               ROOT.owner beside ROOT)
     HEPIX_NIGHTLY_IMAGES       the growing image directory (required)
     HEPIX_NIGHTLY_PUBLIC_KEYS  the public key directory (`hepix export-public`): encrypt and process read
                                only it; the default of the run parameter ``public_keys``
@@ -80,13 +83,14 @@ HOME = Path(setting("HEPIX_HOME", str(Path(__file__).resolve().parents[2])))
 VENV = Path(setting("HEPIX_VENV", str(HOME / ".venv")))
 HEPIX = setting("HEPIX_NIGHTLY_HEPIX", str(VENV / "bin" / "hepix"))
 ROOT = setting("HEPIX_NIGHTLY_ROOT").rstrip("/")
+OWNER_ROOT = setting("HEPIX_NIGHTLY_OWNER_ROOT", ROOT + ".owner").rstrip("/")
 IMAGES = setting("HEPIX_NIGHTLY_IMAGES")
 OWNER_MASTER = setting("HEPIX_NIGHTLY_OWNER_MASTER", "local[2]")
 
 CT = ROOT + "/ct/night={{ ds }}"
-OWNER = ROOT + "/owner/night={{ ds }}"
+OWNER = OWNER_ROOT + "/owner/night={{ ds }}"
 PROCESSED = ROOT + "/processed/night={{ ds }}"
-DEC = ROOT + "/dec/night={{ ds }}"
+DEC = OWNER_ROOT + "/dec/night={{ ds }}"
 
 
 def manifest(directory: str) -> dict | None:
@@ -165,9 +169,9 @@ with DAG(
         done_out=CT,
         env={"HEPIX_PUBLIC_KEYS": "{{ params.public_keys }}"},     # a parameter reaches the shell quoted
         append_env=True,
-        bash_command=f"mkdir -p {q(ROOT + '/owner')} && " + hepix(
+        bash_command=f"mkdir -p -m 0700 {q(OWNER_ROOT)} {q(OWNER_ROOT + '/owner')} && " + hepix(
             "encrypt", "--keys", '"$HEPIX_PUBLIC_KEYS"', "--input", q(IMAGES), "--out", q(CT),
-            "--owner", q(OWNER), "--skip-encrypted", q(ROOT + "/owner"), "--master", q(OWNER_MASTER), "--quiet",
+            "--owner", q(OWNER), "--skip-encrypted", q(OWNER_ROOT + "/owner"), "--master", q(OWNER_MASTER), "--quiet",
             *shlex.split(setting("HEPIX_NIGHTLY_ENCRYPT_ARGS", ""))),
     )
     ops = [a for op in shlex.split(setting("HEPIX_NIGHTLY_OPS", "brightness:20")) for a in ("--op", op)]
