@@ -30,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DAG_FILE = REPO_ROOT / "conf" / "airflow" / "hepix_nightly.py"
 CACHE = os.environ.get("HEPIX_CACHE") or str(Path.home() / ".cache" / "hepix")
 
-pytestmark = [pytest.mark.seconds(720), pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.seconds(330), pytest.mark.spark, pytest.mark.slow]
 
 NIGHT1, NIGHT2, NIGHT3 = "2026-03-01", "2026-03-02", "2026-03-03"
 #: Metrics columns that differ between two runs of the same night by construction: random ids, times, and CKKS's

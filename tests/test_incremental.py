@@ -16,7 +16,7 @@ from PIL import Image
 
 from jobs.cli import main
 
-pytestmark = [pytest.mark.seconds(110), pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.seconds(70), pytest.mark.spark, pytest.mark.slow]
 
 SPARK = ["--quiet", "--master", "local[2]"]
 ENC = ["--tile", "8x8", "--halo", "1", *SPARK]
