@@ -217,3 +217,15 @@ def test_only_the_corpus_suite_takes_a_list_of_image_counts(tmp_path):
     assert "takes one --images count" in str(e.value)
     with pytest.raises(SystemExit):                          # not a count: argparse's error
         main(["bench", "--suite", "corpus", "--images", "4,x", "--out", str(tmp_path)])
+
+
+def test_the_jvm_cost_per_gb_is_what_grows_between_corpus_sizes():
+    rows = []
+    for n, read, jvm in ((4, 2 * 10**9, 20.0), (10, 5 * 10**9, 23.0)):
+        enc = _row("encrypt", "spark local[2]", 1.0)
+        enc.bytes_at_rest, enc.images = read, n
+        proc = _row("process", "spark local[2]", 1.0)
+        proc.jvm_cpu_seconds, proc.images = jvm, n
+        rows += [enc, proc]
+    lines = corpus.jvm_slopes(rows)
+    assert lines == ["packed public process: the JVM's CPU grows 1.0 s per GB read from 4 to 10 images (goal <= 1)"]
