@@ -6,8 +6,8 @@
 #
 # It lives in CACHE_DIR/airflow/<key>/venv, the key covering conf/airflow/requirements.txt, this script and
 # the Python version, so a changed pin builds a new one beside the old.  Apart from hepix's .venv because
-# Airflow pins its own dependency tree (see conf/airflow/requirements.txt).  Installs hold
-# /tmp/hepix-heavy.lock; a finished build is marked by a stamp written last, so an interrupted one is redone.
+# Airflow pins its own dependency tree (see conf/airflow/requirements.txt).  A finished build is marked by
+# a stamp written last, so an interrupted one is redone.
 set -euo pipefail
 
 cache=${1:?usage: tools/setup_airflow.sh CACHE_DIR [--check]}
@@ -36,7 +36,7 @@ mkdir -p "$cache/airflow"
   "$py_sys" -m venv "$dir/venv"
   "$py" -m pip install --quiet --upgrade "pip>=24" >&2
   grep -v '^apache-airflow-providers-apache-spark' "$reqs" > "$dir/core.txt"
-  flock /tmp/hepix-heavy.lock "$py" -m pip install --quiet -r "$dir/core.txt" >&2
+  "$py" -m pip install --quiet -r "$dir/core.txt" >&2
   "$py" -m pip install --quiet --no-deps "$(grep '^apache-airflow-providers-apache-spark' "$reqs")" >&2
   AIRFLOW_HOME=$dir/check "$py" -c \
     'from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator' >&2
