@@ -486,7 +486,9 @@ BENCH_CORPUS_CLUSTER = pa.schema(list(BENCH_CORPUS) + [
     pa.field("jvm_cpu_seconds_per_gb", pa.float64()),       # Spark JVMs' CPU per 10^9 input bytes; goal <= 1
     pa.field("jvm_startup_cpu_seconds", pa.float64()),      # ... of which before the first Python worker
     pa.field("driver_jvm_cpu_seconds", pa.float64()),
+    pa.field("driver_jvm_startup_cpu_seconds", pa.float64()),
     pa.field("executor_jvm_cpu_seconds", pa.float64()),
+    pa.field("executor_jvm_startup_cpu_seconds", pa.float64()),
     pa.field("worker_daemon_cpu_seconds", pa.float64()),
     pa.field("master_cpu_seconds", pa.float64()),
     pa.field("hdfs_cpu_seconds", pa.float64()),             # HDFS's name and data node (WebHDFS served)

@@ -41,8 +41,10 @@ class FakeProc:
         monkeypatch.setattr(clustertree, "cmdline", lambda pid: self.cmd.get(pid, ""))
         monkeypatch.setattr(clustertree, "descendants", self._descendants)
         monkeypatch.setattr(clustertree, "cpu_seconds", lambda pid: self.cpu.get(pid))
-        monkeypatch.setattr(clustertree, "_status", lambda pid: {"VmHWM": self.rss[pid] * 1024,
-                                                                 "VmRSS": self.rss[pid] * 1024} if pid in self.cpu else {})
+        monkeypatch.setattr(clustertree, "_status", self._status)
+
+    def _status(self, pid):
+        return {"VmHWM": self.rss[pid] * 1024, "VmRSS": self.rss[pid] * 1024} if pid in self.cpu else {}
 
     def _descendants(self, pid):
         out = []
@@ -139,6 +141,7 @@ def test_a_cluster_row_has_every_spark_jvm_by_role_and_their_cpu_per_gb_read():
     assert r.jvm_cpu_seconds_per_gb == 7.75                            # 15.5 s over 2 GB read
     assert (r.driver_jvm_cpu_seconds, r.executor_jvm_cpu_seconds, r.worker_daemon_cpu_seconds,
             r.master_cpu_seconds, r.hdfs_cpu_seconds) == (4.0, 10.0, 1.0, 0.5, 12.0)
+    assert (r.driver_jvm_startup_cpu_seconds, r.executor_jvm_startup_cpu_seconds) == (3.0, 2.0)
     assert r.executor_jvm_peak_rss == 1000 * 2**20 and r.workers_peak_rss == 500 * 2**20
     assert r.core_seconds == 5.0
 

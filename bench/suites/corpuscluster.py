@@ -67,7 +67,9 @@ class ClusterCorpusRow(CorpusRow):
     jvm_cpu_seconds_per_gb: float | None = None
     jvm_startup_cpu_seconds: float | None = None
     driver_jvm_cpu_seconds: float | None = None
+    driver_jvm_startup_cpu_seconds: float | None = None
     executor_jvm_cpu_seconds: float | None = None
+    executor_jvm_startup_cpu_seconds: float | None = None
     worker_daemon_cpu_seconds: float | None = None
     master_cpu_seconds: float | None = None
     hdfs_cpu_seconds: float | None = None
@@ -112,8 +114,9 @@ def cluster_row(job: str, run: JobRun, usage: ClusterUsage, *, implementation: s
     jvm = usage.spark_jvm_cpu()
     row.jvm_cpu_seconds, row.jvm_startup_cpu_seconds = jvm, usage.spark_jvm_startup_cpu()
     row.jvm_cpu_seconds_per_gb = jvm / (input_bytes / GB) if input_bytes else None
-    row.driver_jvm_cpu_seconds = r["driver_jvm"].cpu
+    row.driver_jvm_cpu_seconds, row.driver_jvm_startup_cpu_seconds = r["driver_jvm"].cpu, r["driver_jvm"].startup_cpu
     row.executor_jvm_cpu_seconds = r["executor_jvm"].cpu
+    row.executor_jvm_startup_cpu_seconds = r["executor_jvm"].startup_cpu
     row.worker_daemon_cpu_seconds, row.master_cpu_seconds = r["worker_daemon_jvm"].cpu, r["master_jvm"].cpu
     row.hdfs_cpu_seconds = r["hdfs_jvm"].cpu
     row.executor_jvm_peak_rss = int(r["executor_jvm"].peak_mb * mb)
@@ -167,7 +170,9 @@ def roles_table(rows: list[ClusterCorpusRow]) -> str:
                          ("startup_seconds", "start-up s", ".1f"),
                          ("driver_python_cpu_seconds", "driver py cpu", ".1f"),
                          ("driver_jvm_cpu_seconds", "driver JVM cpu", ".1f"),
+                         ("driver_jvm_startup_cpu_seconds", "of which start-up", ".1f"),
                          ("executor_jvm_cpu_seconds", "executor JVM cpu", ".1f"),
+                         ("executor_jvm_startup_cpu_seconds", "of which start-up", ".1f"),
                          ("worker_daemon_cpu_seconds", "worker daemon cpu", ".1f"),
                          ("master_cpu_seconds", "master cpu", ".1f"),
                          ("workers_cpu_seconds", "py workers cpu", ".1f"), ("core_seconds", "core s", ".1f"),
