@@ -495,6 +495,7 @@ BENCH_CORPUS_CLUSTER = pa.schema(list(BENCH_CORPUS) + [
     pa.field("executor_jvm_peak_rss", pa.int64()),
     pa.field("worker_daemon_peak_rss", pa.int64()),         # VmHWM over the daemon's life
     pa.field("master_peak_rss", pa.int64()),
+    pa.field("task_metrics", pa.string()),                  # JSON: Spark's task metrics of the job, summed
 ])
 
 #: One row per (image, encryption path) of ``hepix bench --suite atrest``: bytes at rest and the speed of

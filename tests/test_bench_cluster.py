@@ -163,7 +163,14 @@ def test_process_is_held_to_the_slower_of_the_core_and_the_copy():
 
 
 def test_the_report_states_each_goal_and_the_roles():
-    text = corpuscluster.report(_rows(), "generated", "paper-4096")
+    rows = _rows()
+    rows[3].task_metrics = ('{"tasks": 8, "input_bytes": 0, "output_bytes": 0, "shuffle_read_bytes": 0, '
+                            '"shuffle_write_bytes": 2000000, "result_bytes": 3000000, "executor_cpu_seconds": 4.5, '
+                            '"executor_run_seconds": 9.0, "gc_seconds": 0.3}')
+    assert (rows[3].job, rows[3].implementation) == ("process", corpuscluster.CLUSTER)
+    text = corpuscluster.report(rows, "generated", "paper-4096")
+    assert ("process, Spark's task metrics: 8 tasks; the JVMs read 0.000 GB, shuffled 0.002 GB, wrote 0.000 GB, "
+            "returned 3.0 MB of results; task threads' CPU 4.5 s of 9.0 s run, GC 0.3 s") in text
     assert "encrypt 0.50, process 0.60, decrypt 0.80 (goal >= 0.7)" in text
     assert "process 7.8 (5.3 of 15.5 s before the first Python worker)" in text and "(goal <= 1.0" in text
     assert "6.0 s for 2.00 GB (0.33 GB/s" in text and "HDFS's 9.0 s" in text
@@ -182,6 +189,25 @@ def test_the_rows_fit_their_table(tmp_path):
     assert table.schema.equals(BENCH_CORPUS_CLUSTER, check_metadata=False)
     got = {r["job"]: r for r in table.to_pylist() if r["implementation"] != "hecore, one core"}
     assert got["process"]["jvm_cpu_seconds_per_gb"] == 7.75 and got["copy"]["input_bytes"] == 2 * 10**9
+
+
+def test_spark_task_metrics_are_summed_from_the_event_log(tmp_path):
+    import json
+
+    def end(cpu_ns, read, shuffle):
+        return json.dumps({"Event": "SparkListenerTaskEnd", "Task Metrics": {
+            "Executor CPU Time": cpu_ns, "Executor Run Time": 2000, "JVM GC Time": 100, "Result Size": 5000,
+            "Input Metrics": {"Bytes Read": read}, "Output Metrics": {"Bytes Written": 0},
+            "Shuffle Read Metrics": {"Remote Bytes Read": 0, "Local Bytes Read": shuffle},
+            "Shuffle Write Metrics": {"Shuffle Bytes Written": shuffle}}})
+
+    (tmp_path / "app-1").write_text("\n".join([json.dumps({"Event": "SparkListenerApplicationStart"}),
+                                               end(1.5e9, 10**6, 0), end(0.5e9, 0, 300)]) + "\n")
+    (tmp_path / "app-2.inprogress").write_text(end(9e9, 9, 9) + "\n")         # not finished: not read
+    t = corpuscluster.task_metrics(tmp_path)
+    assert (t["tasks"], t["input_bytes"], t["shuffle_read_bytes"], t["shuffle_write_bytes"]) == (2, 10**6, 300, 300)
+    assert (t["executor_cpu_seconds"], t["executor_run_seconds"], t["gc_seconds"]) == (2.0, 4.0, 0.2)
+    assert corpuscluster.task_metrics(tmp_path / "none") is None
 
 
 # --- the options ---------------------------------------------------------------------------------

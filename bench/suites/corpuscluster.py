@@ -76,6 +76,7 @@ class ClusterCorpusRow(CorpusRow):
     executor_jvm_peak_rss: int | None = None
     worker_daemon_peak_rss: int | None = None
     master_peak_rss: int | None = None
+    task_metrics: str | None = None          # JSON: Spark's own task metrics, summed (:func:`task_metrics`)
 
 
 # --- rows from what was sampled ------------------------------------------------------------------
@@ -195,6 +196,15 @@ def goals(rows: list[ClusterCorpusRow]) -> list[str]:
                        if j in jobs and jobs[j].jvm_cpu_seconds_per_gb is not None)
     lines.append(f"Spark JVMs' CPU s per GB of ciphertext read: {per_gb} (goal <= {GOAL_JVM_CPU_PER_GB} for process "
                  "and decrypt)")
+    for j, r in jobs.items():
+        t = json.loads(r.task_metrics or "null")
+        if t:
+            lines.append(f"{j}, Spark's task metrics: {t['tasks']} tasks; the JVMs read {t['input_bytes'] / GB:.3f} GB,"
+                         " "
+                         f"shuffled {t['shuffle_write_bytes'] / GB:.3f} GB, wrote {t['output_bytes'] / GB:.3f} GB, "
+                         f"returned {t['result_bytes'] / 1e6:.1f} MB of results; task threads' CPU "
+                         f"{t['executor_cpu_seconds']:.1f} s of {t['executor_run_seconds']:.1f} s run, GC "
+                         f"{t['gc_seconds']:.1f} s")
     if copy is not None and copy.seconds:
         lines.append(f"pyarrow copy HDFS -> HDFS of process's input, one process: {copy.seconds:.1f} s for "
                      f"{copy.input_bytes / GB:.2f} GB ({copy.input_bytes / GB / copy.seconds:.2f} GB/s read + written; "
@@ -289,6 +299,33 @@ def pyarrow_copy(access, src: str, dst: str) -> tuple[float, int, int]:
     return time.perf_counter() - t, sum(i.size for i in files), len(files)
 
 
+def task_metrics(folder: Path) -> dict | None:
+    """What Spark's event logs in ``folder`` (one application's) say its tasks did, summed over them: the bytes
+    its JVMs read, shuffled and wrote for the tasks, the task threads' CPU and run time and the garbage
+    collector's time (seconds).  None without a finished log."""
+    logs = [p for p in folder.iterdir() if p.is_file() and not p.name.endswith(".inprogress")] \
+        if folder.is_dir() else []
+    if not logs:
+        return None
+    out = dict.fromkeys(("tasks", "input_bytes", "output_bytes", "shuffle_read_bytes", "shuffle_write_bytes",
+                         "result_bytes", "executor_cpu_seconds", "executor_run_seconds", "gc_seconds"), 0)
+    for line in logs[0].read_text().splitlines():
+        if '"SparkListenerTaskEnd"' not in line:
+            continue
+        m = json.loads(line).get("Task Metrics") or {}
+        sr, sw = m.get("Shuffle Read Metrics", {}), m.get("Shuffle Write Metrics", {})
+        out["tasks"] += 1
+        out["input_bytes"] += m.get("Input Metrics", {}).get("Bytes Read", 0)
+        out["output_bytes"] += m.get("Output Metrics", {}).get("Bytes Written", 0)
+        out["shuffle_read_bytes"] += sr.get("Remote Bytes Read", 0) + sr.get("Local Bytes Read", 0)
+        out["shuffle_write_bytes"] += sw.get("Shuffle Bytes Written", 0)
+        out["result_bytes"] += m.get("Result Size", 0)
+        out["executor_cpu_seconds"] += m.get("Executor CPU Time", 0) / 1e9
+        out["executor_run_seconds"] += m.get("Executor Run Time", 0) / 1e3
+        out["gc_seconds"] += m.get("JVM GC Time", 0) / 1e3
+    return out
+
+
 # --- the jobs ----------------------------------------------------------------------------------------
 
 def run_sampled(name: str, cmd: list[str], env: dict[str, str], log_path: Path, roots: dict[str, int]
@@ -311,19 +348,25 @@ def run_sampled(name: str, cmd: list[str], env: dict[str, str], log_path: Path, 
     return wall, sampler.usage
 
 
-def cluster_command(cluster, dist: Path, argv: list[str], webhdfs: str) -> tuple[list[str], dict[str, str]]:
-    """``spark-submit/standalone.sh`` on the one-core worker, its driver reaching HDFS over ``webhdfs``."""
+def cluster_command(cluster, dist: Path, argv: list[str], webhdfs: str, events: Path
+                    ) -> tuple[list[str], dict[str, str]]:
+    """``spark-submit/standalone.sh`` on the one-core worker, its driver reaching HDFS over ``webhdfs``, its
+    event log into ``events``."""
     from bench.suites.cluster import launcher
 
-    cmd, env = launcher().standalone_command(cluster, dist, [*argv, "--quiet"], cores=1, driver_memory="2g")
+    cmd, env = launcher().standalone_command(cluster, dist, [*argv, "--quiet"], cores=1, driver_memory="2g",
+                                             event_log=events)
     env["HEPIX_WEBHDFS"] = webhdfs
     env["HEPIX_SPARK_OPTS"] = " ".join([env["HEPIX_SPARK_OPTS"], *(f"--conf {k}={v}" for k, v in SPARK_CONF.items())])
     return cmd, env
 
 
-def owner_command(argv: list[str], webhdfs: str, conf: Path) -> tuple[list[str], dict[str, str]]:
-    """``hepix ARGV`` on the owner's machine: ``local[1]``, this checkout's code."""
-    conf.write_text("".join(f"{k} {v}\n" for k, v in SPARK_CONF.items()))
+def owner_command(argv: list[str], webhdfs: str, conf: Path, events: Path) -> tuple[list[str], dict[str, str]]:
+    """``hepix ARGV`` on the owner's machine: ``local[1]``, this checkout's code, its event log into ``events``."""
+    events.mkdir(parents=True, exist_ok=True)
+    settings = {**SPARK_CONF, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+                "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
+    conf.write_text("".join(f"{k} {v}\n" for k, v in settings.items()))
     env = dict(os.environ, HEPIX_WEBHDFS=webhdfs,
                PYTHONPATH=os.pathsep.join(filter(None, [str(corpus.REPO), os.environ.get("PYTHONPATH")])))
     return [sys.executable, "-m", "jobs.cli", *argv, "--master", "local[1]", "--conf", str(conf), "--quiet"], env
@@ -356,7 +399,7 @@ def pipeline(site: Site) -> tuple[dict[str, ClusterCorpusRow], ClusterCorpusRow]
     rows = {}
     for job, (argv, out, read) in steps.items():
         before = os.getloadavg()[0]
-        cmd, env = cluster_command(site.cluster, site.dist, argv, webhdfs)
+        cmd, env = cluster_command(site.cluster, site.dist, argv, webhdfs, site.work / "events" / job)
         wall, usage = run_sampled(job, cmd, env, site.work / f"{job}.log", daemons)
         site.cluster.clear_finished_apps()
         manifest = read_json(access, f"{out}/_manifest.json")
@@ -366,16 +409,19 @@ def pipeline(site: Site) -> tuple[dict[str, ClusterCorpusRow], ClusterCorpusRow]
                                 input_bytes=table_bytes(access, f"{read}/ciphertexts") if read else None,
                                 core=core_seconds(access, job, out) if job in corpus.WORK else None,
                                 load_before=before)
+        rows[job].task_metrics = json.dumps(task_metrics(site.work / "events" / job))
         if job == "process":
             copy = measured_copy(site, f"{enc}/ciphertexts", f"{base}/copy")
     before = os.getloadavg()[0]
     cmd, env = owner_command(["decrypt", "--keys", str(site.keys), "--input", proc, "--out", dec, "--owner",
-                              str(owner_map), "--images", f"{base}/corpus"], webhdfs, site.work / "owner.conf")
+                              str(owner_map), "--images", f"{base}/corpus"], webhdfs, site.work / "owner.conf",
+                             site.work / "events" / "decrypt")
     wall, usage = run_sampled("decrypt", cmd, env, site.work / "decrypt.log", {"hdfs": site.hdfs.proc.pid})
     d = rows["decrypt"] = cluster_row("decrypt", JobRun(read_json(access, f"{dec}/_manifest.json"), wall,
                                                         peaks_of(usage)), usage, implementation=OWNER,
                                       input_bytes=table_bytes(access, f"{proc}/ciphertexts"),
                                       core=core_seconds(access, "decrypt", dec), load_before=before)
+    d.task_metrics = json.dumps(task_metrics(site.work / "events" / "decrypt"))
     metrics = [dict(zip(("psnr", "exact_fraction", "max_abs_err"), v)) for v in zip(
         *(read_column(access, f"{dec}/metrics", c) for c in ("psnr", "exact_fraction", "max_abs_err")))]
     d.min_psnr = min(m["psnr"] for m in metrics)
