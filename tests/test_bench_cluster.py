@@ -224,3 +224,13 @@ def test_the_hdfs_mode_runs_each_job_once():
     with pytest.raises(SystemExit) as e:
         corpuscluster.run(SimpleNamespace(repeats=3, images=None, quick=False, preset=None, out="x"))
     assert "--repeats 3" in str(e.value)
+
+
+def test_the_suite_loads_the_checkouts_hdfs_and_cluster_helpers_once():
+    from bench.suites.cluster import checkout_module, launcher
+
+    minidfs = checkout_module("minidfs")
+    assert minidfs is checkout_module("minidfs") and hasattr(minidfs, "MiniDFS")
+    assert hasattr(launcher(), "StandaloneCluster")
+    with pytest.raises(SystemExit, match="runs from a checkout"):
+        checkout_module("no_such_helper")
