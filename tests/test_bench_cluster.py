@@ -189,6 +189,7 @@ def test_the_rows_fit_their_table(tmp_path):
     assert table.schema.equals(BENCH_CORPUS_CLUSTER, check_metadata=False)
     got = {r["job"]: r for r in table.to_pylist() if r["implementation"] != "hecore, one core"}
     assert got["process"]["jvm_cpu_seconds_per_gb"] == 7.75 and got["copy"]["input_bytes"] == 2 * 10**9
+    assert got["copy"]["timings"] == '{"copy_seconds": 6.0, "files": 4}'
 
 
 def test_spark_task_metrics_are_summed_from_the_event_log(tmp_path):

@@ -127,12 +127,13 @@ def cluster_row(job: str, run: JobRun, usage: ClusterUsage, *, implementation: s
 
 
 def copy_row(seconds: float, nbytes: int, files: int, cpu: float, hdfs_cpu: float) -> ClusterCorpusRow:
-    """The pyarrow copy of process's input: its seconds, the copying process's CPU and HDFS's."""
+    """The pyarrow copy of process's input: its seconds, the copying process's CPU and HDFS's (the files
+    copied in ``timings``)."""
     return ClusterCorpusRow(layout=LAYOUT, encryption=ENCRYPTION, job="copy", implementation=COPY, cores=1,
                             images=0, pixels=0, ciphertexts=0, seconds=seconds, seconds_per_ciphertext=0.0,
                             pixels_per_second=0.0, wall_seconds=seconds, input_bytes=nbytes,
                             bytes_at_rest=nbytes, driver_python_cpu_seconds=cpu, hdfs_cpu_seconds=hdfs_cpu,
-                            worker_processes=files)
+                            timings=json.dumps({"copy_seconds": seconds, "files": files}))
 
 
 def limits(core: dict[str, CorpusRow], jobs: dict[str, ClusterCorpusRow], copy: ClusterCorpusRow | None
