@@ -478,7 +478,7 @@ BENCH_CORPUS = pa.schema([
 #: One row per job of ``hepix bench --suite cluster --hdfs`` (``bench.suites.corpuscluster``): the corpus
 #: table's columns (``implementation``: hecore, one core | spark standalone ... | spark local[1], the owner's
 #: | pyarrow copy, one process), and the cluster's processes by role (CPU is utime + stime while sampled).
-BENCH_CORPUS_CLUSTER = pa.schema(list(BENCH_CORPUS) + [
+_CORPUS_CLUSTER_COLUMNS = [
     pa.field("load_1m_before", pa.float64()),
     pa.field("input_bytes", pa.int64()),                    # ciphertext bytes the job read (its input files)
     pa.field("limit_seconds", pa.float64()),                # what the job is held to: the core's, or process's
@@ -496,7 +496,9 @@ BENCH_CORPUS_CLUSTER = pa.schema(list(BENCH_CORPUS) + [
     pa.field("worker_daemon_peak_rss", pa.int64()),         # VmHWM over the daemon's life
     pa.field("master_peak_rss", pa.int64()),
     pa.field("task_metrics", pa.string()),                  # JSON: Spark's task metrics of the job, summed
-])
+]
+BENCH_CORPUS_CLUSTER = pa.schema(list(BENCH_CORPUS)
+                                 + [f for f in _CORPUS_CLUSTER_COLUMNS if f.name not in BENCH_CORPUS.names])
 
 #: One row per (image, encryption path) of ``hepix bench --suite atrest``: bytes at rest and the speed of
 #: each secure encryption path against the pixel layout's ``full`` caching, one process, one thread
