@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml tools/setup.sh tools/build_pyfhel.sh tools/patch_pyfhel_sdist.py \
           tools/build_native.sh native/pyproject.toml native/setup.py $(wildcard native/src/*.cpp native/src/*.hpp) \
           tools/build_tfhe.sh native/tfhe/Cargo.toml native/tfhe/Cargo.lock native/tfhe/pyproject.toml \
-          $(wildcard native/tfhe/src/*.rs)
+          $(wildcard native/tfhe/src/*.rs) tools/setup_airflow.sh conf/airflow/requirements.txt
 	tools/setup.sh $(VENV) $(HEPIX_CACHE)
 	@touch $@
 

@@ -472,6 +472,13 @@ BENCH_CORPUS = pa.schema([
     pa.field("jvm_cpu_seconds", pa.float64()),
     pa.field("workers_cpu_seconds", pa.float64()),
     pa.field("core_seconds", pa.float64()),                 # the core work's own wall time in the rows, summed
+    # a job: its limit on these cores -- the core's time / 2, or for process the larger of that and a pyarrow
+    # copy of the input's files on two processes (process is one addition per ciphertext: bound by I/O) --,
+    # the job's rate over it (goal >= 0.8), and the JVM's CPU seconds per GB of ciphertext the job read
+    pa.field("copy_seconds", pa.float64()),
+    pa.field("limit_seconds", pa.float64()),
+    pa.field("vs_limit", pa.float64()),
+    pa.field("jvm_cpu_seconds_per_gb", pa.float64()),
 ])
 
 

@@ -63,6 +63,10 @@ def add_arguments(p) -> None:
                    help="the owner map: which image id is which file, the rejects, the settings (a local "
                         "directory kept by the owner, never handed to the cluster; default: <--out>.owner beside "
                         "a local --out). decrypt --owner and audit --owner read it")
+    p.add_argument("--skip-encrypted", action="append", default=[], metavar="OWNER_MAP",
+                   help="an incremental run (repeatable): leave out the images that earlier runs' owner maps hold "
+                        "(by source path, encrypted or rejected); an owner map directory, or a directory of them "
+                        "(OWNER_ROOT with night=YYYY-MM-DD/ maps).  Nothing new: an empty complete run")
     p.add_argument("--layout", choices=Layout.names(), default=None,
                    help="packed: one fresh ciphertext per tile channel, a pixel per slot (default; TFHE keys: "
                         "pixel, their only layout); "
@@ -333,6 +337,9 @@ def run(args) -> int:
             if not batches and job.already_complete():
                 print(f"nothing to encrypt: all {job.skipped} images of {args.input} are in {out.out} already")
                 return 0
+            if not batches and job.skipped_earlier:
+                print(f"nothing new: all {job.skipped_earlier} images of {args.input} are in earlier runs' owner "
+                      f"maps; {out.out} gets an empty complete run")
             with Progress(spark, "encrypt", enabled=not args.quiet) as progress:
                 for b, paths in enumerate(batches):
                     job.encrypt_batch(b, paths, len(batches), progress)

@@ -10,8 +10,9 @@ its image is left out; the rest is processed.  A ciphertext is read, checked,
 processed and written in one task by the Python workers (local paths, a
 shared mount or hdfs://: no ciphertext byte passes through the JVM), and the
 images found bad are taken out of the written files afterwards
-(:func:`process_in_one_pass`).  Only the pixel layout's mean filter, which
-needs a shuffle, runs a check pass and then Spark's plan.
+(:func:`process_in_one_pass`).  The pixel layout's mean filter, which needs
+a shuffle, scatters in the reading task and sums its windows after Spark's
+shuffle, where the tasks write the files.
 
 Pixel layout: pointwise ops (brightness, contrast, watermark) are one pass
 over the rows; the mean filter sends each ciphertext to its tile and to the
@@ -27,16 +28,15 @@ import time
 import pyarrow as pa
 
 from hecore.errors import HepixError
-from jobs.tasks.process import chain_partition, mean_filter_group, pointwise_partition, scatter_partition
+from jobs.tasks.process import chain_partition, chained, mean_filter_group, pointwise_partition, scatter_partition
 from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 
 from .runtime.progress import Progress
-from .runtime.remote import file_access
 from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
 from .runtime.tablefiles import write_rejects
-from .tasks.files import drop_images, keep_reported, keep_schema, work_to_file
+from .tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, work_to_file
 
 
 def add_arguments(p) -> None:
@@ -96,54 +96,75 @@ def process_work(run, ops):
                            run_id=run.run_id, rebuilds=run.rebuilds, tasks=run.tasks)
 
 
-def processed(run, df, ops):
-    """The Spark plan that applies ``ops`` to the ciphertext rows ``df`` (after a separate check pass).
+HALO_SCHEMA = pa.schema(list(CIPHERTEXTS) + [pa.field(name, type_, nullable=False) for name, type_ in HALO_COLUMNS])
 
-    One pass of :func:`process_work` where it has one; the pixel layout's mean filter sends each
-    ciphertext to its tile and the neighbours whose halo needs it, then sums each window per output tile.
-    """
+
+def shuffle_steps(run, ops):
+    """For a chain with the pixel layout's mean filter: the work of the reading task -- the pointwise ops
+    before the first mean filter, then its scatter (each ciphertext sent to its tile and to the neighbour
+    tiles whose halo needs it), rows of :data:`HALO_SCHEMA` -- and a function turning those rows (a Spark
+    DataFrame) into the Spark plan of the rest: the windows summed per output tile, then the remaining ops."""
     from hecore.ops.spec import MeanFilter
 
-    schema = spark_schema(CIPHERTEXTS)
-    work = process_work(run, ops)
-    if work is not None:
-        return df.mapInArrow(work, schema)
     bc, token = run.broadcast(run.keys)
     common = dict(token=token, broadcast=bc, run_id=run.run_id, rebuilds=run.rebuilds)
-    for op in ops:
-        if isinstance(op, MeanFilter):
-            halo_schema = spark_schema(pa.schema(list(CIPHERTEXTS) + [
-                pa.field(name, type_, nullable=False) for name, type_ in HALO_COLUMNS]))
-            scattered = df.mapInArrow(functools.partial(scatter_partition, halo=op.halo), halo_schema)
-            df = (scattered.groupBy("image_id", "channel", "target_ty", "target_tx")
-                  .applyInArrow(table_function(mean_filter_group, k=op.k, spec=op.spec, **common), schema))
-        else:
-            df = df.mapInArrow(functools.partial(pointwise_partition, spec=op.spec, tasks=run.tasks, **common),
-                               schema)
-    return df
+    schema, halo_schema = spark_schema(CIPHERTEXTS), spark_schema(HALO_SCHEMA)
+
+    def pointwise(op):
+        return functools.partial(pointwise_partition, spec=op.spec, tasks=run.tasks, **common)
+
+    first = next(i for i, op in enumerate(ops) if isinstance(op, MeanFilter))
+    reading = functools.partial(chained, steps=[pointwise(op) for op in ops[:first]]
+                                + [functools.partial(scatter_partition, halo=ops[first].halo)])
+
+    def rest(scattered):
+        df, pending = scattered, ops[first]
+        for op in ops[first + 1:] + [None]:
+            if pending is not None:                   # ``df`` is scattered: sum the windows of ``pending``
+                df = (df.groupBy("image_id", "channel", "target_ty", "target_tx")
+                      .applyInArrow(table_function(mean_filter_group, k=pending.k, spec=pending.spec, **common),
+                                    schema))
+                pending = None
+            if isinstance(op, MeanFilter):
+                df, pending = df.mapInArrow(functools.partial(scatter_partition, halo=op.halo), halo_schema), op
+            elif op is not None:
+                df = df.mapInArrow(pointwise(op), schema)
+        return df
+
+    return reading, rest
 
 
 def process_in_one_pass(run, expect, ops):
     """Read, check, process and write every ciphertext in one pass, the Python workers reading their input
-    split and writing the Parquet files (:func:`jobs.runtime.rowcheck.inspect_rows` with
-    :func:`jobs.tasks.files.work_to_file` as its work); then the rows of the images found bad are taken out
-    of the written files.  The checked input and the ciphertext bytes the workers reported writing (None
-    when images were taken out: the files changed), or (None, None) when the ops need a shuffle."""
+    split and writing the Parquet files (:func:`jobs.runtime.rowcheck.inspect_rows` with the chain as its
+    work); the checked input and the ciphertext bytes written (None when they must be counted again).
+
+    A chain without a shuffle writes in the reading task (:func:`jobs.tasks.files.work_to_file`); the rows
+    of the images found bad are then taken out of the written files.  The pixel layout's mean filter
+    (:func:`shuffle_steps`) scatters in the reading task; the good images' rows then go through Spark's
+    shuffle and the tasks after it write the files."""
     work = process_work(run, ops)
-    if work is None:
-        return None, None
     directory = run.out.table("ciphertexts")
-    access = file_access(directory)
+    access = run.storage.access(directory)
     fs, base = access.open(directory)
     fs.create_dir(base, recursive=True)
-    checked = run.checked_input("process", expect, keys=run.keys.for_checks(), work_schema=WRITTEN,
-                                work=functools.partial(work_to_file, work=work, directory=directory, access=access))
+    keys = run.keys.for_checks()
+    if work is not None:
+        checked = run.checked_input("process", expect, keys=keys, work_schema=WRITTEN,
+                                    work=functools.partial(work_to_file, work=work, directory=directory,
+                                                           access=access))
+        written = checked.df
+    else:
+        reading, rest = shuffle_steps(run, ops)
+        checked = run.checked_input("process", expect, keys=keys, work=reading, work_schema=HALO_SCHEMA)
+        written = rest(checked.df).mapInArrow(functools.partial(rows_to_file, directory=directory, access=access),
+                                              spark_schema(WRITTEN))
     try:
-        entries = keep_reported(directory, checked.df.collect(), access)
+        entries = keep_reported(directory, written.collect(), access)
     finally:
         checked.release()
     ct_bytes = sum(e["ct_bytes"] for e in entries)
-    if checked.bad_images:
+    if checked.bad_images and work is not None:
         drop_images(directory, [e["name"] for e in entries], checked.bad_images, access)
         ct_bytes = None
     keep_schema(directory, access)
@@ -167,13 +188,6 @@ def run(args, chain) -> int:
             t0 = time.perf_counter()
             progress.stage("checking and processing the input rows")
             checked, ct_bytes = process_in_one_pass(run, expect, ops)
-            if checked is None:                                 # a shuffle: a check pass, then Spark's plan
-                progress.stage("checking the input rows")
-                checked = run.checked_input("process", expect, keys=run.keys.for_checks())
-                run.timings["check_seconds"] = time.perf_counter() - t0
-                check_ops_fit(checked.df, ops)                  # before any work
-                progress.stage("processing")
-                run.write(processed(run, checked.df, ops), "ciphertexts")
             run.timings["process_seconds"] = time.perf_counter() - t0
             write_rejects(run.spark, checked.rejects, run.out.table("rejects"))
             # the ciphertext bytes as the workers reported them, or (their files changed, or Spark wrote them)

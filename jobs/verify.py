@@ -23,12 +23,21 @@ import logging
 
 from hecore.errors import HepixError
 from hecore.schemes import scheme_for_preset
+from jobs.tasks.splits import splits_of
+from schemas.footers import FooterChecker, FooterLimits, footer_bytes
 from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
 
 from .runtime import runinfo
-from schemas.footers import FooterChecker, FooterLimits
-from .runtime.rowcheck import KEY, RowExpect, check_partition, first_rejects, image_problems, image_summaries
+from .runtime.rowcheck import (
+    KEY,
+    RowExpect,
+    SplitSource,
+    check_partition,
+    first_rejects,
+    image_problems,
+    image_summaries,
+)
 from .runtime.runs import add_spark_arguments
 from .runtime.session import plain_session
 from .runtime.storage import Storage, inside, join, read_manifest
@@ -61,7 +70,7 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
 
     path = join(directory, table)
     present = storage.list_files(path)
-    problems, good = [], []
+    problems, good, splits = [], [], []
     listed = {e["name"]: e for e in entries}
     footers = FooterChecker(TABLES.get(table))
     largest = (scheme_for_preset(expect.preset).keyless_checker(expect.preset).max_bytes
@@ -77,12 +86,14 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
             problems.append(problem(run_id, where, "file-size-mismatch",
                                     f"{name} has {size} bytes, the manifest says {e['bytes']} (truncated or "
                                     "replaced); what can still be read of it is checked row by row", bytes=size))
-        why = footers.problem(size, lambda at, n, where=where: storage.read_at(where, at, n),
-                              FooterLimits.for_table(table, e["rows"], largest))
-        if why is not None:               # never handed to Spark: its footer would size what it reads
+        footer = footer_bytes(size, lambda at, n, where=where: storage.read_at(where, at, n))
+        why = (("unreadable-file", footer) if isinstance(footer, str) else
+               footers.footer_problem(size, footer, FooterLimits.for_table(table, e["rows"], largest)))
+        if why is not None:               # never handed to a reader: its footer would size what it reads
             problems.append(problem(run_id, where, why[0], f"{name}: {why[1]}", bytes=size))
         else:
             good.append(name)
+            splits += splits_of(where, size, footer)
     footers.close()
     for name in sorted(set(present) - set(listed)):
         problems.append(problem(run_id, join(path, name), "unlisted-file",
@@ -91,12 +102,12 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     summary = {"table": table, "files": len(listed), "files_ok": len(good), "rows": 0}
     if not good:
         return problems, summary
-    # A file Parquet cannot read (cut short, overwritten) is skipped, not fatal: its rows then count 0.
-    reader = spark.read.option("ignoreCorruptFiles", "true")
-    if table in TABLES:                 # no schema inference from a footer that may be the broken one
-        reader = reader.schema(spark_schema(TABLES[table]))
-    df = reader.parquet(*[inside(path, n) for n in good])
     if table != "ciphertexts":        # a table without ciphertext rows to check: row counts per file only
+        # A file Parquet cannot read (cut short, overwritten) is skipped, not fatal: its rows then count 0.
+        reader = spark.read.option("ignoreCorruptFiles", "true")
+        if table in TABLES:                 # no schema inference from a footer that may be the broken one
+            reader = reader.schema(spark_schema(TABLES[table]))
+        df = reader.parquet(*[inside(path, n) for n in good])
         counts = {r["f"].rsplit("/", 1)[-1]: r["n"] for r in
                   df.groupBy(F.input_file_name().alias("f")).agg(F.count("*").alias("n")).collect()}
         for name in good:
@@ -108,9 +119,10 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
         return problems, summary
     bc = spark.sparkContext.broadcast(None)
     token = f"verify/{bc._jbroadcast.id()}"
-    checked = (df.withColumn("file", F.input_file_name())
-               .mapInArrow(lambda it: check_partition(it, expect=expect, token=token, broadcast=bc),
-                           spark_schema(CHECKED))).persist()
+    # the Python workers read the ciphertexts (a file that cannot be read counts fewer rows, reported below)
+    source = SplitSource(splits, storage.access(path), TABLES[table])
+    checked = source.plan(spark, lambda it: check_partition(source.rows(it, []), expect=expect, token=token,
+                                                             broadcast=bc), spark_schema(CHECKED)).persist()
     try:
         problems += first_rejects(checked, run_id=run_id, stage="verify")[0]
         per_file = {r["f"].rsplit("/", 1)[-1]: r for r in checked.groupBy(F.col("file").alias("f")).agg(

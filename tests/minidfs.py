@@ -8,6 +8,7 @@ later runs start the cluster straight from there (~15 s).  Needs ``java``, and
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -19,7 +20,9 @@ from pathlib import Path
 import pyspark
 
 #: (groupId, artifactId, version or None for Hadoop's).  jaxb-api and activation: without them WebHDFS
-#: answers 500 on Java 17; junit-jupiter-api: Hadoop 3.5's test utilities load its Assertions class.
+#: answers 500 on Java 17; junit-jupiter-api: Hadoop 3.5's test utilities load its Assertions class;
+#: BouncyCastle (Hadoop 3.5's version): the ResourceManager of tests/miniyarn.py builds its proxy's
+#: certificate authority with it, and the minicluster jar leaves it out.
 ARTIFACTS = [
     ("org.apache.hadoop", "hadoop-client-minicluster", None),
     ("org.apache.hadoop", "hadoop-client-runtime", None),
@@ -27,6 +30,9 @@ ARTIFACTS = [
     ("javax.xml.bind", "jaxb-api", "2.2.11"),
     ("javax.activation", "activation", "1.1.1"),
     ("org.junit.jupiter", "junit-jupiter-api", "5.10.2"),
+    ("org.bouncycastle", "bcprov-jdk18on", "1.82"),
+    ("org.bouncycastle", "bcpkix-jdk18on", "1.82"),
+    ("org.bouncycastle", "bcutil-jdk18on", "1.82"),
 ]
 
 
@@ -46,19 +52,41 @@ def unavailable() -> str | None:
     """Why no MiniDFSCluster can run here, or None."""
     if not shutil.which("java"):
         return "no java on PATH: the HDFS integration test needs a JRE and Maven"
-    if not (cache_dir() / "lib" / ".complete").exists() and not shutil.which("mvn"):
+    if not _complete(cache_dir() / "lib", hadoop_version()) and not shutil.which("mvn"):
         return "no mvn on PATH and no cached MiniDFSCluster jars: the HDFS integration test needs Maven once"
     return None
 
 
+def _stamp(version: str) -> str:
+    """What ``lib/.complete`` holds: the Hadoop version and the artifacts fetched for it."""
+    return "\n".join([version, *(f"{g}:{a}:{v or version}" for g, a, v in ARTIFACTS)]) + "\n"
+
+
+def _complete(lib: Path, version: str) -> bool:
+    try:
+        return (lib / ".complete").read_text() == _stamp(version)
+    except OSError:
+        return False
+
+
 def jars() -> Path:
-    """The directory of the cluster's jars, fetched with Maven the first time."""
+    """The directory of the cluster's jars, fetched with Maven the first time (and again when
+    :data:`ARTIFACTS` changes)."""
     root = cache_dir()
     lib = root / "lib"
-    if (lib / ".complete").exists():
+    version = hadoop_version()
+    if _complete(lib, version):
         return lib
     root.mkdir(parents=True, exist_ok=True)
-    version = hadoop_version()
+    with open(root / "fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)        # one fetch at a time; the others then find it done
+        if not _complete(lib, version):
+            _fetch(root, version)
+    return lib
+
+
+def _fetch(root: Path, version: str) -> None:
+    lib = root / "lib"
     deps = "\n".join(
         f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v or version}</version></dependency>"
         for g, a, v in ARTIFACTS)
@@ -70,10 +98,9 @@ def jars() -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"],
                    cwd=root, check=True, timeout=900, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    (tmp / ".complete").write_text(version + "\n")
+    (tmp / ".complete").write_text(_stamp(version))
     shutil.rmtree(lib, ignore_errors=True)
     tmp.rename(lib)
-    return lib
 
 
 def free_port() -> int:
@@ -128,10 +155,15 @@ class MiniDFS:
         return InsecureClient(self.webhdfs, user=os.environ.get("HADOOP_USER_NAME") or getpass.getuser())
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end(self.proc)
+
+
+def end(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM, and SIGKILL after ``grace`` seconds, unless ``proc`` has exited."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

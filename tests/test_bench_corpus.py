@@ -67,6 +67,30 @@ def test_the_ratios_are_the_jobs_rates_over_the_baselines():
     assert d.vs_core is None                      # not the same ciphertexts: no ratio
 
 
+def test_each_job_is_measured_against_its_limit_process_against_the_copy_when_slower():
+    core = {j: _row(j, "hecore, one core", 2.0) for j in corpus.JOBS}
+    spark = {j: _row(j, "spark local[2]", 2.0) for j in corpus.JOBS}
+    spark["process"].copy_seconds = 1.6                     # slower than the core's 2.0 s on two cores
+    rows = {(r.job, r.implementation): r for r in corpus.compare_rows(core, spark)}
+    e, p, d = (rows[(j, "spark local[2]")] for j in corpus.JOBS)
+    assert (e.limit_seconds, e.vs_limit) == (1.0, 0.5)
+    assert (p.limit_seconds, p.vs_limit) == (1.6, 0.8)
+    assert d.vs_limit == 0.5
+
+
+def test_the_copy_limit_reads_and_writes_every_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "ciphertexts"
+    src.mkdir()
+    for i in range(3):
+        pq.write_table(pa.table({"ct": [bytes(1000)] * 4}), src / f"part-{i}.parquet")
+    (src / "_SUCCESS").write_bytes(b"")
+    seconds = corpus.pyarrow_copy(src, tmp_path / "copy")
+    assert seconds > 0 and list((tmp_path / "copy").iterdir()) == []        # the copies are removed after
+
+
 def test_the_atrest_suite_writes_its_rows_to_its_table(tmp_path):
     """``hepix bench --suite atrest`` on one small image: every path, one row each, in ``bench_atrest``."""
     from types import SimpleNamespace
@@ -193,3 +217,15 @@ def test_only_the_corpus_suite_takes_a_list_of_image_counts(tmp_path):
     assert "takes one --images count" in str(e.value)
     with pytest.raises(SystemExit):                          # not a count: argparse's error
         main(["bench", "--suite", "corpus", "--images", "4,x", "--out", str(tmp_path)])
+
+
+def test_the_jvm_cost_per_gb_is_what_grows_between_corpus_sizes():
+    rows = []
+    for n, read, jvm in ((4, 2 * 10**9, 20.0), (10, 5 * 10**9, 23.0)):
+        enc = _row("encrypt", "spark local[2]", 1.0)
+        enc.bytes_at_rest, enc.images = read, n
+        proc = _row("process", "spark local[2]", 1.0)
+        proc.jvm_cpu_seconds, proc.images = jvm, n
+        rows += [enc, proc]
+    lines = corpus.jvm_slopes(rows)
+    assert lines == ["packed public process: the JVM's CPU grows 1.0 s per GB read from 4 to 10 images (goal <= 1)"]

@@ -1,7 +1,9 @@
 """The `hepix` command line: keygen, export-public, bench, demo."""
 from __future__ import annotations
 
+import argparse
 import stat
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -86,3 +88,22 @@ def test_demo_will_not_replace_a_directory_it_did_not_make(tmp_path):
     with pytest.raises(SystemExit, match="not a demo directory"):
         main(["demo", "--out", str(tmp_path / "precious")])
     assert (tmp_path / "precious" / "data.txt").read_text() == "keep me"
+
+
+def test_from_the_cluster_archives_every_job_but_bench_and_report_is_there(monkeypatch):
+    """A cluster-mode driver imports hepix from package.sh's zip, which leaves bench/ out, in a packed env
+    that may lack what ``package.sh --without`` leaves out: the parser still builds (the YARN test's
+    cluster-mode driver), with every job but ``bench`` and ``report``."""
+    from jobs.cli import JOBS, build_parser
+
+    absent = ("bench", "numba", "llvmlite", "sklearn", "duckdb", "matplotlib")
+    for name in [m for m in sys.modules if m.split(".", 1)[0] in absent]:
+        monkeypatch.delitem(sys.modules, name)
+    for name in absent:
+        monkeypatch.setitem(sys.modules, name, None)          # import NAME -> ModuleNotFoundError
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == set(JOBS) - {"bench", "report"}
+    assert parser.parse_args(["verify", "somewhere"]).command == "verify"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--suite", "ops"])

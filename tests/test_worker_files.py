@@ -58,6 +58,8 @@ def test_workers_reach_local_file_and_hdfs_paths_alike(monkeypatch):
     assert path == "/data/out" and fs.type_name == "local"
     hdfs = file_access("hdfs://nn:8020/out")
     assert (hdfs.webhdfs, hdfs.user) == ("http://nn:9870", "owner")
+    assert file_access("hdfs://nn:8020/out", "0.0.0.0:50070").webhdfs == "http://nn:50070"
+    assert file_access("hdfs://nn:8020/out", "10.0.0.5:9871").webhdfs == "http://10.0.0.5:9871"
     monkeypatch.setenv("HEPIX_WEBHDFS", "https://nn.example:9871")
     assert file_access("hdfs://nn:8020/out").webhdfs == "https://nn.example:9871"
     with pytest.raises(HepixError, match="s3a://b/out: hepix's workers read and write local paths"):

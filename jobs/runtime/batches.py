@@ -34,7 +34,7 @@ from schemas.stages import TILES, WRITTEN
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
 
 from . import runinfo
-from .owner import OwnerMap
+from .owner import OwnerMap, encrypted_before
 from .rowcheck import expected_rows
 from .runs import ListAccumulator, worker_report
 from .session import spark_info
@@ -71,13 +71,12 @@ def write_from_workers(units, directory: str, access, **task_args) -> list[dict]
     return keep_reported(directory, written, access)
 
 
-def workers_access(staged: str, args):
-    """How the Python workers reach ``staged`` (:func:`jobs.runtime.remote.file_access`), or None for Spark's
-    writer: ``--writer auto`` on a scheme the workers cannot reach; ``--writer workers`` there is an error."""
-    from .remote import file_access
-
+def workers_access(storage, staged: str, args):
+    """How the Python workers reach ``staged`` (:meth:`jobs.runtime.storage.Storage.access`), or None for
+    Spark's writer: ``--writer auto`` on a scheme the workers cannot reach; ``--writer workers`` there is an
+    error."""
     try:
-        return file_access(staged)
+        return storage.access(staged)
     except HepixError as e:
         if args.writer == "workers":
             raise HepixError(f"--writer workers: {e}; use --writer spark or auto") from None
@@ -110,6 +109,7 @@ class EncryptRun:
         self.runs = [run_id]
         self.unread: list[tuple[str, int, str, str]] = []     # (source, bytes, reason, detail): no decoding
         self.skipped = 0
+        self.skipped_earlier = self.earlier_maps = 0     # --skip-encrypted: held by earlier runs' owner maps
         self.complete_before = False
         self.broadcast = self.token = None
         value = os.environ.get(CRASH_ENV)
@@ -152,13 +152,16 @@ class EncryptRun:
                                                 for e in b["files"].get("ciphertexts", [])))
         self.complete_before = bool(kept) and owner.doc.get("status") == "complete"
         done = owner.sources()
+        earlier, self.earlier_maps = encrypted_before(getattr(args, "skip_encrypted", None) or [], owner.directory)
+        self.skipped_earlier = sum(1 for f in listing if f.path in earlier and f.path not in done)
+        done |= earlier
         todo = [f.path for f in listing if not f.hidden and f.size > 0 and f.path not in done]
         self.unread = [(f.path, f.size, "hidden-name",
                         f"{f.path}: Spark's file sources skip names starting with '_' or '.' (or under such a "
                         "directory); rename it to encrypt it") for f in listing if f.hidden and f.path not in done]
         self.unread += [(f.path, 0, "empty-file", f"{f.path}: the file is empty (0 bytes)")
                         for f in listing if not f.hidden and f.size == 0 and f.path not in done]
-        self.skipped = len(listing) - len(todo) - len(self.unread)
+        self.skipped = len(listing) - len(todo) - len(self.unread) - self.skipped_earlier
         if kept:
             self.files = {"ciphertexts": [e for b in kept for e in b["files"].get("ciphertexts", [])]}
             total = Counts()
@@ -168,6 +171,9 @@ class EncryptRun:
             self.runs = list(owner.doc["runs"]) + [self.run_id]
             self.timings = {k: float(v) for k, v in owner.doc.get("timings", {}).items()}
             self.created = owner.doc.get("created", self.created)
+        if self.skipped_earlier:
+            print(f"skipping {self.skipped_earlier} images that {self.earlier_maps} earlier owner maps hold "
+                  "(--skip-encrypted)")
         if self.skipped:
             print(f"resuming: {self.skipped} images already done in {dst} ({len(kept)} batches of "
                   f"{len(owner.doc['runs'])} earlier runs); {len(todo) + len(self.unread)} to go "
@@ -238,7 +244,7 @@ class EncryptRun:
         task_args = dict(token=self.token, broadcast=self.broadcast, meta=self.meta, rebuilds=self.rebuilds,
                          tasks=self.tasks)
         if args.writer != "spark":
-            access = workers_access(staged, args)
+            access = workers_access(self.storage, staged, args)
             if access is not None:
                 return write_from_workers(units, staged, access, **task_args)
         cts = units.mapInArrow(functools.partial(encrypt_partition, **task_args), spark_schema(CIPHERTEXTS))

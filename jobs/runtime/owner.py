@@ -266,3 +266,28 @@ def _plausible(image: OwnerImage) -> bool:
 
 def valid_id(image_id) -> bool:
     return isinstance(image_id, str) and bool(_ID.fullmatch(image_id))
+
+
+def encrypted_before(directories: list[str], own: Path) -> tuple[set[str], int]:
+    """The sources that the owner maps in ``directories`` hold (encrypted or rejected, committed batches of
+    complete and partial runs alike), and how many maps were read: ``encrypt --skip-encrypted``.
+
+    Each directory is an owner map, or a directory whose subdirectories are owner maps (a nightly
+    layout, ``OWNER_ROOT/night=YYYY-MM-DD/``; subdirectories without ``owner.json``, such as tonight's
+    map before its first batch, are passed over).  ``own``, this run's map, is left out: what it holds is
+    a resume's business.  Only the owner's own maps decide; nothing the cluster can read is consulted."""
+    sources: set[str] = set()
+    maps = 0
+    own = own.resolve()
+    for given in directories:
+        d = local_path(given)
+        if d is None or not d.is_dir():
+            raise OwnerMapError(f"--skip-encrypted {given}: not a local directory; give an owner map (the --owner "
+                                "directory of an earlier encrypt) or a directory of them")
+        candidates = [d] if (d / OWNER_JSON).is_file() else sorted(p for p in d.iterdir() if p.is_dir())
+        for m in candidates:
+            if m.resolve() == own or not (m / OWNER_JSON).is_file():
+                continue
+            sources |= OwnerMap.load(str(m)).sources()
+            maps += 1
+    return sources, maps

@@ -134,16 +134,21 @@ def remote_keys(keys: str | os.PathLike, *, secret: bool = False):
         shutil.rmtree(local, ignore_errors=True)
 
 
-def file_access(path: str):
+def file_access(path: str, http_address: str | None = None):
     """How the Python workers reach ``path`` (:class:`jobs.tasks.filesystem.FileAccess`): locally, or for
-    ``hdfs://`` over the name node's WebHDFS endpoint (``$HEPIX_WEBHDFS``, else port 9870 of the URI's
-    host) as :func:`hdfs_user`.  Another scheme is a clear error: the workers cannot reach it."""
+    ``hdfs://`` over the name node's WebHDFS endpoint -- ``$HEPIX_WEBHDFS``, else ``http_address`` (the
+    driver's Hadoop configuration's ``dfs.namenode.http-address``, a wildcard host replaced by the URI's),
+    else port 9870 of the URI's host -- as :func:`hdfs_user`.  Another scheme is a clear error: the workers
+    cannot reach it."""
     from jobs.tasks.filesystem import FileAccess
 
     if is_hdfs(path):
         host = urlparse(str(path)).hostname or "localhost"
-        return FileAccess(webhdfs=os.environ.get(WEBHDFS_ENV) or f"http://{host}:{DEFAULT_HTTP_PORT}",
-                          user=hdfs_user())
+        endpoint = os.environ.get(WEBHDFS_ENV)
+        if not endpoint and http_address:
+            at_host, _, port = http_address.rpartition(":")
+            endpoint = f"http://{host if at_host in ('', '0.0.0.0') else at_host}:{port}"
+        return FileAccess(webhdfs=endpoint or f"http://{host}:{DEFAULT_HTTP_PORT}", user=hdfs_user())
     if "://" in str(path) and not str(path).startswith("file:"):
         raise HepixError(f"{path}: hepix's workers read and write local paths, file:// (a mount every worker "
                          "shares) and hdfs://; copy the data to one of those")

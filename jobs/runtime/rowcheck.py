@@ -411,15 +411,22 @@ class SplitSource:
     access: object                  # jobs.tasks.filesystem.FileAccess
     schema: pa.Schema
 
-    def partition(self, ids: Iterator[pa.RecordBatch], fn, **kwargs) -> Iterator[pa.RecordBatch]:
-        """``fn`` (:func:`check_and_work_partition`) over the rows of the splits whose indexes ``ids`` holds
-        (the ``id`` column of ``spark.range``: one task per split)."""
+    def plan(self, spark, fn, schema):
+        """A Spark plan of one task per split running ``fn(ids)`` (``ids``: batches of the ``id`` column of
+        ``spark.range``, the split indexes of the task) giving rows of the Spark ``schema``."""
+        return spark.range(0, len(self.splits), 1, max(1, len(self.splits))).mapInArrow(fn, schema)
+
+    def rows(self, ids: Iterator[pa.RecordBatch], problems: list) -> Iterator[pa.RecordBatch]:
+        """The rows of the splits whose indexes ``ids`` holds (:func:`jobs.tasks.splits.read_splits`)."""
         from ..tasks.splits import read_splits
 
         mine = [self.splits[i] for rb in ids for i in rb.column("id").to_pylist()]
+        return read_splits(mine, access=self.access, schema=self.schema, problems=problems)
+
+    def partition(self, ids: Iterator[pa.RecordBatch], fn, **kwargs) -> Iterator[pa.RecordBatch]:
+        """``fn`` (:func:`check_and_work_partition`) over :meth:`rows`, given what could not be read."""
         problems: list = []
-        rows = read_splits(mine, access=self.access, schema=self.schema, problems=problems)
-        yield from fn(rows, problems=problems, **kwargs)
+        yield from fn(self.rows(ids, problems), problems=problems, **kwargs)
 
 
 def _with_failures(batch: pa.RecordBatch, failures: list) -> pa.RecordBatch:
@@ -556,9 +563,8 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
             checked.unpersist()
     args = dict(expect=expect, token=token, broadcast=bc, work=work, work_schema=work_schema)
     if source is not None:
-        n = max(1, len(source.splits))
-        plan = spark.range(0, len(source.splits), 1, n).mapInArrow(
-            lambda it: source.partition(it, check_and_work_partition, **args), spark_schema(fused_schema(work_schema)))
+        plan = source.plan(spark, lambda it: source.partition(it, check_and_work_partition, **args),
+                           spark_schema(fused_schema(work_schema)))
     else:
         plan = rows.mapInArrow(lambda it: check_and_work_partition(it, **args), spark_schema(fused_schema(work_schema)))
     fused = plan.persist(StorageLevel.DISK_ONLY)

@@ -264,12 +264,11 @@ class Run:
         the input's splits themselves (no ciphertext byte passes through the JVM)."""
         from schemas.tables import CIPHERTEXTS
 
-        from .remote import file_access
         from .rowcheck import SplitSource, inspect_rows
 
         rows = sum(i.ciphertexts for i in owner.images().values()) if owner is not None else None
         df, missing, splits = self.input_table(max_rows=rows, with_splits=True)
-        source = SplitSource(splits, file_access(self.args.input), CIPHERTEXTS) if work is not None else None
+        source = SplitSource(splits, self.storage.access(self.args.input), CIPHERTEXTS) if work is not None else None
         checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
                                keys=keys, owner=owner, token=f"{self.run_id}/check", work=work,
                                work_schema=work_schema, source=source)

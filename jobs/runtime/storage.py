@@ -37,6 +37,13 @@ class Storage:
     def _fs(self, p: str):
         return self._path(p).getFileSystem(self._conf)
 
+    def access(self, p: str):
+        """How the Python workers reach ``p`` (:func:`jobs.runtime.remote.file_access`, with this session's
+        Hadoop configuration's name node HTTP address)."""
+        from .remote import file_access
+
+        return file_access(p, self._conf.get("dfs.namenode.http-address"))
+
     def size(self, p: str) -> int:
         return int(self._fs(p).getFileStatus(self._path(p)).getLen())
 
