@@ -154,6 +154,7 @@ def test_verify_without_work_stages_counts_its_wall_time():
 def test_process_is_held_to_the_slower_of_the_core_and_the_copy():
     at = {r.job: r for r in _rows(copy_seconds=6.0) if r.implementation != "hecore, one core"}
     assert at["process"].limit_seconds == 6.0 and at["process"].vs_limit == 0.6      # the copy: 6 s > core's 4
+    assert at["process"].copy_seconds == 6.0
     assert at["encrypt"].limit_seconds == 4.0 and at["encrypt"].vs_limit == 0.5
     assert at["decrypt"].vs_limit == 0.8 and at["decrypt"].vs_core == 0.8
     assert all(at[j].vs_core_x2 is None for j in corpus.JOBS)                    # one core against one core

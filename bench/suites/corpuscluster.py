@@ -148,6 +148,7 @@ def limits(core: dict[str, CorpusRow], jobs: dict[str, ClusterCorpusRow], copy: 
         s.vs_core_x2 = None
         s.limit_seconds = core[job].seconds
         if job == "process" and copy is not None:
+            s.copy_seconds = copy.seconds
             s.limit_seconds = max(s.limit_seconds, copy.seconds)
         s.vs_limit = s.limit_seconds / s.seconds if s.vs_core is not None else None
     rest = [jobs[j] for j in jobs if j not in corpus.JOBS]
