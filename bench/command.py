@@ -17,7 +17,7 @@ from hecore.params import PRESETS
 #: The options a suite may read besides --out and --quick (a suite lists its own in ``OPTIONS``).
 SUITE_OPTIONS = ("images", "sizes", "preset", "image", "repeats", "strategies", "tile",
                  "bytes_only", "loop", "only", "pixels", "table_pixels", "threads",
-                 "work", "master", "driver_memory", "batch_images", "generated", "json")
+                 "work", "master", "driver_memory", "batch_images", "generated", "json", "hdfs")
 #: Given without --suite, any of these selects the pixel suite.
 PIXEL_OPTIONS = ("sizes", "strategies", "tile", "preset", "image")
 
@@ -87,6 +87,11 @@ def add_arguments(p):
                       help="values the 256-entry table circuits are measured on, at most (default 4; 8 with "
                            "--pixels)")
     tfhe.add_argument("--threads", type=int, default=None, help="threads of tfhe-rs (default 1)")
+    cluster = p.add_argument_group("the cluster suite")
+    cluster.add_argument("--hdfs", action="store_true", default=None,
+                         help="the corpus on HDFS (a MiniDFSCluster): encrypt -> process brightness:60 -> verify "
+                              "on one one-core worker, decrypt on local[1], against hecore on one core and a "
+                              "pyarrow copy (--images default 2 DIV2K 2048x1024 images; --quick 1)")
     load = p.add_argument_group("the load suite (--images default 1000, --sizes one side, default 64)")
     load.add_argument("--work", default=None,
                       help="scratch directory: corpus, keys, output (default a temporary one, removed after)")

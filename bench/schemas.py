@@ -482,6 +482,31 @@ BENCH_CORPUS = pa.schema([
 ])
 
 
+#: One row per job of ``hepix bench --suite cluster --hdfs`` (``bench.suites.corpuscluster``): the corpus
+#: table's columns (``implementation``: hecore, one core | spark standalone ... | spark local[1], the owner's
+#: | pyarrow copy, one process), and the cluster's processes by role (CPU is utime + stime while sampled).
+_CORPUS_CLUSTER_COLUMNS = [
+    pa.field("load_1m_before", pa.float64()),
+    pa.field("input_bytes", pa.int64()),                    # ciphertext bytes the job read (its input files)
+    pa.field("limit_seconds", pa.float64()),                # what the job is held to: the core's, or process's
+    pa.field("vs_limit", pa.float64()),                     # ... max(core, the pyarrow copy); goal >= 0.7
+    pa.field("jvm_cpu_seconds_per_gb", pa.float64()),       # Spark JVMs' CPU per 10^9 input bytes; goal <= 1
+    pa.field("jvm_startup_cpu_seconds", pa.float64()),      # ... of which before the first Python worker
+    pa.field("driver_jvm_cpu_seconds", pa.float64()),
+    pa.field("driver_jvm_startup_cpu_seconds", pa.float64()),
+    pa.field("executor_jvm_cpu_seconds", pa.float64()),
+    pa.field("executor_jvm_startup_cpu_seconds", pa.float64()),
+    pa.field("worker_daemon_cpu_seconds", pa.float64()),
+    pa.field("master_cpu_seconds", pa.float64()),
+    pa.field("hdfs_cpu_seconds", pa.float64()),             # HDFS's name and data node (WebHDFS served)
+    pa.field("executor_jvm_peak_rss", pa.int64()),
+    pa.field("worker_daemon_peak_rss", pa.int64()),         # VmHWM over the daemon's life
+    pa.field("master_peak_rss", pa.int64()),
+    pa.field("task_metrics", pa.string()),                  # JSON: Spark's task metrics of the job, summed
+]
+BENCH_CORPUS_CLUSTER = pa.schema(list(BENCH_CORPUS)
+                                 + [f for f in _CORPUS_CLUSTER_COLUMNS if f.name not in BENCH_CORPUS.names])
+
 #: One row per (image, encryption path) of ``hepix bench --suite atrest``: bytes at rest and the speed of
 #: each secure encryption path against the pixel layout's ``full`` caching, one process, one thread
 #: (``bench.suites.atrest.AtRestRow``).
@@ -536,5 +561,6 @@ BENCH_TABLES = {
     "bench_tfhe": BENCH_TFHE,
     "bench_lut": BENCH_LUT,
     "bench_corpus": BENCH_CORPUS,
+    "bench_corpus_cluster": BENCH_CORPUS_CLUSTER,
     "bench_atrest": BENCH_ATREST,
 }

@@ -20,7 +20,8 @@ SUITES: dict[str, tuple[str, str]] = {
     "pixel": ("bench.suites.pixel", "every pixel-layout strategy against fresh encryption, one process"),
     "spark": ("bench.suites.spark", "the encrypt job against hecore alone, and local[1] against local[2]"),
     "cluster": ("bench.suites.cluster", ("the encrypt job on a standalone cluster on loopback, one "
-                                         "one-core worker against two (DIV2K 2048x1024)")),
+                                         "one-core worker against two (DIV2K 2048x1024); with --hdfs the "
+                                         "corpus pipeline on HDFS and one one-core worker, against one core")),
     "packed": ("bench.suites.packed", "the packed layout against TenSEAL (zstd as shipped, and "
                                       "uncompressed) and the pixel layout's full caching, one process"),
     "ops": ("bench.suites.ops", "iCHEETAH's 4.4 cases (mean filter, brightness, matching, watermark) "

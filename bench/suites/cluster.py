@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 LAUNCHER = Path(__file__).resolve().parents[2] / "tests" / "sparkstandalone.py"
 
 #: The options of ``hepix bench`` this suite reads (besides --out and --quick).
-OPTIONS = frozenset({"images", "preset", "repeats"})
+OPTIONS = frozenset({"images", "preset", "repeats", "hdfs"})
 
 
 #: The corpus: DIV2K's validation images resized to 2048x1024, read in place.
@@ -59,13 +59,19 @@ BYTES_PER_IMAGE = 480 * 2**20
 def launcher() -> ModuleType:
     """The tests' standalone-cluster launcher (:data:`LAUNCHER`), imported once as ``sparkstandalone``
     (the name the tests import it by); exits with a message when this is not a checkout."""
-    name = "sparkstandalone"
+    return checkout_module(LAUNCHER.stem)
+
+
+def checkout_module(name: str) -> ModuleType:
+    """``tests/<name>.py`` of the checkout this package runs from (the standalone-cluster launcher, the
+    MiniDFSCluster), imported once under that name; exits with a message when this is not a checkout."""
     if name in sys.modules:
         return sys.modules[name]
-    if not LAUNCHER.is_file():
+    path = LAUNCHER.with_name(f"{name}.py")
+    if not path.is_file():
         raise SystemExit(f"hepix bench: the cluster suite runs from a checkout of hepix (it starts the cluster "
-                         f"with tests/sparkstandalone.py and submits through spark-submit/); {LAUNCHER} is absent")
-    spec = importlib.util.spec_from_file_location(name, LAUNCHER)
+                         f"with tests/sparkstandalone.py and submits through spark-submit/); {path} is absent")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -224,6 +230,10 @@ def run(args) -> int:
     from hecore.params import DEFAULT_PRESET
     from jobs.runtime import runinfo
 
+    if args.hdfs:
+        from bench.suites import corpuscluster
+
+        return corpuscluster.run(args)
     if not launcher().java_available():
         raise SystemExit("hepix bench: the cluster suite needs Java (a JRE on the PATH or JAVA_HOME) for the "
                          "Spark master and workers")
