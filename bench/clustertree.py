@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 
 from bench.peakmem import cmdline, descendants
-from bench.proctree import _status, cpu_seconds
+from bench.proctree import cpu_seconds, proc_status
 
 #: The roles, in the order reports show them.  The JVMs of Spark: :data:`SPARK_JVMS`.
 ROLES = ("driver_python", "driver_jvm", "executor_jvm", "worker_daemon_jvm", "master_jvm", "worker_python",
@@ -119,7 +119,7 @@ class ClusterSampler:
         together = dict.fromkeys(ROLES, 0.0)
         for root, tree in roots.items():
             for pid in [root] + descendants(root):
-                st, cpu = _status(pid), cpu_seconds(pid)
+                st, cpu = proc_status(pid), cpu_seconds(pid)
                 if "VmHWM" not in st or cpu is None:
                     continue
                 seen = self._seen.get(pid)

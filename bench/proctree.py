@@ -25,7 +25,7 @@ ROLES = ("driver_python", "driver_jvm", "worker_python", "other")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _status(pid: int) -> dict[str, int]:
+def proc_status(pid: int) -> dict[str, int]:
     """``VmHWM`` and ``VmRSS`` (kB) of ``pid``; empty when it is gone."""
     out = {}
     try:
@@ -103,7 +103,7 @@ class TreeSampler:
     def sample(self) -> None:
         together = 0.0
         for pid in [self.pid] + descendants(self.pid):
-            st = _status(pid)
+            st = proc_status(pid)
             cpu = cpu_seconds(pid)
             if "VmHWM" not in st or cpu is None:
                 continue

@@ -9,7 +9,7 @@ command line and environment of a job.
 
 Test infrastructure, not part of the installed package: the standalone-cluster tests import it
 (``tests/sparkcluster.py``), and ``hepix bench --suite cluster`` loads it from the checkout it runs
-from (:func:`bench.suites.cluster.launcher`), as it does ``spark-submit/``.
+from (:func:`bench.checkout.launcher`), as it does ``spark-submit/``.
 """
 from __future__ import annotations
 

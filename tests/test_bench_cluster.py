@@ -229,7 +229,7 @@ def test_the_hdfs_mode_runs_each_job_once():
 
 
 def test_the_suite_loads_the_checkouts_hdfs_and_cluster_helpers_once():
-    from bench.suites.cluster import checkout_module, launcher
+    from bench.checkout import checkout_module, launcher
 
     minidfs = checkout_module("minidfs")
     assert minidfs is checkout_module("minidfs") and hasattr(minidfs, "MiniDFS")

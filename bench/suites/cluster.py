@@ -1,7 +1,7 @@
 """``hepix bench --suite cluster``: the encrypt job on a Spark standalone cluster, one worker against two.
 
 A real standalone cluster on this machine's loopback (a master and one-core workers from pyspark's
-own distribution, started by the tests' launcher ``tests/sparkstandalone.py``, which :func:`launcher`
+own distribution, started by the tests' launcher ``tests/sparkstandalone.py``, which :func:`bench.checkout.launcher`
 loads from the checkout: like ``spark-submit/``, it is not part of the installed package, so this
 suite runs from a checkout only); jobs go through ``spark-submit/standalone.sh`` with
 the archives of ``spark-submit/package.sh``, input and output on a local path that the driver and the
@@ -17,13 +17,11 @@ encrypt + write, as the job's manifest records them.  Writes ``OUT/bench_cluster
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -31,14 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from sparkstandalone import StandaloneCluster
 
-log = logging.getLogger(__name__)
+from bench.checkout import launcher
 
-#: The standalone-cluster launcher of the tests, in the checkout this package is run from.
-LAUNCHER = Path(__file__).resolve().parents[2] / "tests" / "sparkstandalone.py"
+log = logging.getLogger(__name__)
 
 #: The options of ``hepix bench`` this suite reads (besides --out and --quick).
 OPTIONS = frozenset({"images", "preset", "repeats", "hdfs"})
@@ -55,28 +50,6 @@ BYTES_PER_IMAGE = 480 * 2**20
 
 
 # --- the benchmark -------------------------------------------------------------------------------
-
-def launcher() -> ModuleType:
-    """The tests' standalone-cluster launcher (:data:`LAUNCHER`), imported once as ``sparkstandalone``
-    (the name the tests import it by); exits with a message when this is not a checkout."""
-    return checkout_module(LAUNCHER.stem)
-
-
-def checkout_module(name: str) -> ModuleType:
-    """``tests/<name>.py`` of the checkout this package runs from (the standalone-cluster launcher, the
-    MiniDFSCluster), imported once under that name; exits with a message when this is not a checkout."""
-    if name in sys.modules:
-        return sys.modules[name]
-    path = LAUNCHER.with_name(f"{name}.py")
-    if not path.is_file():
-        raise SystemExit(f"hepix bench: the cluster suite runs from a checkout of hepix (it starts the cluster "
-                         f"with tests/sparkstandalone.py and submits through spark-submit/); {path} is absent")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 @dataclass
 class ClusterRow:

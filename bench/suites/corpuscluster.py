@@ -354,7 +354,7 @@ def cluster_command(cluster, dist: Path, argv: list[str], webhdfs: str, events: 
                     ) -> tuple[list[str], dict[str, str]]:
     """``spark-submit/standalone.sh`` on the one-core worker, its driver reaching HDFS over ``webhdfs``, its
     event log into ``events``."""
-    from bench.suites.cluster import launcher
+    from bench.checkout import launcher
 
     cmd, env = launcher().standalone_command(cluster, dist, [*argv, "--quiet"], cores=1, driver_memory="2g",
                                              event_log=events)
@@ -449,7 +449,7 @@ def run_corpus_cluster(work: Path, *, images: int, preset_name: str, width: int 
                        height: int = corpus.HEIGHT) -> tuple[str, list[ClusterCorpusRow]]:
     """The baseline on one core, then HDFS and the one-worker cluster up and the pipeline on them: the
     rows, and what the corpus is."""
-    from bench.suites.cluster import checkout_module, launcher
+    from bench.checkout import checkout_module, launcher
     from hecore.keys import export_public, keygen
     from hecore.params import preset
     from jobs.runtime.remote import hdfs_user
@@ -480,9 +480,9 @@ def run_corpus_cluster(work: Path, *, images: int, preset_name: str, width: int 
 def run(args) -> int:
     """``hepix bench --suite cluster --hdfs``: measure, write ``OUT/bench_corpus_cluster/<run_id>.parquet``,
     print."""
+    from bench.checkout import checkout_module, launcher
     from bench.rows import write_rows
     from bench.schemas import BENCH_CORPUS_CLUSTER
-    from bench.suites.cluster import checkout_module, launcher
     from jobs.runtime import runinfo
 
     if args.repeats is not None:
