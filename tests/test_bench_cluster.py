@@ -41,7 +41,7 @@ class FakeProc:
         monkeypatch.setattr(clustertree, "cmdline", lambda pid: self.cmd.get(pid, ""))
         monkeypatch.setattr(clustertree, "descendants", self._descendants)
         monkeypatch.setattr(clustertree, "cpu_seconds", lambda pid: self.cpu.get(pid))
-        monkeypatch.setattr(clustertree, "_status", self._status)
+        monkeypatch.setattr(clustertree, "proc_status", self.proc_status)
 
     def _status(self, pid):
         return {"VmHWM": self.rss[pid] * 1024, "VmRSS": self.rss[pid] * 1024} if pid in self.cpu else {}
