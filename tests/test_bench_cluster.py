@@ -43,7 +43,7 @@ class FakeProc:
         monkeypatch.setattr(clustertree, "cpu_seconds", lambda pid: self.cpu.get(pid))
         monkeypatch.setattr(clustertree, "proc_status", self.proc_status)
 
-    def _status(self, pid):
+    def proc_status(self, pid):
         return {"VmHWM": self.rss[pid] * 1024, "VmRSS": self.rss[pid] * 1024} if pid in self.cpu else {}
 
     def _descendants(self, pid):
