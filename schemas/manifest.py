@@ -274,8 +274,8 @@ SEAL_PARAMS = record({
     "plain_modulus_bits": integer(0, 64), "rotations": boolean})
 #: hecore.tfhe.params.TfheParams.to_json
 TFHE_PARAMS = record({
-    "name": text(64), "scheme": text(8), "parameters": text(128), "compression": text(128), "library": text(64),
-    "bits": integer(1, 64), "blocks": integer(1, 64), "security_bits": integer(0, 1024),
+    "name": text(64), "scheme": text(8), "parameters": text(128), "compression": text(128),
+    "public_key": text(128), "library": text(64), "bits": integer(1, 64), "blocks": integer(1, 64), "security_bits": integer(0, 1024),
     "failure_log2": integer(-1024, 0), "layouts": listing(text(32, choices=_layouts), 4)})
 
 
