@@ -69,7 +69,30 @@ def strategy_name(encoding: str) -> str:
     return f"tfhe-{encoding}"
 
 
-class TfheEncryptor(Encryptor):
+class _PerValue(Encryptor):
+    """An encryptor of one TFHE ciphertext per value, in ``self.encoding`` (``encrypt_bytes`` makes them)."""
+
+    encoding: str
+    security = SECURITY_IND_CPA
+
+    @property
+    def name(self) -> str:
+        return strategy_name(self.encoding)
+
+    @property
+    def max_row(self) -> int:
+        return 1
+
+    def encrypt(self, values, *, reuse_buffer: bool = False) -> CiphertextBatch:
+        """One ciphertext per value of ``values`` (any shape, C order), in this encryptor's encoding.
+        ``reuse_buffer`` is accepted for the pixel layout's call and ignored (each batch owns its bytes)."""
+        return CiphertextBatch.from_list(self.encrypt_bytes(values), self.name, self.security)
+
+    def encrypt_bytes(self, values) -> list[bytes]:
+        raise NotImplementedError
+
+
+class TfheEncryptor(_PerValue):
     """Encrypts uint8 pixels with the client key, one ciphertext per value (see the module doc).
 
     ``server_key`` (a :class:`~hecore.tfhe.evaluator.TfheEvaluator`) is needed only by
@@ -98,21 +121,8 @@ class TfheEncryptor(Encryptor):
         kwargs.setdefault("fingerprint", public.fingerprint())
         return cls(read_client_key(keys), params=public.params, **kwargs)
 
-    @property
-    def name(self) -> str:
-        return strategy_name(self.encoding)
-
-    @property
-    def max_row(self) -> int:
-        return 1
-
     def __repr__(self) -> str:
         return f"TfheEncryptor({self.params.name}, {self.encoding}, threads={self.threads})"
-
-    def encrypt(self, values, *, reuse_buffer: bool = False) -> CiphertextBatch:
-        """One ciphertext per value of ``values`` (any shape, C order), in this encryptor's encoding.
-        ``reuse_buffer`` is accepted for the pixel layout's call and ignored (each batch owns its bytes)."""
-        return CiphertextBatch.from_list(self.encrypt_bytes(values), self.name, self.security)
 
     def encrypt_bytes(self, values) -> list[bytes]:
         """The same as :meth:`encrypt`, as a list of ``bytes``."""
@@ -132,7 +142,7 @@ class TfheEncryptor(Encryptor):
         return self._key.encrypt_list(pixel_bytes(values), key.native_key, threads=self.threads)
 
 
-class TfhePublicEncryptor(Encryptor):
+class TfhePublicEncryptor(_PerValue):
     """Encrypts uint8 pixels with the compact public key, one ``compact`` ciphertext per value (see the
     module doc): what ``hepix encrypt`` does on a machine that holds the public keys only.
     ``fingerprint``: the key set's, carried for the tables."""
@@ -154,20 +164,8 @@ class TfhePublicEncryptor(Encryptor):
         kwargs.setdefault("fingerprint", info.fingerprint)
         return cls(read_public_key(keys), params=info.params, **kwargs)
 
-    @property
-    def name(self) -> str:
-        return strategy_name(self.encoding)
-
-    @property
-    def max_row(self) -> int:
-        return 1
-
     def __repr__(self) -> str:
         return f"TfhePublicEncryptor({self.params.name}, threads={self.threads})"
-
-    def encrypt(self, values, *, reuse_buffer: bool = False) -> CiphertextBatch:
-        """One ciphertext per value of ``values`` (any shape, C order); ``reuse_buffer`` is ignored."""
-        return CiphertextBatch.from_list(self.encrypt_bytes(values), self.name, self.security)
 
     def encrypt_bytes(self, values) -> list[bytes]:
         """The same as :meth:`encrypt`, as a list of ``bytes``."""
