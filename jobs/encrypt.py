@@ -147,17 +147,23 @@ def parse_tile(spec: str | None) -> tuple[int, int] | None:
 
 
 def secret_encryption(args, keys, layout: Layout) -> bool:
-    """Whether this run encrypts with the owner's secret: ``--encryption symmetric`` (the packed layouts, each
-    tile channel fresh; the secret proven to belong to the public key, the native extension present), or
-    keys whose scheme encrypts with its secret alone (TFHE's client key)."""
+    """Whether this run encrypts with the owner's secret: ``--encryption symmetric`` (SEAL's packed layouts, each
+    tile channel fresh, or TFHE's client key; the secret proven to belong to the public key), or keys whose
+    scheme encrypts with its secret alone.  Public encryption is checked to be possible with these keys."""
     if args.encryption != "symmetric":
         if args.compression != DEFAULT_COMPRESSION:
             raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
                              "uncompressed")
-        return not keys.scheme.public_encryption
-    if not layout.packed or args.strategy != "fresh":
-        raise HepixError("--encryption symmetric encrypts whole tile channels (the packed layouts), each fresh: use "
-                         "--layout packed or packed-complex without --strategy")
+        use_secret = not keys.scheme.public_encryption
+        try:
+            keys.check_encryption(use_secret=use_secret)
+        except ValueError as e:
+            raise HepixError(str(e)) from None
+        return use_secret
+    if layout not in keys.scheme.symmetric_layouts or args.strategy != "fresh":
+        names = " or ".join(f"--layout {lay}" for lay in keys.scheme.symmetric_layouts)
+        raise HepixError(f"--encryption symmetric encrypts {keys.scheme.title} values fresh in {names}: use it "
+                         "without --strategy")
     keys.encryptor(layout=layout, use_secret=True, compression=args.compression)   # refuses another key set's secret
     return True
 
@@ -245,7 +251,8 @@ def refuse_foreign_flags(args, scheme) -> None:
     for flag, given in (("--strategy", args.strategy not in scheme.strategies),
                         ("--halo", bool(args.halo) and not any(lay.packed for lay in scheme.layouts)),
                         ("--encryption symmetric", args.encryption == "symmetric" and "symmetric" not in scheme.encryptions),
-                        ("--compression", args.compression != DEFAULT_COMPRESSION and "symmetric" not in scheme.encryptions),
+                        ("--compression", args.compression != DEFAULT_COMPRESSION
+                         and not any(lay.packed for lay in scheme.symmetric_layouts)),
                         ("--store compact", args.store == "compact" and "compact" not in scheme.stores),
                         ("--for-op", bool(args.for_op) and "compact" not in scheme.stores)):
         if given:

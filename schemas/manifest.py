@@ -274,8 +274,9 @@ SEAL_PARAMS = record({
     "plain_modulus_bits": integer(0, 64), "rotations": boolean})
 #: hecore.tfhe.params.TfheParams.to_json
 TFHE_PARAMS = record({
-    "name": text(64), "scheme": text(8), "parameters": text(128), "compression": text(128), "library": text(64),
-    "bits": integer(1, 64), "blocks": integer(1, 64), "security_bits": integer(0, 1024),
+    "name": text(64), "scheme": text(8), "parameters": text(128), "compression": text(128),
+    "public_key": text(128), "library": text(64), "bits": integer(1, 64), "blocks": integer(1, 64),
+    "security_bits": integer(0, 1024),
     "failure_log2": integer(-1024, 0), "layouts": listing(text(32, choices=_layouts), 4)})
 
 
@@ -297,7 +298,7 @@ OPTIONS = record({
     "pool_size": integer(1, 2**20, optional=True), "top_k": integer(1, 256, optional=True),
     "radix": integer(2, 256, optional=True), "sigma": number(0, 1e6, optional=True),
     "encryption": text(16), "compression": text(16), "max_pixels": integer(1, 2**40), "store": store,
-    "encoding": text(16, choices=lambda: {"seeded", "full", "list"}),
+    "encoding": text(16, choices=lambda: {"seeded", "full", "compact", "list"}),
     "images": text(optional=True), "owner": boolean, "flood_std": number(0, 1e12), "seed": integer(0, 2**63, optional=True),
     "match": record({"query": text(), "query_image_id": text(), "metrics": listing(text(8), 4),
                      "bound": number(0, 1e300)}),

@@ -1,5 +1,5 @@
-"""TFHE through the pipeline: `hepix keygen --scheme tfhe` -> encrypt -> process (saturating brightness,
-then a threshold, server key only) -> decrypt, on Spark in local mode.
+"""TFHE through the pipeline: `hepix keygen --scheme tfhe` -> encrypt (with the public keys only) -> process
+(saturating brightness, then a threshold, server key only) -> decrypt, on Spark in local mode.
 
 TFHE ops cost 0.1 to 0.35 s per pixel value, so the image is a 4x4 RGB crop of scikit-image's
 astronaut (48 values), chosen to hold values that saturate under +60 (>= 196), values that stay
@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -77,13 +78,14 @@ def key_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, key_dirs):
-    """keygen -> export-public -> encrypt -> process brightness:60 -> process threshold:128 -> decrypt."""
+    """keygen -> export-public -> encrypt with the public directory (the compact public key) -> process
+    brightness:60 -> process threshold:128 -> decrypt."""
     root = tmp_path_factory.mktemp("tfhe-pipeline")
     images = root / "images"
     images.mkdir()
     Image.fromarray(crop()).save(images / "crop.png")
     keys, pub = key_dirs
-    hepix_ok("encrypt", "--keys", keys, "--input", images, "--out", root / "enc", *SPARK)
+    hepix_ok("encrypt", "--keys", pub, "--input", images, "--out", root / "enc", *SPARK)
     mp = pytest.MonkeyPatch()
     opened = Opened(mp)
     try:
@@ -105,15 +107,42 @@ def test_the_crop_tells_saturation_from_wrapping():
     assert (sat != wrap).sum() >= 6 and 0 < (sat == 0).sum() < x.size
 
 
-def test_encrypt_writes_one_seeded_ciphertext_per_pixel_value(run):
+def test_public_encrypt_writes_one_compact_ciphertext_per_pixel_value(run):
     root, _ = run
     manifest = json.loads((root / "enc" / "_manifest.json").read_text())
-    assert manifest["preset"] == "tfhe-default" and manifest["strategy"] == "tfhe-seeded"
-    assert manifest["layout"] == "pixel" and manifest["options"]["encoding"] == "seeded"
+    assert manifest["preset"] == "tfhe-default" and manifest["strategy"] == "tfhe-compact"
+    assert manifest["layout"] == "pixel" and manifest["options"] == {**manifest["options"], "encryption": "public",
+                                                                     "encoding": "compact"}
     table = pq.read_table(root / "enc" / "ciphertexts")
     assert table.num_rows == crop().size
     assert set(table.column("scheme").to_pylist()) == {"tfhe"}
+    assert set(table.column("strategy").to_pylist()) == {"tfhe-compact"}
+    assert {len(c) for c in table.column("ct").to_pylist()} == {16627}     # bytes per pixel value, compact
+
+
+def test_symmetric_encrypt_writes_one_seeded_ciphertext_per_pixel_value(key_dirs, tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.fromarray(crop()[:2, :2]).save(images / "crop.png")
+    hepix_ok("encrypt", "--encryption", "symmetric", "--keys", key_dirs[0], "--input", images, "--out",
+             tmp_path / "enc", *SPARK)
+    manifest = json.loads((tmp_path / "enc" / "_manifest.json").read_text())
+    assert manifest["strategy"] == "tfhe-seeded" and manifest["options"]["encryption"] == "symmetric"
+    table = pq.read_table(tmp_path / "enc" / "ciphertexts")
     assert {len(c) for c in table.column("ct").to_pylist()} == {871}       # bytes per pixel value, seeded
+
+
+def test_public_encrypt_with_an_old_key_directory_says_what_to_do(key_dirs, tmp_path, capsys):
+    old = tmp_path / "old"
+    shutil.copytree(key_dirs[1], old)
+    (old / "public.key").unlink()
+    doc = json.loads((old / "hepix-keys.json").read_text())
+    del doc["sha256"]["public.key"]
+    (old / "hepix-keys.json").write_text(json.dumps(doc))
+    assert main(["encrypt", "--keys", str(old), "--input", str(tmp_path), "--out", str(tmp_path / "enc"),
+                 *SPARK]) == 2
+    err = capsys.readouterr().err
+    assert "no compact public key" in err and "--encryption symmetric" in err and "hepix keygen" in err
 
 
 def test_process_runs_the_ops_with_the_server_key_only(run, key_dirs):
@@ -169,7 +198,7 @@ def test_process_rejects_a_ciphertext_tfhe_rs_refuses_and_processes_the_rest(key
     t = read_rows(enc)
     ids = image_ids(t)
     forged = first_row_mask(t, ids[0])
-    assert {len(c) for c in t.column("ct").to_pylist()} == {871}
+    assert {len(c) for c in t.column("ct").to_pylist()} == {16627}       # public-key (compact) rows
     write_rows(enc, set_where(t, forged, "ct", random_bytes))
     row = [r for r, m in zip(t.to_pylist(), forged) if m][0]
 
@@ -177,7 +206,7 @@ def test_process_rejects_a_ciphertext_tfhe_rs_refuses_and_processes_the_rest(key
     rejects = pq.read_table(tmp_path / "proc" / "rejects").to_pylist()
     assert [(r["image_id"], r["reason"], r["channel"], r["tile_y"], r["tile_x"], r["index"]) for r in rejects] == [
         (ids[0], "tfhe-refused", row["channel"], row["tile_y"], row["tile_x"], row["index"])]
-    assert "tfhe-rs refuses the ciphertext (871 bytes)" in rejects[0]["detail"] and rejects[0]["bytes"] == 871
+    assert "tfhe-rs refuses the ciphertext (16627 bytes)" in rejects[0]["detail"] and rejects[0]["bytes"] == 16627
     out = read_rows(tmp_path / "proc")
     assert image_ids(out) == [ids[1]] and out.num_rows == 4
     c = manifest(tmp_path / "proc")["counts"]

@@ -37,8 +37,8 @@ class Scheme(ABC):
     layouts: tuple
     #: What the processing side holds of its keys, for messages (``public``, ``TFHE server key``).
     public_keys: str
-    #: How ``hepix encrypt`` can encrypt under its keys (``--encryption``), the default first;
-    #: ``client-key``: only with the secret key (an owner's job).
+    #: How ``hepix encrypt`` can encrypt under its keys (``--encryption``), the default first:
+    #: ``public`` with the public keys, ``symmetric`` with the owner's secret (an owner's job).
     encryptions: tuple[str, ...]
     #: How its ciphertexts can be stored (``--store``), the default first.
     stores: tuple[str, ...]
@@ -52,6 +52,11 @@ class Scheme(ABC):
 
     def __repr__(self) -> str:
         return f"<scheme {self.name}>"
+
+    @property
+    def symmetric_layouts(self) -> tuple:
+        """The layouts ``--encryption symmetric`` encrypts in (SEAL's: the packed ones, tile channels)."""
+        return tuple(lay for lay in self.layouts if lay.packed)
 
     @property
     def public_encryption(self) -> bool:
@@ -162,6 +167,10 @@ class KeySet(ABC):
     def for_encryption(self, *, use_secret: bool) -> KeySet:
         """The least of these keys that an encryptor needs (what an encrypt job broadcasts): no evaluation
         keys; the secret only with ``use_secret`` (the owner's encryption)."""
+
+    def check_encryption(self, *, use_secret: bool) -> None:
+        """A ValueError saying what to do when these keys cannot encrypt this way (public encryption
+        with keys made without a public key); before Spark starts."""
 
     @abstractmethod
     def for_decryption(self) -> KeySet:

@@ -1,9 +1,11 @@
 """TFHE through tfhe-rs: the second scheme family behind :class:`~hecore.schemes.base.Scheme`.
 
-One ciphertext per pixel value (the pixel layout), encrypted fresh with the client key (the owner's
-secret: tfhe-rs's public-key encryption needs parameters these keys were not made with), evaluated
-with the server key alone, exact.  The keys are those of :mod:`hecore.tfhe.keys`; the encryptor,
-decryptor, row checker and evaluator those of :mod:`hecore.tfhe`.
+One ciphertext per pixel value (the pixel layout), encrypted fresh with the compact public key
+(``--encryption public``, the default: anyone holding the public keys) or with the owner's client key
+(``--encryption symmetric``), evaluated with the server key alone, exact.  Key directories made before
+hepix made a compact public key encrypt with the client key only, and public encryption with them is
+refused saying so.  The keys are those of :mod:`hecore.tfhe.keys`; the encryptors, decryptor, row
+checker and evaluator those of :mod:`hecore.tfhe`.
 """
 from __future__ import annotations
 
@@ -15,25 +17,29 @@ from hecore.layouts import Layout
 
 from .base import KeySet, Scheme
 
-#: How every value's ciphertext is serialized as it is encrypted (hecore.tfhe.encryptor).
+#: How every value's ciphertext is serialized as it is encrypted (hecore.tfhe.encryptor): with the
+#: client key (seeded), and with the compact public key.
 ENCODING = "seeded"
+PUBLIC_ENCODING = "compact"
 #: The ``strategy`` of processed rows: one serialized ``FheUint8`` per value (a computed ciphertext
 #: has no seed).
 PROCESSED = "tfhe-full"
 
 
 class TfheScheme(Scheme):
-    """TFHE keys: the pixel layout, fresh client-key encryption, exact 8-bit ops."""
+    """TFHE keys: the pixel layout, fresh public-key or client-key encryption, exact 8-bit ops."""
 
     name = "tfhe"
     title = "TFHE"
     secret_file = "client.key"
     refused_reason = "tfhe-refused"
-    public_keys = "TFHE server key"
+    public_keys = "TFHE server and compact public keys"
     layouts = (Layout.PIXEL,)
-    encryptions = ("client-key",)
+    symmetric_layouts = (Layout.PIXEL,)
+    encryptions = ("public", "symmetric")   # symmetric: the client key
     stores = ("seal",)              # ``--store seal``, the default, means the library's own serialization
-    encrypts = "TFHE keys encrypt every value fresh with the client key, in the pixel layout"
+    encrypts = ("TFHE keys encrypt every value fresh in the pixel layout, with the compact public key or "
+                "(--encryption symmetric) the client key")
 
     def owns_manifest(self, doc: dict) -> bool:
         from hecore.tfhe.params import SCHEME
@@ -61,7 +67,7 @@ class TfheScheme(Scheme):
         if secret:          # read with the owner-only discipline, proven to belong to the server key
             client = tfhe_keys.read_client_key(keys)
             tfhe_keys.check_key_pair(client, public.server_key)
-        return TfheKeys(public.params, public.fingerprint(), public.server_key, client)
+        return TfheKeys(public.params, public.fingerprint(), public.server_key, client, public.public_key)
 
     def plan_keys(self, specs: Sequence[str], layout: str | None, *, only: str | None = None):
         """The one parameter set, once TFHE is shown to run every op of the chain."""
@@ -123,12 +129,15 @@ TFHE = TfheScheme()
 @dataclass(frozen=True)
 class TfheKeys(KeySet):
     """A TFHE key set: its parameters and fingerprint, the server key (evaluation; None where only
-    the checks and the decryptor need the keys) and the owner's client key when held."""
+    the checks, the decryptor and the encryptors need the keys), the owner's client key when held and
+    the compact public key (None for key sets made without one, and where only the checks, the
+    decryptor and the evaluator need the keys)."""
 
     tfhe_params: object                                           # hecore.tfhe.params.TfheParams
     key_fingerprint: str
     server_key: bytes | None = field(default=None, repr=False)
     client_key: bytes | None = field(default=None, repr=False)    # never in a log line or an error message
+    public_key: bytes | None = field(default=None, repr=False)
 
     scheme = TFHE
 
@@ -155,14 +164,33 @@ class TfheKeys(KeySet):
         return self.server_key
 
     def public(self) -> TfheKeys:
-        return TfheKeys(self.tfhe_params, self.key_fingerprint, self.server_key)
+        return TfheKeys(self.tfhe_params, self.key_fingerprint, self.server_key, None, self.public_key)
 
     def for_checks(self) -> TfheKeys:
         return TfheKeys(self.tfhe_params, self.key_fingerprint)
 
     def for_encryption(self, *, use_secret: bool) -> TfheKeys:
-        """The client key alone: tfhe-rs encrypts with it (the server key, hundreds of MB, stays home)."""
-        return TfheKeys(self.tfhe_params, self.key_fingerprint, None, self.secret_bytes())
+        """The client key alone (``use_secret``) or the compact public key alone: each encrypts by itself
+        (the server key, hundreds of MB, stays home)."""
+        if use_secret:
+            return TfheKeys(self.tfhe_params, self.key_fingerprint, None, self.secret_bytes())
+        return TfheKeys(self.tfhe_params, self.key_fingerprint, None, None, self._public_key())
+
+    def _public_key(self) -> bytes:
+        if self.public_key is None:
+            from hecore.tfhe.keys import PUBLIC
+
+            raise ValueError(
+                f"these TFHE keys hold no compact public key ({PUBLIC}): they were made before hepix encrypted TFHE "
+                "with a public key; encrypt with the client key (`hepix encrypt --encryption symmetric` with the "
+                "owner's key directory), or make a new key set with `hepix keygen --scheme tfhe`")
+        return self.public_key
+
+    def check_encryption(self, *, use_secret: bool) -> None:
+        """Public encryption needs the compact public key: refused, saying what to do, for key sets made
+        without one."""
+        if not use_secret:
+            self._public_key()
 
     def for_decryption(self) -> TfheKeys:
         return TfheKeys(self.tfhe_params, self.key_fingerprint, None, self.secret_bytes())
@@ -173,14 +201,20 @@ class TfheKeys(KeySet):
         from hecore.tfhe.encryptor import TfheEncryptor
         from hecore.tfhe.keys import check_key_pair
 
-        if self.client_key is None:
-            raise ValueError("TFHE encrypts with the client key (tfhe-rs's public-key encryption needs parameters "
-                             "these keys were not made with): encryption is the data owner's job, with the key "
-                             "directory that holds client.key")
         if Layout.parse(layout).packed:
             raise ValueError("TFHE encrypts one pixel value per ciphertext: the pixel layout")
         if strategy != "fresh":
             raise ValueError(f"strategy {strategy!r} is a CKKS pixel-layout mode; TFHE encrypts every value fresh")
+        if compression != "none":
+            raise ValueError(f"compression {compression!r} is for CKKS/BFV/BGV packed ciphertexts; TFHE's seeded "
+                             "and compact encodings are already compact: drop --compression")
+        if not use_secret:
+            from hecore.tfhe.encryptor import TfhePublicEncryptor
+
+            return TfhePublicEncryptor(self._public_key(), params=self.tfhe_params, fingerprint=self.key_fingerprint)
+        if self.client_key is None:
+            raise ValueError("TFHE's symmetric encryption uses the client key: the data owner's key directory that "
+                             "holds client.key (public keys encrypt with --encryption public)")
         if check_key:
             check_key_pair(self.client_key, self._server_key())
         return TfheEncryptor(self.client_key, params=self.tfhe_params, encoding=ENCODING,
@@ -196,10 +230,12 @@ class TfheKeys(KeySet):
     def encryption_label(self, *, use_secret: bool, strategy: str) -> str:
         from hecore.tfhe.encryptor import strategy_name
 
-        return strategy_name(ENCODING)
+        return strategy_name(ENCODING if use_secret else PUBLIC_ENCODING)
 
     def encryption_options(self, *, use_secret: bool, compression: str) -> dict:
-        return {"encryption": "client-key", "encoding": ENCODING}
+        if use_secret:
+            return {"encryption": "symmetric", "encoding": ENCODING}
+        return {"encryption": "public", "encoding": PUBLIC_ENCODING}
 
     def ciphertext_bytes(self) -> int | None:
         return None                         # the workers report what they wrote

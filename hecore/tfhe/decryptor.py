@@ -27,7 +27,8 @@ def as_bytes_list(cts) -> list[bytes]:
 class TfheDecryptor:
     """Decrypts serialized ``FheUint8`` / ``CompressedFheUint8`` ciphertexts (and compressed lists)
     into uint8 arrays.  ``server_key`` (a :class:`~hecore.tfhe.evaluator.TfheEvaluator`) is needed only
-    for compressed lists, which decompress with the server key."""
+    for compressed lists, which decompress with the server key, and for fresh public-key ciphertexts
+    (``compact``), which it casts to the computation parameters first (a processed run holds none)."""
 
     def __init__(self, client_key: bytes, *, threads: int = 1, server_key=None):
         self._key = native_module().ClientKey(client_key)
@@ -43,9 +44,11 @@ class TfheDecryptor:
         return f"TfheDecryptor(threads={self.threads})"
 
     def decrypt(self, cts, shape=None) -> np.ndarray:
-        """The values of ``cts`` (one ciphertext per value, full or seeded) as uint8, reshaped to
-        ``shape`` when given."""
-        out = np.frombuffer(self._key.decrypt(as_bytes_list(cts), threads=self.threads), dtype=np.uint8)
+        """The values of ``cts`` (one ciphertext per value, full, seeded or with the server key compact) as
+        uint8, reshaped to ``shape`` when given."""
+        key = self.server_key.native_key if self.server_key is not None else None
+        out = np.frombuffer(self._key.decrypt(as_bytes_list(cts), threads=self.threads, server_key=key),
+                            dtype=np.uint8)
         return out.reshape(shape) if shape is not None else out
 
     def decrypt_list(self, data: bytes, server_key=None, shape=None) -> np.ndarray:

@@ -2,11 +2,17 @@
 
 Layout (the directory is created with mode 0700)::
 
-    hepix-keys.json   scheme "tfhe", the parameter set (TfheParams.to_json), fingerprint, sha256 of server.key
+    hepix-keys.json   scheme "tfhe", the parameter set (TfheParams.to_json), fingerprint, sha256 of
+                      server.key and public.key
     server.key        the server (evaluation) key, mode 0644: public, what the cluster gets
+    public.key        the compact public key, mode 0644: public, what an encrypting machine gets
     client.key        the client key, mode 0600: secret, only on the data owner's side
 
-The client key encrypts and decrypts; the server key evaluates and cannot decrypt.  The fingerprint
+The client key encrypts and decrypts; the compact public key encrypts (``hepix encrypt`` without the
+secret: :class:`~hecore.tfhe.encryptor.TfhePublicEncryptor`); the server key evaluates, casts public-key
+ciphertexts to the computation parameters, and cannot decrypt.  Key directories made before hepix made
+a compact public key have no ``public.key`` (and their server key no key-switching key for one): they
+encrypt with the client key only, and :func:`read_public_key` says so.  The fingerprint
 is the sha256 of ``server.key``'s bytes; it is recorded with every ciphertext so that ciphertexts of
 another key set are refused by name.  :func:`read_public` / :func:`read_server_key` never open
 ``client.key``, so a processing job can be pointed at the owner's directory without the secret
@@ -35,6 +41,7 @@ log = logging.getLogger(__name__)
 
 CLIENT = "client.key"
 SERVER = "server.key"
+PUBLIC = "public.key"
 FORMAT = 1
 
 
@@ -46,6 +53,7 @@ class TfheKeyInfo:
     fingerprint: str
     created: str
     has_client_key: bool
+    has_public_key: bool = False
 
     @property
     def parameters(self) -> str:
@@ -79,25 +87,30 @@ def keygen(out: str | os.PathLike, *, overwrite: bool = False, threads: int = 1,
         shutil.rmtree(out)
     native = native_module()
     t0 = time.perf_counter()
-    client, server, server_compressed = native.keygen(threads=threads)
+    client, server, server_compressed, public = native.keygen(threads=threads)
     seconds = time.perf_counter() - t0
     server = server_compressed if compressed_server_key else server
     make_private_directory(out)
     write_private(out / SERVER, server, 0o644)
+    write_private(out / PUBLIC, public, 0o644)
     write_private(out / CLIENT, client, 0o600)
     info = TfheKeyInfo(params=params, fingerprint=fingerprint(server),
-                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_client_key=True)
-    _write_manifest(out, info, server)
-    log.info("generated TFHE keys %s in %s (%.1f s; server key %d bytes%s)", info.fingerprint[:16], out,
-             seconds, len(server), ", compressed" if compressed_server_key else "")
+                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_client_key=True,
+                       has_public_key=True)
+    _write_manifest(out, info, server, public)
+    log.info("generated TFHE keys %s in %s (%.1f s; server key %d bytes%s, compact public key %d bytes)",
+             info.fingerprint[:16], out, seconds, len(server), ", compressed" if compressed_server_key else "",
+             len(public))
     return info
 
 
-def _write_manifest(out: Path, info: TfheKeyInfo, server: bytes) -> None:
+def _write_manifest(out: Path, info: TfheKeyInfo, server: bytes, public: bytes | None) -> None:
+    sums = {SERVER: hashlib.sha256(server).hexdigest()}
+    if public is not None:
+        sums[PUBLIC] = hashlib.sha256(public).hexdigest()
     doc = {"format": FORMAT, "scheme": SCHEME, "params": info.params.to_json(),
            "parameters": info.params.parameters, "library": info.params.library,
-           "fingerprint": info.fingerprint, "created": info.created,
-           "sha256": {SERVER: hashlib.sha256(server).hexdigest()}}
+           "fingerprint": info.fingerprint, "created": info.created, "sha256": sums}
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp, out / MANIFEST)
@@ -130,7 +143,7 @@ def read_info(keys: str | os.PathLike) -> TfheKeyInfo:
             raise KeyDirectoryError(f"{path}: key directory format {doc.get('format')!r} is not {FORMAT}")
         params = TfheParams.from_json(doc["params"]) if "params" in doc else _legacy_params(doc)
         return TfheKeyInfo(params=params, fingerprint=str(doc["fingerprint"]), created=str(doc.get("created", "")),
-                           has_client_key=(keys / CLIENT).exists())
+                           has_client_key=(keys / CLIENT).exists(), has_public_key=PUBLIC in doc.get("sha256", {}))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise KeyDirectoryError(f"{path} is malformed: {e}") from e
 
@@ -158,11 +171,36 @@ def read_server_key(keys: str | os.PathLike) -> bytes:
     return data
 
 
-def read_public(keys: str | os.PathLike) -> TfhePublicMaterial:
-    """The public material of a TFHE key directory (parameters and checked server key).  Never opens
-    ``client.key``: what the processing side loads, like :func:`hecore.keys.read_public`."""
+def read_public_key(keys: str | os.PathLike) -> bytes:
+    """The compact public key bytes, checked against the sha256 the manifest records.  A key directory
+    made before hepix made one is refused, saying what to do.  Never opens ``client.key``."""
+    keys = Path(keys)
     info = read_info(keys)
-    return TfhePublicMaterial(params=info.params, server_key=read_server_key(keys))
+    if not info.has_public_key:
+        raise KeyDirectoryError(
+            f"{keys} holds no TFHE compact public key ({PUBLIC}): its keys were made before hepix encrypted TFHE "
+            "with a public key; encrypt on the data owner's side with the client key (`hepix encrypt "
+            "--encryption symmetric` with the directory that holds client.key), or make a new key set with "
+            "`hepix keygen --scheme tfhe` and hand its `hepix export-public` copy to the encrypting machine")
+    path = keys / PUBLIC
+    if not path.is_file():
+        raise KeyDirectoryError(f"{keys} has no {PUBLIC} although its manifest records one; the key directory is "
+                                "incomplete: copy it again with `hepix export-public`")
+    data = path.read_bytes()
+    recorded = json.loads((keys / MANIFEST).read_text())["sha256"][PUBLIC]
+    if hashlib.sha256(data).hexdigest() != recorded:
+        raise KeyDirectoryError(f"{path} is not the compact public key of key set {info.fingerprint[:16]}: the "
+                                "directory was modified or mixed from two key sets")
+    return data
+
+
+def read_public(keys: str | os.PathLike) -> TfhePublicMaterial:
+    """The public material of a TFHE key directory (parameters, checked server key and compact public key
+    when it has one).  Never opens ``client.key``: what the processing side loads, like
+    :func:`hecore.keys.read_public`."""
+    info = read_info(keys)
+    return TfhePublicMaterial(params=info.params, server_key=read_server_key(keys),
+                              public_key=read_public_key(keys) if info.has_public_key else None)
 
 
 def read_client_key(keys: str | os.PathLike) -> bytes:
@@ -178,17 +216,22 @@ def read_client_key(keys: str | os.PathLike) -> bytes:
 
 
 def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> TfheKeyInfo:
-    """Copy the public part of ``keys`` (manifest and server key) into a new directory ``out``."""
+    """Copy the public part of ``keys`` (manifest, server key and compact public key when it has one) into
+    a new directory ``out``."""
     keys, out = Path(keys), Path(out)
-    server = read_server_key(keys)
+    material = read_public(keys)
     if out.exists() and any(out.iterdir()):
         raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
-    write_private(out / SERVER, server, 0o644)
+    write_private(out / SERVER, material.server_key, 0o644)
+    if material.public_key is not None:
+        write_private(out / PUBLIC, material.public_key, 0o644)
     info = read_info(keys)
-    info = TfheKeyInfo(info.params, info.fingerprint, info.created, has_client_key=False)
-    _write_manifest(out, info, server)
-    log.info("exported TFHE server key %s to %s", info.fingerprint[:16], out)
+    info = TfheKeyInfo(info.params, info.fingerprint, info.created, has_client_key=False,
+                       has_public_key=material.public_key is not None)
+    _write_manifest(out, info, material.server_key, material.public_key)
+    log.info("exported TFHE server key %s%s to %s", info.fingerprint[:16],
+             " and compact public key" if info.has_public_key else "", out)
     return info
 
 

@@ -5,11 +5,13 @@ named, checked parameter set that key directories, run manifests and tables reco
 (:meth:`TfheParams.to_json`), with a one-line :meth:`~TfheParams.describe`.  There is one, the
 tfhe-rs defaults for 8-bit integers (``tfhe-default``): every pixel value is one ``FheUint8``,
 four radix blocks of two message bits and two carry bits, each block an LWE ciphertext, at 128-bit
-security with a bootstrapping failure probability below 2^-128, and with tfhe-rs's ciphertext-list
-compression enabled.
+security with a bootstrapping failure probability below 2^-128, with tfhe-rs's ciphertext-list
+compression enabled, and with tfhe-rs's dedicated compact public-key parameters: a compact public
+key encrypts pixels without the client key, and the server key holds the key-switching key that
+casts those ciphertexts to the computation parameters.
 
-:class:`TfhePublicMaterial` is what a party without the client key holds (the server key), as
-bytes: picklable and broadcastable like :class:`hecore.context.PublicMaterial`.
+:class:`TfhePublicMaterial` is what a party without the client key holds (the server key and the
+compact public key), as bytes: picklable and broadcastable like :class:`hecore.context.PublicMaterial`.
 """
 from __future__ import annotations
 
@@ -23,11 +25,15 @@ SCHEME = "tfhe"
 #: The tfhe-rs parameter set of the keys (computation) and of the list compression.
 PARAMETERS = "PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128"
 COMPRESSION = "COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128"
+#: The public-key encryption parameters of the compact public key (and of its key switch to the
+#: computation parameters, PARAM_KEYSWITCH_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128).
+PUBLIC_KEY = "PARAM_PKE_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128"
 LIBRARY = "tfhe-rs 1.8.2"
 
 #: The encodings of encrypted pixel values (see :mod:`hecore.tfhe.encryptor`): ``seeded`` and
-#: ``full`` are one ciphertext per value; ``list`` is one compressed list per batch.
-ENCODINGS = ("seeded", "full", "list")
+#: ``full`` are one ciphertext per value under the client key, ``compact`` one per value under the
+#: compact public key; ``list`` is one compressed list per batch.
+ENCODINGS = ("seeded", "full", "compact", "list")
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,8 @@ class TfheParams:
     scheme: str = SCHEME
     parameters: str = PARAMETERS
     compression: str = COMPRESSION
+    #: The compact public key's parameters; "" for key sets made before hepix made one.
+    public_key: str = field(default=PUBLIC_KEY, compare=False)
     library: str = LIBRARY
     bits: int = 8                   # plaintext bits per ciphertext: one pixel value
     blocks: int = 4                 # radix blocks of 2 message bits (and 2 carry bits) each
@@ -46,7 +54,7 @@ class TfheParams:
     layouts: tuple = field(default=("pixel",), compare=False)
     #: Serialized size of one pixel ciphertext in each per-value encoding (tfhe-rs 1.8.2's
     #: serialization of these parameters; test_tfhe.py checks them against the extension).
-    ct_bytes: tuple = field(default=(("seeded", 871), ("full", 66101)), compare=False)
+    ct_bytes: tuple = field(default=(("seeded", 871), ("full", 66101), ("compact", 16627)), compare=False)
 
     @property
     def slots(self) -> int:
@@ -79,7 +87,8 @@ class TfheParams:
         """The parameter set a table or manifest recorded, checked to be one hepix builds."""
         try:
             p = cls(name=str(d["name"]), scheme=str(d["scheme"]), parameters=str(d["parameters"]),
-                    compression=str(d.get("compression", COMPRESSION)), library=str(d["library"]),
+                    compression=str(d.get("compression", COMPRESSION)), public_key=str(d.get("public_key", "")),
+                    library=str(d["library"]),
                     bits=int(d.get("bits", 8)), blocks=int(d.get("blocks", 4)),
                     security_bits=int(d.get("security_bits", 128)), failure_log2=int(d.get("failure_log2", -128)),
                     layouts=tuple(d.get("layouts", ("pixel",))))
@@ -95,13 +104,16 @@ TFHE_DEFAULT = TFHE_PRESETS["tfhe-default"]
 
 @dataclass(frozen=True)
 class TfhePublicMaterial:
-    """Everything a party without the client key needs: the parameters and the server key (bytes).
+    """Everything a party without the client key needs: the parameters, the server key and the
+    compact public key (bytes; None for key sets made without one).
 
-    The server key evaluates every op and decompresses lists; it cannot decrypt.
+    The server key evaluates every op, decompresses lists and casts public-key ciphertexts; the
+    compact public key encrypts.  Neither can decrypt.
     """
 
     params: TfheParams
     server_key: bytes
+    public_key: bytes | None = None
 
     @property
     def scheme(self) -> str:
@@ -112,5 +124,6 @@ class TfhePublicMaterial:
         return hashlib.sha256(self.server_key).hexdigest()
 
     def __repr__(self) -> str:
-        return (f"TfhePublicMaterial({self.params.name}, server key {len(self.server_key):,} bytes, "
+        cpk = f"compact public key {len(self.public_key):,} bytes" if self.public_key else "no compact public key"
+        return (f"TfhePublicMaterial({self.params.name}, server key {len(self.server_key):,} bytes, {cpk}, "
                 f"{self.fingerprint()[:16]})")

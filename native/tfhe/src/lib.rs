@@ -1,8 +1,9 @@
 //! hepix_tfhe: 8-bit encrypted pixels over tfhe-rs (TFHE), for hepix.
 //!
 //! Keys, encryption and decryption of batches of pixels (one `FheUint8` per value, or a seeded
-//! `CompressedFheUint8`, or a `CompressedCiphertextList` per batch), and exact pixel operations
-//! on ciphertexts with the server key.  Every batch call releases the GIL and runs on a local
+//! `CompressedFheUint8`, or a `CompressedCiphertextList` per batch, or with the compact public key
+//! a `CompactCiphertextList` per value), and exact pixel operations on ciphertexts with the
+//! server key.  Every batch call releases the GIL and runs on a local
 //! rayon pool of `threads` threads (default 1: one per Spark task, which already runs one task
 //! per core).  Bytes cross the boundary, through tfhe-rs's safe serialization; a ciphertext that
 //! does not deserialize, or is not conformant with the key's parameters, raises ValueError
@@ -21,9 +22,12 @@ use tfhe::integer::{IntegerCiphertext, RadixCiphertext};
 use tfhe::shortint::ciphertext::{Degree, NoiseLevel};
 use tfhe::prelude::*;
 use tfhe::shortint::parameters::{
-    COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128, PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128,
+    CompactPublicKeyEncryptionParameters, COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128,
+    PARAM_KEYSWITCH_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128, PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128,
+    PARAM_PKE_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128,
 };
 use tfhe::{
+    CompactCiphertextList, CompactCiphertextListConformanceParams, CompactPublicKey,
     CompressedCiphertextListBuilder, CompressedFheUint8, CompressedFheUint8ConformanceParams,
     CompressedServerKey, ConfigBuilder, FheUint8, FheUint8ConformanceParams, ReRandomizationMetadata,
 };
@@ -34,7 +38,13 @@ mod library;
 mod ops;
 
 use circuits::Circuit;
+use codec::Pixel;
 use ops::Op;
+
+/// The public-key encryption parameters of the compact public key `keygen` makes: tfhe-rs's
+/// dedicated parameters for 2-bit blocks, whose ciphertexts the server key casts (a key switch
+/// and a bootstrap per block) to the computation parameters.
+const PKE: CompactPublicKeyEncryptionParameters = PARAM_PKE_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128;
 
 /// Largest thread count a call accepts.
 const MAX_THREADS: usize = 256;
@@ -110,52 +120,94 @@ fn encrypt(v: u8, key: &tfhe::ClientKey) -> Result<FheUint8, String> {
 }
 
 /// Conformance parameters of pixel ciphertexts under one key.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Conformance {
     full: FheUint8ConformanceParams,
     seeded: CompressedFheUint8ConformanceParams,
+    compact: CompactCiphertextListConformanceParams,
 }
 
 impl Conformance {
-    /// The parameters of the keys `keygen` makes (tfhe-rs's defaults: `ConfigBuilder::default()`),
-    /// known without a key.
+    /// The parameters of the keys `keygen` makes, known without a key.
     fn of_keygen() -> Self {
-        let params = PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128;
-        Self { full: params.into(), seeded: params.into() }
+        Self::of(PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128.into(), PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128.into())
     }
 
-    fn pixel(&self, bytes: &[u8]) -> Result<FheUint8, String> {
-        codec::pixel(bytes, &self.full, &self.seeded)
+    fn of(full: FheUint8ConformanceParams, seeded: CompressedFheUint8ConformanceParams) -> Self {
+        Self { full, seeded, compact: codec::compact_conformance(PKE) }
+    }
+
+    fn forms(&self) -> codec::Forms<'_> {
+        codec::Forms { full: &self.full, seeded: &self.seeded, compact: &self.compact }
+    }
+
+    /// A pixel ciphertext ready to compute on: a public-key one is cast with `server` (its
+    /// key-switching key), and must then be conformant like any other.
+    fn pixel(&self, bytes: &[u8], server: Option<&tfhe::ServerKey>) -> Result<FheUint8, String> {
+        match codec::pixel(bytes, &self.forms())? {
+            Pixel::Ready(ct) => Ok(ct),
+            Pixel::Compact(list) => match server {
+                Some(sk) => self.cast(&list, sk),
+                None => Err("a public-key ciphertext (CompactCiphertextList) is cast by the server key before it \
+                             can be decrypted: process it first, or decrypt with the server key"
+                    .into()),
+            },
+        }
+    }
+
+    fn cast(&self, list: &CompactCiphertextList, sk: &tfhe::ServerKey) -> Result<FheUint8, String> {
+        let expander = list.expand_with_key(sk).map_err(|e| format!("cannot cast the public-key ciphertext: {e}"))?;
+        let ct = match expander.get::<FheUint8>(0) {
+            Ok(Some(ct)) => ct,
+            Ok(None) => return Err("the compact list is empty".into()),
+            Err(e) => return Err(format!("cannot cast the public-key ciphertext: {e}")),
+        };
+        if !ct.is_conformant(&self.full) {
+            return Err("the cast public-key ciphertext is not conformant with the computation parameters".into());
+        }
+        Ok(ct)
     }
 }
 
-/// Generate a key set: (client key, server key, compressed server key), serialized.
+/// Generate a key set: (client key, server key, compressed server key, compact public key),
+/// serialized.
 ///
-/// The server key includes the keys that compress and decompress ciphertext lists.  The
-/// compressed server key is a seeded form of the same key (what to ship; `ServerKey` accepts
-/// either).  The client key is secret.
+/// The server key includes the keys that compress and decompress ciphertext lists and the
+/// key-switching key that casts compact public-key ciphertexts to the computation parameters.
+/// The compressed server key is a seeded form of the same key (what to ship; `ServerKey` accepts
+/// either).  The compact public key encrypts (`PublicKey`) and cannot decrypt.  The client key is
+/// secret.
 #[pyfunction]
 #[pyo3(signature = (threads = 1))]
-fn keygen(py: Python<'_>, threads: usize) -> PyResult<(Py<PyBytes>, Py<PyBytes>, Py<PyBytes>)> {
+#[allow(clippy::type_complexity)]
+fn keygen(py: Python<'_>, threads: usize) -> PyResult<(Py<PyBytes>, Py<PyBytes>, Py<PyBytes>, Py<PyBytes>)> {
     let pool = pool(threads)?;
-    let (ck, sk, csk) = py
+    let (ck, sk, csk, cpk) = py
         .detach(|| {
             pool.install(|| -> Result<_, String> {
                 let config = ConfigBuilder::default()
                     .enable_compression(COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128)
+                    .use_dedicated_compact_public_key_parameters((PKE, PARAM_KEYSWITCH_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128))
                     .build();
                 let ck = tfhe::ClientKey::generate(config);
                 let csk = CompressedServerKey::new(&ck);
                 let sk = csk.decompress();
+                let cpk = CompactPublicKey::try_new(&ck).map_err(|e| e.to_string())?;
                 Ok((
                     codec::client_key_bytes(&ck)?,
                     codec::server_key_bytes(&sk)?,
                     codec::compressed_server_key_bytes(&csk)?,
+                    codec::public_key_bytes(&cpk)?,
                 ))
             })
         })
         .map_err(|e| value_error(format!("key generation failed: {e}")))?;
-    Ok((PyBytes::new(py, &ck).unbind(), PyBytes::new(py, &sk).unbind(), PyBytes::new(py, &csk).unbind()))
+    Ok((
+        PyBytes::new(py, &ck).unbind(),
+        PyBytes::new(py, &sk).unbind(),
+        PyBytes::new(py, &csk).unbind(),
+        PyBytes::new(py, &cpk).unbind(),
+    ))
 }
 
 /// Why each of `cts` is not a pixel ciphertext of `keygen`'s parameter set: None for one that
@@ -171,7 +223,7 @@ fn check_pixels(py: Python<'_>, cts: Vec<PyBackedBytes>, threads: usize) -> PyRe
     Ok(py.detach(|| {
         pool.install(|| {
             cts.par_iter()
-                .map(|b| match catch_unwind(AssertUnwindSafe(|| codec::check_pixel(b, &conf.full, &conf.seeded))) {
+                .map(|b| match catch_unwind(AssertUnwindSafe(|| codec::check_pixel(b, &conf.forms()))) {
                     Ok(r) => r.err(),
                     Err(panic) => Some(panic_message(&panic)),
                 })
@@ -195,7 +247,7 @@ impl ClientKey {
             .detach(|| codec::client_key(&data))
             .map_err(|e| value_error(format!("not a tfhe-rs client key: {e}")))?;
         let params = key.computation_parameters();
-        let conf = Conformance { full: params.into(), seeded: params.into() };
+        let conf = Conformance::of(params.into(), params.into());
         Ok(Self { key, conf })
     }
 
@@ -240,12 +292,15 @@ impl ClientKey {
         Ok(PyBytes::new(py, &out).unbind())
     }
 
-    /// The values of serialized `FheUint8` or `CompressedFheUint8` ciphertexts, one byte each.
-    #[pyo3(signature = (cts, threads = 1))]
-    fn decrypt(&self, py: Python<'_>, cts: Vec<PyBackedBytes>, threads: usize) -> PyResult<Py<PyBytes>> {
+    /// The values of serialized `FheUint8` or `CompressedFheUint8` ciphertexts, one byte each;
+    /// public-key ciphertexts (`CompactCiphertextList`) too when `server_key` is given (it casts
+    /// them).
+    #[pyo3(signature = (cts, threads = 1, server_key = None))]
+    fn decrypt(&self, py: Python<'_>, cts: Vec<PyBackedBytes>, threads: usize, server_key: Option<&ServerKey>) -> PyResult<Py<PyBytes>> {
         let pool = pool(threads)?;
+        let sk = server_key.map(|k| &k.key);
         let out = py
-            .detach(|| batch(&pool, cts.len(), "ciphertext", |i| Ok(codec::decrypt(&self.conf.pixel(&cts[i])?, &self.key))))
+            .detach(|| batch(&pool, cts.len(), "ciphertext", |i| Ok(codec::decrypt(&self.conf.pixel(&cts[i], sk)?, &self.key))))
             .map_err(value_error)?;
         Ok(PyBytes::new(py, &out).unbind())
     }
@@ -332,7 +387,7 @@ impl ServerKey {
     fn eval_one(&self, how: &Evaluation, bytes: &[u8]) -> Result<Vec<u8>, String> {
         // Conformance guarantees what every circuit here assumes of its input: four blocks, each
         // with degree 3 (empty carries) and nominal noise.
-        let (ct, id, tag, _) = self.conf.pixel(bytes)?.into_raw_parts();
+        let (ct, id, tag, _) = self.conf.pixel(bytes, Some(&self.key))?.into_raw_parts();
         let isk = self.integer();
         let mut out: RadixCiphertext = match how {
             Evaluation::Nibble(c) => RadixCiphertext::from_blocks(c.eval(isk.as_ref(), ct.blocks())),
@@ -362,7 +417,7 @@ impl ServerKey {
         let key = py
             .detach(|| codec::server_key(&data))
             .map_err(|e| value_error(format!("not a tfhe-rs server key: {e}")))?;
-        let conf = Conformance { full: (&key).into(), seeded: (&key).into() };
+        let conf = Conformance::of((&key).into(), (&key).into());
         Ok(Self { key, conf })
     }
 
@@ -405,7 +460,7 @@ impl ServerKey {
         let pool = pool(threads)?;
         let out = py
             .detach(|| {
-                let cts = batch(&pool, cts.len(), "ciphertext", |i| self.conf.pixel(&cts[i]))?;
+                let cts = batch(&pool, cts.len(), "ciphertext", |i| self.conf.pixel(&cts[i], Some(&self.key)))?;
                 self.compress_all(&pool, cts)
             })
             .map_err(value_error)?;
@@ -434,12 +489,50 @@ impl ServerKey {
     }
 }
 
+/// The compact public key: encrypts pixels without the client key, cannot decrypt.
+#[pyclass(module = "hepix_tfhe", frozen)]
+struct PublicKey {
+    key: CompactPublicKey,
+}
+
+#[pymethods]
+impl PublicKey {
+    /// From a serialized `CompactPublicKey` of `keygen`'s public-key encryption parameters.
+    #[new]
+    fn new(py: Python<'_>, data: PyBackedBytes) -> PyResult<Self> {
+        let key = py
+            .detach(|| codec::public_key(&data, &PKE))
+            .map_err(|e| value_error(format!("not a tfhe-rs compact public key of hepix's parameters: {e}")))?;
+        Ok(Self { key })
+    }
+
+    fn __repr__(&self) -> String {
+        "<hepix_tfhe.PublicKey (compact)>".into()
+    }
+
+    /// One serialized packed `CompactCiphertextList` holding one `FheUint8` per byte of `data`.
+    #[pyo3(signature = (data, threads = 1))]
+    fn encrypt(&self, py: Python<'_>, data: PyBackedBytes, threads: usize) -> PyResult<Py<PyList>> {
+        let pool = pool(threads)?;
+        let out = py
+            .detach(|| {
+                batch(&pool, data.len(), "value", |i| {
+                    let list = CompactCiphertextList::builder(&self.key).push(data[i]).build_packed();
+                    codec::to_bytes_compact(&list)
+                })
+            })
+            .map_err(value_error)?;
+        bytes_list(py, out)
+    }
+}
+
 #[pymodule]
 fn hepix_tfhe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keygen, m)?)?;
     m.add_function(wrap_pyfunction!(check_pixels, m)?)?;
     m.add_class::<ClientKey>()?;
     m.add_class::<ServerKey>()?;
+    m.add_class::<PublicKey>()?;
     m.add("BUILD_KEY", option_env!("HEPIX_BUILD_KEY").unwrap_or("unknown"))?;
     m.add("TFHE_RS_VERSION", "1.8.2")?;
     m.add("CIRCUITS", CIRCUITS)?;
