@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 import pytest
@@ -48,10 +49,13 @@ ENC = ["--tile", "8x8", "--partitions", "8", "--batch-images", "4"]
 JOB_TIMEOUT = 900
 
 
-def hdfs_conf(root: Path) -> Path:
-    """Spark settings for the local runs that write to the one-data-node HDFS."""
+def hdfs_conf(root: Path, webhdfs: str) -> Path:
+    """Spark settings for the local runs that write to the one-data-node HDFS: its replication, and the
+    name node's HTTP address, where the Python workers reach HDFS (as an owner's Hadoop configuration
+    says it)."""
     conf = root / "local-spark.conf"
-    conf.write_text("spark.hadoop.dfs.replication 1\n")
+    conf.write_text("spark.hadoop.dfs.replication 1\n"
+                    f"spark.hadoop.dfs.namenode.http-address {urlparse(webhdfs).netloc}\n")
     return conf
 
 
@@ -147,7 +151,7 @@ def runs(tmp_path_factory) -> Runs:
         dist = cluster_dist(root / "dist", venv=Path(sys.prefix), without=NOT_ON_THE_CLUSTER)
         corpus = make_corpus(root / "corpus")
         pub, hdfs, owner = corpus / "pub", cluster.uri, root / "enc.owner"
-        local = ["--master", "local[2]", "--conf", str(hdfs_conf(root)), "--quiet"]
+        local = ["--master", "local[2]", "--conf", str(hdfs_conf(root, cluster.webhdfs)), "--quiet"]
         assert main(["encrypt", "--keys", str(pub), "--input", str(corpus / "images"), "--out", f"{hdfs}/enc",
                      "--owner", str(owner), *ENC, *local]) == 0
         assert main(["process", "--keys", str(pub), "--input", f"{hdfs}/enc", "--out", f"{hdfs}/local",
