@@ -96,8 +96,10 @@ def test_presets_and_names_find_their_scheme():
 
 
 def test_what_each_scheme_can_do_is_asked_not_compared():
-    assert TFHE.layouts == (Layout.PIXEL,) and not TFHE.public_encryption and TFHE.strategies == ("fresh",)
+    assert TFHE.layouts == (Layout.PIXEL,) and TFHE.public_encryption and TFHE.strategies == ("fresh",)
+    assert TFHE.symmetric_layouts == (Layout.PIXEL,) and "symmetric" in TFHE.encryptions
     assert SEAL.layouts[0] is Layout.PACKED and SEAL.public_encryption and "full" in SEAL.strategies
+    assert all(lay.packed for lay in SEAL.symmetric_layouts)
     assert "compact" in SEAL.stores and "compact" not in TFHE.stores
     assert TFHE.plausible_range(["threshold:128"]) == (0.0, 255.0)
     lo, hi = SEAL.plausible_range(["brightness:10"])

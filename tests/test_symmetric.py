@@ -304,4 +304,4 @@ def test_encrypt_symmetric_refuses_a_public_only_key_directory(sym_run, capsys):
     argv = ["encrypt", "--keys", str(root / "keys"), "--input", str(src), "--out", str(root / "nope"),
             "--encryption", "symmetric", "--layout", "pixel"] + SPARK
     assert main(argv) == 2
-    assert "packed layouts" in capsys.readouterr().err
+    assert "in --layout packed or --layout packed-complex" in capsys.readouterr().err

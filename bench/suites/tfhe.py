@@ -88,7 +88,7 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
     ``threads`` threads (see the module doc)."""
     native = native_module()
     rows: list[dict] = []
-    (client, server, server_compressed), keygen_s = _timed(native.keygen, threads=threads)
+    (client, server, server_compressed, _public), keygen_s = _timed(native.keygen, threads=threads)
     _, load_s = _timed(native.ServerKey, server)
     _, load_compressed_s = _timed(native.ServerKey, server_compressed)
     rows.append({"stage": "keygen", "op": "", "variant": "default", "threads": threads,
