@@ -58,7 +58,7 @@ def _webhdfs(endpoint: str, user: str | None):
     import pyarrow.fs as pafs
     from fsspec.implementations.webhdfs import WebHDFS
 
-    u = urlparse(endpoint)
-    fs = WebHDFS(u.hostname, port=u.port or (443 if u.scheme == "https" else 80), user=user,
-                 use_https=u.scheme == "https", skip_instance_cache=True)
+    u, https = urlparse(endpoint), endpoint.startswith("https://")
+    fs = WebHDFS(u.hostname, port=u.port or (443 if https else 80), user=user, use_https=https,
+                 skip_instance_cache=True)
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
