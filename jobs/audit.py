@@ -1,7 +1,7 @@
 """`hepix audit`: distinguishers over a ciphertext table, run WITHOUT any key.
 
 Thin: read the input run's manifest (its public parameters) -> check every row of exactly the files it
-lists (jobs/runtime/rowcheck.py, keyless: SEAL's validation against the parameters) -> for each good image
+lists (tasks/rowchecks.py, keyless: SEAL's validation against the parameters) -> for each good image
 channel, read its ciphertexts -> :func:`hecore.audit.audit_group` -> the metadata test over the other
 columns (:mod:`hecore.audit.metadata`) -> write the ``audit`` table, the ``rejects`` table, the pictures
 the attacker sees (pixel layout) and a manifest, and print a short summary.  It plays the untrusted
@@ -40,10 +40,11 @@ from hecore.layouts import Layout
 from hecore.params import Params
 from schemas.manifest import MAX_BYTES, Counts, RunManifest
 from schemas.tables import AUDIT, CIPHERTEXTS, REJECTS
+from tasks.rowchecks import RowExpect, check_batch
 
 from .runtime import runinfo
 from .runtime.console import table
-from .runtime.rowcheck import ImageSummary, RowExpect, check_batch, image_problems, reject_row
+from .runtime.rowcheck import ImageSummary, image_problems, reject_row
 from .runtime.runs import exit_status
 from .runtime.storage import MANIFEST, inside, parse_manifest
 

@@ -153,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             add_arguments = _resolve(command.arguments)
         except ModuleNotFoundError as e:
-            # bench/ stays off the cluster (spark-submit/package.sh ships hecore, jobs and schemas): a driver
-            # running from the cluster's archives has every job but `bench` and `report`.
+            # bench/ stays off the cluster (spark-submit/package.sh ships hecore, jobs, schemas and tasks): a
+            # driver running from the cluster's archives has every job but `bench` and `report`.
             top = command.arguments.split(".", 1)[0]
             if top == "jobs" or (e.name or "").split(".", 1)[0] != top:
                 raise

@@ -6,7 +6,7 @@ with ``--images`` -- or, when ops were applied, against the originals with
 the same ops applied in plaintext and the same single clipping at the end.
 
 What it reads came back from the cluster, so nothing of it is believed: it reads exactly the files the
-manifest lists, checks every row (jobs/runtime/rowcheck.py) against this key, the owner's settings (from the
+manifest lists, checks every row (tasks/rowchecks.py) against this key, the owner's settings (from the
 owner map, ``--owner``: layout, tile, halo, pixel limit, and each image's id and size) and the run's
 ops, and rejects what fails -- a row SEAL refuses, of another key or size, an id the owner never made,
 values no image could decrypt to -- leaving its image out whole.  ``images_in = decrypted + rejected``.
@@ -25,13 +25,13 @@ import time
 
 from hecore.errors import HepixError, KeyMismatch
 from hecore.images import DEFAULT_MAX_PIXELS
-from jobs.tasks.contactsheet import DIFF_GAIN, MAX_IMAGES, MAX_SIDE
-from jobs.tasks.decode import DecodeOptions, originals_partition
-from jobs.tasks.decrypt import assemble_group, decrypt_partition
-from jobs.tasks.metrics import SCORED, assemble_and_score, metrics_partition
 from schemas.manifest import Counts
 from schemas.stages import DECRYPTED, IMAGES, ORIGINALS, OWNER_NAMES, REFERENCES
 from schemas.tables import METRICS, spark_schema
+from tasks.contactsheet import DIFF_GAIN, MAX_IMAGES, MAX_SIDE
+from tasks.decode import DecodeOptions, originals_partition
+from tasks.decrypt import assemble_group, decrypt_partition
+from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 
 from .runtime.console import table
 from .runtime.owner import OwnerMap
@@ -105,7 +105,7 @@ def expectation(run, owner: OwnerMap | None):
     """What the input rows must say: this key's parameters, the owner's layout, tile, halo, pixel limit and
     at-rest format (the scale and level of the rows; the input manifest's only without an owner map), the
     input run's ops and labels."""
-    from .runtime.rowcheck import run_labels
+    from tasks.rowchecks import run_labels
 
     if owner is None:
         return run.expectation(preset=run.keys.params.name, max_pixels=run.args.max_pixels)
@@ -166,7 +166,7 @@ def references(run, owner: OwnerMap, ids: list[str]):
 
 def decrypt_work(run):
     """The partition function that decrypts ciphertext rows into DECRYPTED blocks (the secret key goes to
-    the owner's own executors in a broadcast): run in the row checks' task (jobs/runtime/rowcheck.py)."""
+    the owner's own executors in a broadcast): run in the row checks' task (tasks/rowchecks.py)."""
     bc, token = run.broadcast(run.keys.for_decryption())
     return functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds, tasks=run.tasks,
                              flood_std=run.args.flood_std)
@@ -182,9 +182,9 @@ def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
 
 
 def write_contact_sheet(run, rows: list[dict], drawn: dict[str, bytes]) -> None:
-    """Draw the contact sheet of ``--contact-sheet`` (jobs/tasks/contactsheet.py) from the committed metrics
+    """Draw the contact sheet of ``--contact-sheet`` (tasks/contactsheet.py) from the committed metrics
     ``rows`` and the panels of the images ``drawn``, and say where it is."""
-    from jobs.tasks.contactsheet import draw, legend, sheet_rows
+    from tasks.contactsheet import draw, legend, sheet_rows
 
     path = run.args.contact_sheet
     sheet = sheet_rows(rows, drawn)
@@ -253,7 +253,7 @@ def run(run) -> int:
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
         progress.stage("checking and decrypting the input rows")
-        # one pass reads every ciphertext: checks it and decrypts it if it passes (jobs/runtime/rowcheck.py);
+        # one pass reads every ciphertext: checks it and decrypts it if it passes (tasks/rowchecks.py);
         # check_seconds covers that pass and the per-image decisions, scored_seconds assembling and scoring
         checked = run.checked_input("decrypt", expectation(run, owner), keys=run.keys.for_checks(), owner=owner,
                                     work=decrypt_work(run), work_schema=DECRYPTED)

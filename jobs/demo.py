@@ -3,7 +3,7 @@
 Part one runs what a first corpus run runs, with the defaults: keygen -> export-public -> encrypt (the
 packed layout, public-key encryption, the samples at full size) -> process (brightness, a watermark, a
 3x3 mean filter) with public keys only -> decrypt with metrics against the plaintext-processed
-originals and a contact sheet (``--out``/demo.png, jobs/tasks/contactsheet.py).  A summary follows: each
+originals and a contact sheet (``--out``/demo.png, tasks/contactsheet.py).  A summary follows: each
 job's time, pixel values per second, bytes at rest, where each table is, and a DuckDB query over the
 metrics.  Part two shows the iCHEETAH paper's pixel layout and caching strategies against fresh
 encryption, small and in this process: what each costs and what it leaks.  Everything lands in

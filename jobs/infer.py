@@ -206,8 +206,8 @@ def infer_group(tbl: pa.Table, *, token: str, broadcast, model_bc, spec: str, ru
     layouts: one row holding all of the sample's outputs)."""
     from hecore.infer import encrypted, layouts
     from hecore.infer import models as infer
-    from jobs.tasks.process import build_evaluator
-    from jobs.tasks.worker import worker_state
+    from tasks.process import build_evaluator
+    from tasks.worker import worker_state
 
     ev = worker_state(token, broadcast, build_evaluator, rebuilds)
     if tbl.num_rows == 0:

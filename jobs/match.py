@@ -18,9 +18,9 @@ import time
 from hecore.errors import HepixError
 from hecore.ops.spec import parse_ops, raw_range
 from hecore.planner import check as check_params
-from jobs.tasks.process import match_group
 from schemas.manifest import Counts
 from schemas.tables import DISTANCES, ENCRYPTED_DISTANCES, spark_schema
+from tasks.process import match_group
 
 from .runtime.console import table
 from .runtime.progress import Progress

@@ -4,7 +4,7 @@ Runs where the data owner's secret must never be: it refuses a key directory
 that holds a secret key, and checks the input's key fingerprint before any
 work, and checks that the key's parameters can run the ops (the planner
 names a preset that can when they cannot).  It reads exactly the files the
-input's manifest lists and checks every row before it is used (jobs/runtime/rowcheck.py): a row
+input's manifest lists and checks every row before it is used (tasks/rowchecks.py): a row
 SEAL refuses, or of the wrong size, parameters or key, is a rejects row and
 its image is left out; the rest is processed.  A ciphertext is read, checked,
 processed and written in one task by the Python workers (local paths, a
@@ -28,15 +28,16 @@ import time
 import pyarrow as pa
 
 from hecore.errors import HepixError
-from jobs.tasks.process import chain_partition, chained, mean_filter_group, pointwise_partition, scatter_partition
 from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
+from tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, work_to_file
+from tasks.process import chain_partition, chained, mean_filter_group, pointwise_partition, scatter_partition
 
 from .runtime.progress import Progress
 from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
+from .runtime.sparktask import task_attempt
 from .runtime.tablefiles import write_rejects
-from .tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, work_to_file
 
 
 def add_arguments(p) -> None:
@@ -90,7 +91,7 @@ def planned_ops(run, ops) -> list:
 
 def process_work(run, ops):
     """The whole chain as one partition function (ciphertext rows in, CIPHERTEXTS rows out), or None when
-    it needs a shuffle (the pixel layout's mean filter): :func:`jobs.tasks.process.chain_partition`."""
+    it needs a shuffle (the pixel layout's mean filter): :func:`tasks.process.chain_partition`."""
     bc, token = run.broadcast(run.keys)
     return chain_partition(run.keys.scheme, run.parent.layout, [o.spec for o in ops], token=token, broadcast=bc,
                            run_id=run.run_id, rebuilds=run.rebuilds, tasks=run.tasks)
@@ -139,7 +140,7 @@ def process_in_one_pass(run, expect, ops):
     split and writing the Parquet files (:func:`jobs.runtime.rowcheck.inspect_rows` with the chain as its
     work); the checked input and the ciphertext bytes written (None when they must be counted again).
 
-    A chain without a shuffle writes in the reading task (:func:`jobs.tasks.files.work_to_file`); the rows
+    A chain without a shuffle writes in the reading task (:func:`tasks.files.work_to_file`); the rows
     of the images found bad are then taken out of the written files.  The pixel layout's mean filter
     (:func:`shuffle_steps`) scatters in the reading task; the good images' rows then go through Spark's
     shuffle and the tasks after it write the files."""
@@ -152,12 +153,13 @@ def process_in_one_pass(run, expect, ops):
     if work is not None:
         checked = run.checked_input("process", expect, keys=keys, work_schema=WRITTEN,
                                     work=functools.partial(work_to_file, work=work, directory=directory,
-                                                           access=access))
+                                                           attempt=task_attempt, access=access))
         written = checked.df
     else:
         reading, rest = shuffle_steps(run, ops)
         checked = run.checked_input("process", expect, keys=keys, work=reading, work_schema=HALO_SCHEMA)
-        written = rest(checked.df).mapInArrow(functools.partial(rows_to_file, directory=directory, access=access),
+        written = rest(checked.df).mapInArrow(functools.partial(rows_to_file, directory=directory,
+                                                                attempt=task_attempt, access=access),
                                               spark_schema(WRITTEN))
     try:
         entries = keep_reported(directory, written.collect(), access)

@@ -7,7 +7,7 @@ What is checked, from the manifest's file list (``files``) and checksums:
 * every ciphertext row's ``ct`` bytes still hash to its ``ct_xxh3`` (corrupted or truncated
   bytes are reported by row: image, channel, tile, index);
 * per file, the row count and the XOR of the row checksums match the manifest;
-* every row is one the run could have written (jobs/runtime/rowcheck.py): its key fingerprint, layout,
+* every row is one the run could have written (tasks/rowchecks.py): its key fingerprint, layout,
   parameters, ops and geometry are the run's, its image id has hepix's form, and SEAL accepts its
   ciphertext (checked against the parameters alone: verify needs no key);
 * no (image, channel, tile, index) key appears twice, and every image has all its ciphertexts.
@@ -23,21 +23,14 @@ import logging
 
 from hecore.errors import HepixError
 from hecore.schemes import scheme_for_preset
-from jobs.tasks.splits import splits_of
 from schemas.footers import FooterChecker, FooterLimits, footer_bytes
 from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
+from tasks.rowchecks import KEY, RowExpect, check_partition
+from tasks.splits import SplitSource, splits_of
 
 from .runtime import runinfo
-from .runtime.rowcheck import (
-    KEY,
-    RowExpect,
-    SplitSource,
-    check_partition,
-    first_rejects,
-    image_problems,
-    image_summaries,
-)
+from .runtime.rowcheck import first_rejects, image_problems, image_summaries, split_plan
 from .runtime.runs import add_spark_arguments
 from .runtime.session import plain_session
 from .runtime.storage import Storage, inside, join, read_manifest
@@ -121,8 +114,8 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     token = f"verify/{bc._jbroadcast.id()}"
     # the Python workers read the ciphertexts (a file that cannot be read counts fewer rows, reported below)
     source = SplitSource(splits, storage.access(path), TABLES[table])
-    checked = source.plan(spark, lambda it: check_partition(source.rows(it, []), expect=expect, token=token,
-                                                             broadcast=bc), spark_schema(CHECKED)).persist()
+    checked = split_plan(spark, source, lambda it: check_partition(source.rows(it, []), expect=expect, token=token,
+                                                                    broadcast=bc), spark_schema(CHECKED)).persist()
     try:
         problems += first_rejects(checked, run_id=run_id, stage="verify")[0]
         per_file = {r["f"].rsplit("/", 1)[-1]: r for r in checked.groupBy(F.col("file").alias("f")).agg(

@@ -93,7 +93,7 @@ WRITTEN = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("bytes", pa.i
 HALO_COLUMNS = [("target_ty", pa.int32()), ("target_tx", pa.int32())]
 
 
-#: One row per checked ciphertext row (jobs.runtime.rowcheck): its key, what the bytes hash to, why it is bad (or null).
+#: One row per checked ciphertext row (tasks.rowchecks): its key, what the bytes hash to, why it is bad (or null).
 CHECKED = pa.schema([
     ("file", pa.string()), ("image_id", pa.string()), ("channel", pa.int32()),
     ("tile_y", pa.int32()), ("tile_x", pa.int32()), ("index", pa.int32()), ("layout", pa.string()),

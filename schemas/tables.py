@@ -14,7 +14,7 @@ IMAGE_ID = r"^[a-z0-9][a-z0-9-]{0,63}$"
 
 #: One row per ciphertext: the table handed to the untrusted cluster.  Every value is a ciphertext or
 #: says nothing a guess about the images could confirm: no key material, no pixels, no file name or
-#: path, no hash of a plaintext.  ``image_id`` is random per run (jobs.tasks.decode.image_id_for: keyed
+#: path, no hash of a plaintext.  ``image_id`` is random per run (tasks.decode.image_id_for: keyed
 #: with a secret the encrypt run draws and forgets), so it links nothing across runs; which id is which
 #: file stays with the owner (:data:`OWNER_IMAGES`).  What the cluster sees by construction: image sizes
 #: and channels, tile positions, the layout, scheme, parameters, strategy, key fingerprint and ops.
@@ -52,7 +52,7 @@ CIPHERTEXTS = pa.schema([
     pa.field("encrypt_seconds", pa.float64(), nullable=False),
     pa.field("process_seconds", pa.float64(), nullable=False),
     pa.field("ct", pa.binary(), nullable=False),
-    pa.field("ct_xxh3", pa.int64()),        # XXH3-64 of ct (jobs.tasks.checksums); null: written before checksums
+    pa.field("ct_xxh3", pa.int64()),        # XXH3-64 of ct (tasks.checksums); null: written before checksums
 ])
 
 #: ``hepix process --op match:QUERY``: one encrypted distance per (image, metric).  Slot 0 of ``ct``

@@ -3,7 +3,7 @@
     spark-submit [SPARK OPTIONS] spark-submit/hepix_main.py COMMAND [ARGS...]
 
 forwards ``COMMAND ARGS...`` to ``jobs.cli.main`` and leaves with its exit
-status.  The packages hecore, jobs and schemas come from the Python path:
+status.  The packages hecore, jobs, schemas and tasks come from the Python path:
 the project's virtualenv on this machine, ``--py-files hepix-src.zip`` (and
 the packed virtualenv) on a cluster.  When they cannot be imported, the
 checkout this file sits in is tried last.
@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 
-_PACKAGES = ("jobs", "hecore", "schemas")
+_PACKAGES = ("jobs", "hecore", "schemas", "tasks")
 
 
 def _load_main():

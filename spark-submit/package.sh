@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build what a cluster needs to run hepix:
 #
-#   dist/hepix-src.zip     the packages hecore, jobs and schemas, for --py-files
+#   dist/hepix-src.zip     the packages hecore, jobs, schemas and tasks, for --py-files
 #   dist/hepix-env.tar.gz  a packed virtualenv with hepix's dependencies, for
 #                          --archives dist/hepix-env.tar.gz#env (the executors
 #                          then run PYSPARK_PYTHON=./env/bin/python)
@@ -62,7 +62,7 @@ with_pyspark=0
 without=()
 # The packages the jobs run on (pyproject.toml, [tool.setuptools.packages.find], less bench:
 # the benchmarks run here, never on the cluster).
-packages=(hecore jobs schemas)
+packages=(hecore jobs schemas tasks)
 
 usage() {
   cat <<EOF
@@ -113,7 +113,7 @@ for pkg in "${packages[@]}"; do
 done
 
 # --- the source zip ----------------------------------------------------------------
-# Every file of the three packages except bytecode and numba's cache, with
+# Every file of the packages except bytecode and numba's cache, with
 # fixed timestamps so the same sources give the same bytes.  Written beside
 # the target and renamed, so a half-written zip is never left in its place.
 echo "package.sh: building $dist/hepix-src.zip" >&2
@@ -250,7 +250,7 @@ pyspark_lib=$("$py" -c 'import pyspark, os; print(os.path.join(os.path.dirname(p
 spark_zips=("$pyspark_lib"/pyspark.zip "$pyspark_lib"/py4j-*-src.zip)
 (( ${#spark_zips[@]} == 2 )) || die "expected pyspark.zip and one py4j zip in $pyspark_lib"
 spark_pythonpath=$(IFS=:; echo "${spark_zips[*]}")
-check='import Pyfhel, numpy, pyarrow, pandas, PIL, skimage, schemas.tables, jobs.cli, jobs.tasks.encrypt'
+check='import Pyfhel, numpy, pyarrow, pandas, PIL, skimage, schemas.tables, jobs.cli, tasks.encrypt'
 [[ " ${without[*]} " == *" numba "* ]] || check+=', numba, hecore.kernels'
 check_where='import hecore, sys; assert "site-packages" in hecore.__file__, hecore.__file__'
 

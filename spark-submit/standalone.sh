@@ -5,7 +5,7 @@
 #   SPARK_MASTER_URL=spark://HOST:7077 spark-submit/standalone.sh process \
 #       --keys PUBLIC_KEYS --input hdfs:///hepix/ct --out hdfs:///hepix/bright --op brightness:20
 #
-# Run spark-submit/package.sh first: the executors get hecore/jobs/schemas from
+# Run spark-submit/package.sh first: the executors get hecore/jobs/schemas/tasks from
 # dist/hepix-src.zip (--py-files) and Python with every dependency from
 # dist/hepix-env.tar.gz, unpacked as ./env (--archives ...#env,
 # PYSPARK_PYTHON=./env/bin/python).

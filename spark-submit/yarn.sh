@@ -6,7 +6,7 @@
 #   HEPIX_DEPLOY_MODE=cluster spark-submit/yarn.sh process \
 #       --keys PUBLIC_KEYS_ON_EVERY_NODE --input hdfs:///hepix/ct --out hdfs:///hepix/mean --op meanfilter:3
 #
-# Run spark-submit/package.sh first: every container gets hecore/jobs/schemas
+# Run spark-submit/package.sh first: every container gets hecore/jobs/schemas/tasks
 # from dist/hepix-src.zip (--py-files) and Python with every dependency from
 # dist/hepix-env.tar.gz, unpacked as ./env (--archives ...#env).  YARN
 # distributes both through the application's staging directory.

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs.tasks.checksums import ct_checksums, xor_all
+from tasks.checksums import ct_checksums, xor_all
 
 #: Where the coefficients of an uncompressed SEAL 4.1 ciphertext start (see hecore.audit.sealbytes).
 COEFFICIENTS_AT = 113

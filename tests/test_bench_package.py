@@ -1,4 +1,5 @@
-"""bench as a package: the suite registry, the one row writer, the data sets' location."""
+"""bench as a package: the suite registry, the one row writer, the data sets' location; which package may
+import which."""
 from __future__ import annotations
 
 import ast
@@ -69,6 +70,16 @@ def test_only_the_bench_and_report_commands_reach_the_benchmarks():
         assert not [m for m, _ in _imports(path) if m == "bench" or m.startswith("bench.")], path
     routed = {name for name, c in JOBS.items() if any(t.startswith("bench.") for t in (c.arguments, c.run))}
     assert routed == {"bench", "report"}
+
+
+def test_the_workers_code_imports_neither_spark_nor_the_jobs():
+    """tasks/ is what Spark's Python workers run (Arrow batches in, Arrow batches or files out, over hecore
+    and schemas); jobs/, Spark's driver side, imports it, never the other way."""
+    paths = sorted((ROOT / "tasks").rglob("*.py"))
+    assert len(paths) > 10
+    for path in paths:
+        tops = {m.split(".", 1)[0] for m, _ in _imports(path)}
+        assert not tops & {"pyspark", "py4j", "jobs", "bench"}, f"{path.relative_to(ROOT)} imports {tops}"
 
 
 def test_the_command_imports_no_suite_and_no_suite_imports_the_command():

@@ -10,7 +10,7 @@ import pytest
 
 from bench.schemas import BENCH_PIXEL
 from jobs.cli import main
-from jobs.tasks.contactsheet import read_layout
+from tasks.contactsheet import read_layout
 
 
 def test_keygen_writes_a_key_directory_with_a_private_secret_key(tmp_path, capsys):

@@ -1,5 +1,5 @@
 """The contact sheet: per image its original, the plaintext-processed reference, the decrypted image and
-their difference -- drawn by jobs/tasks/contactsheet.py, written by `hepix decrypt --contact-sheet`."""
+their difference -- drawn by tasks/contactsheet.py, written by `hepix decrypt --contact-sheet`."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +10,8 @@ from PIL import Image
 from hecore.ops.spec import parse_ops, reference
 from hecore.quality import round_to_uint8
 from jobs.cli import main
-from jobs.tasks import contactsheet as cs
-from jobs.tasks.contactsheet import DIFF_GAIN, LAYOUT_KEY, MAX_SIDE, PANEL_NAMES, SheetRow, caption, panels
+from tasks import contactsheet as cs
+from tasks.contactsheet import DIFF_GAIN, LAYOUT_KEY, MAX_SIDE, PANEL_NAMES, SheetRow, caption, panels
 
 SPARK = ["--master", "local[2]", "--quiet"]
 

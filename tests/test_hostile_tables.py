@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from jobs.cli import main
-from jobs.tasks.checksums import xor_all
+from tasks.checksums import xor_all
 
 pytestmark = pytest.mark.seconds(130)
 
@@ -507,7 +507,7 @@ def test_a_listed_name_resolves_inside_its_directory_or_is_refused(name):
 @settings(HOSTILE, max_examples=300)
 @given(image_id=st.one_of(IDS, st.text(max_size=80)), source=st.one_of(st.none(), st.text(max_size=80), PATHLIKE))
 def test_a_png_name_stays_in_its_directory(tmp_path_factory, image_id, source):
-    from jobs.tasks.metrics import png_path
+    from tasks.metrics import png_path
 
     d = tmp_path_factory.getbasetemp() / "pngs"
     d.mkdir(exist_ok=True)
@@ -523,7 +523,8 @@ def test_a_png_name_stays_in_its_directory(tmp_path_factory, image_id, source):
 def test_the_row_checks_catch_every_forged_row_by_itself_or_with_its_image(sandbox, data, forgery):
     from hecore.checks import CiphertextChecker
     from hecore.params import preset
-    from jobs.runtime.rowcheck import ImageSummary, RowExpect, check_batch, image_problems
+    from jobs.runtime.rowcheck import ImageSummary, image_problems
+    from tasks.rowchecks import RowExpect, check_batch
 
     sb = sandbox
     victim = data.draw(st.sampled_from(sb.ids))
@@ -579,8 +580,8 @@ def test_the_row_checks_catch_every_forged_row_by_itself_or_with_its_image(sandb
 @settings(HOSTILE, max_examples=200)
 @given(h=INTS, w=INTS, c=INTS, rows=st.integers(1, 8))
 def test_assembling_never_allocates_what_the_rows_claim(h, w, c, rows):
-    from jobs.tasks.decrypt import assemble_group
     from schemas.stages import DECRYPTED
+    from tasks.decrypt import assemble_group
 
     n = rows
     t = pa.Table.from_pylist([{"image_id": "a" * 32, "image_height": h, "image_width": w, "image_channels": c,
@@ -638,15 +639,15 @@ def honest_row(**changes) -> dict:
 
 
 def row_expect():
-    from jobs.runtime.rowcheck import RowExpect, run_labels
+    from tasks.rowchecks import RowExpect, run_labels
 
     return RowExpect(fingerprint=FP, layout="packed", preset="addonly-2048", tile=(8, 8), halo=1,
                      security="ind-cpa", **run_labels("addonly-2048", "fresh", {}))
 
 
 def checked(*rows):
-    from jobs.runtime.rowcheck import check_batch
     from schemas.tables import CIPHERTEXTS
+    from tasks.rowchecks import check_batch
 
     rb = pa.RecordBatch.from_pylist(list(rows), schema=CIPHERTEXTS)
     return check_batch(rb, row_expect(), None), rb
@@ -676,7 +677,7 @@ def test_a_row_label_that_is_not_the_runs_is_refused(column, value, reason):
 def test_a_string_bomb_is_refused_and_never_copied(column, size, many):
     """A value of up to 10 MiB in any string column (or an ops list of 65 items): the row is refused as
     ``oversized-value`` and neither its detail nor its CHECKED row carries the value."""
-    from jobs.runtime.rowcheck import _checked_batch
+    from tasks.rowchecks import _checked_batch
 
     value = ["x" * 10] * 65 if column == "ops" and many else ["x" * size] if column == "ops" else "x" * size
     problems, rb = checked(honest_row(), honest_row(**{column: value}))
@@ -863,13 +864,12 @@ def test_the_scale_is_checked_exactly_after_any_chain_that_does_not_multiply(he_
     """Additions and rotations keep a CKKS ciphertext's scale and level, so a processed run's rows are held
     to the stored ones as a fresh run's are; after a multiplying op the scale is left to decrypt's ranges."""
     from dataclasses import replace
-
     from types import SimpleNamespace
 
     from Pyfhel import PyCtxt
 
     from hecore.checks import CiphertextChecker
-    from jobs.runtime.rowcheck import _ciphertext_checker
+    from tasks.rowchecks import _ciphertext_checker
 
     ctx, _ = he_paper4096
     ct = ctx.encrypt_vector(np.arange(8.0))
@@ -937,9 +937,9 @@ def test_a_row_the_work_fails_on_becomes_a_reject_and_the_task_goes_on(he_addonl
     out -- and the other rows' output still comes; without such a pass the failure is raised as before."""
     from types import SimpleNamespace
 
-    from jobs.runtime.rowcheck import check_and_work_partition
-    from jobs.tasks.worker import work_failed
     from schemas.tables import CIPHERTEXTS
+    from tasks.rowchecks import check_and_work_partition
+    from tasks.worker import work_failed
 
     ctx, _ = he_addonly2048
     ct = ctx.encrypt_vector(np.zeros(4))
@@ -970,9 +970,9 @@ def test_a_pixel_row_the_pointwise_work_fails_on_is_a_reject_and_its_batch_goes_
 
     from hecore.ciphertexts import CiphertextBatch
     from hecore.encrypt.strategies import make_strategy
-    from jobs.tasks.process import pointwise_partition
-    from jobs.tasks.worker import collect_failures
     from schemas.tables import CIPHERTEXTS
+    from tasks.process import pointwise_partition
+    from tasks.worker import collect_failures
 
     ctx, _ = he_addonly2048
     cts = list(make_strategy("fresh", ctx).encrypt(np.array([[10, 20, 30]], dtype=np.uint8)))

@@ -1,15 +1,15 @@
-"""The row checks with a job's work in the same task (jobs.runtime.rowcheck.check_and_work_partition), and the
-written files cleaned of images judged bad afterwards (jobs.tasks.files.drop_images): pyarrow only."""
+"""The row checks with a job's work in the same task (tasks.rowchecks.check_and_work_partition), and the
+written files cleaned of images judged bad afterwards (tasks.files.drop_images): pyarrow only."""
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jobs.tasks.checksums import ct_checksums
-from jobs.runtime.rowcheck import RowExpect, check_and_work_partition, fused_schema
-from jobs.tasks import worker
-from jobs.tasks.files import drop_images, keep_reported, keep_schema
 from schemas.tables import CIPHERTEXTS
+from tasks import worker
+from tasks.checksums import ct_checksums
+from tasks.files import drop_images, keep_reported, keep_schema
+from tasks.rowchecks import RowExpect, check_and_work_partition, fused_schema
 
 SEEN = pa.schema([("image_id", pa.string()), ("tile_x", pa.int32()), ("columns", pa.int32())])
 

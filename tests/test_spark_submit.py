@@ -103,14 +103,14 @@ def test_package_rejects_an_unknown_option():
 
 # --- the source zip ------------------------------------------------------------------------
 
-def test_package_src_only_builds_a_zip_of_the_three_packages(tmp_path):
+def test_package_src_only_builds_a_zip_of_the_four_packages(tmp_path):
     r = run([SUBMIT / "package.sh", "--src-only", "--dist", tmp_path])
     assert r.returncode == 0, r.stderr
     zip_path = tmp_path / "hepix-src.zip"
     with zipfile.ZipFile(zip_path) as z:
         names = z.namelist()
     assert {"hecore/__init__.py", "jobs/cli.py", "schemas/tables.py", "jobs/resources/log4j2.properties"} <= set(names)
-    assert {n.split("/", 1)[0] for n in names} == {"hecore", "jobs", "schemas"}
+    assert {n.split("/", 1)[0] for n in names} == {"hecore", "jobs", "schemas", "tasks"}
     assert not [n for n in names if n.startswith(("tests/", ".venv/")) or "__pycache__" in n or n.endswith(".pyc")]
     assert (tmp_path / "hepix_main.py").read_text() == (SUBMIT / "hepix_main.py").read_text()
     assert not (tmp_path / "hepix-env.tar.gz").exists()
@@ -123,7 +123,7 @@ def test_package_src_only_builds_a_zip_of_the_three_packages(tmp_path):
 def test_the_src_zip_is_importable_on_its_own(tmp_path):
     """What an executor does with --py-files: import hepix from the zip, not from the checkout."""
     assert run([SUBMIT / "package.sh", "--src-only", "--dist", tmp_path]).returncode == 0
-    code = "import hecore, jobs.cli, schemas.tables; print(hecore.__file__); print(jobs.cli.__file__)"
+    code = "import hecore, jobs.cli, schemas.tables, tasks.encrypt; print(hecore.__file__); print(jobs.cli.__file__)"
     r = run([sys.executable, "-c", code], env={"PYTHONPATH": str(tmp_path / "hepix-src.zip")}, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert all("hepix-src.zip" in line for line in r.stdout.splitlines())

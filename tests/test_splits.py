@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.tasks.filesystem import FileAccess
-from jobs.tasks.splits import read_splits, splits_of
 from schemas.footers import footer_bytes, local_reader
+from tasks.filesystem import FileAccess
+from tasks.splits import read_splits, splits_of
 
 SCHEMA = pa.schema([pa.field("image_id", pa.string(), nullable=False), ("ct", pa.binary())])
 

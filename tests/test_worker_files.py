@@ -6,7 +6,7 @@ import pytest
 
 from hecore.errors import HepixError
 from jobs.runtime.remote import file_access
-from jobs.tasks.files import SHARED_OUT, checked_reports
+from tasks.files import SHARED_OUT, checked_reports
 
 NAME = "part-00003-0-0123abcd.parquet"
 

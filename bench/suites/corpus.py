@@ -333,7 +333,7 @@ def _copy_file(paths: tuple[str, str]) -> int:
     """Read one Parquet file whole and write it back unchanged (the ciphertext files' writer settings)."""
     import pyarrow.parquet as pq
 
-    from jobs.tasks.files import WRITER_OPTIONS
+    from tasks.files import WRITER_OPTIONS
 
     table = pq.read_table(paths[0])
     pq.write_table(table, paths[1], row_group_size=max(1, table.num_rows), **WRITER_OPTIONS)

@@ -453,7 +453,7 @@ def run_corpus_cluster(work: Path, *, images: int, preset_name: str, width: int 
     from hecore.keys import export_public, keygen
     from hecore.params import preset
     from jobs.runtime.remote import hdfs_user
-    from jobs.tasks.filesystem import FileAccess
+    from tasks.filesystem import FileAccess
 
     keys, public = work / "keys", work / "public"
     keygen(preset(preset_name), keys, rotations=False)       # brightness needs no rotation keys

@@ -26,10 +26,10 @@ from hecore.layouts import Layout
 from hecore.params import DEFAULT_PRESET, preset
 from hecore.schemes import open_keys
 from jobs.runtime import runinfo
-from jobs.tasks.decode import DecodeOptions, decode_partition
-from jobs.tasks.encrypt import EncryptPayload, encrypt_partition
-from jobs.tasks.rows import RowMeta
 from schemas.tables import CIPHERTEXTS
+from tasks.decode import DecodeOptions, decode_partition
+from tasks.encrypt import EncryptPayload, encrypt_partition
+from tasks.rows import RowMeta
 
 #: The options of ``hepix bench`` this suite reads (besides --out and --quick).
 OPTIONS = frozenset({"images", "sizes", "tile", "preset"})

@@ -25,20 +25,21 @@ from dataclasses import asdict
 import numpy as np
 
 from hecore.errors import HepixError
-from jobs.tasks.decode import DecodeOptions, decode_partition, histogram_partition
-from jobs.tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
-from jobs.tasks.files import keep_reported
-from jobs.tasks.rows import RowMeta
 from schemas.manifest import Counts, RunManifest
 from schemas.stages import TILES, WRITTEN
 from schemas.tables import CIPHERTEXTS, PARQUET_OPTIONS, spark_schema
+from tasks.decode import DecodeOptions, decode_partition, histogram_partition
+from tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
+from tasks.files import keep_reported
+from tasks.rowchecks import expected_rows
+from tasks.rows import RowMeta
 
 from . import runinfo
 from .owner import OwnerMap, encrypted_before
-from .rowcheck import expected_rows
 from .runs import ListAccumulator, worker_report
 from .session import spark_info
 from .sources import read_image_list
+from .sparktask import task_attempt
 from .storage import MANIFEST, join, read_manifest
 from .tablefiles import describe_table, table_checksums
 
@@ -62,11 +63,12 @@ def settings_differ(old: dict, new: dict) -> str | None:
 def write_from_workers(units, directory: str, access, **task_args) -> list[dict]:
     """Encrypt with :func:`encrypt_to_files`: the table's entries (name, rows, bytes, xxh3_xor, ct_bytes) as
     the tasks reported them, once the driver has checked that it sees each of them, at the reported size,
-    in ``directory`` (reached through ``access``, :class:`jobs.tasks.filesystem.FileAccess`); every other
-    file there removed (:func:`jobs.tasks.files.keep_reported`)."""
+    in ``directory`` (reached through ``access``, :class:`tasks.filesystem.FileAccess`); every other
+    file there removed (:func:`tasks.files.keep_reported`)."""
     fs, base = access.open(directory)
     fs.create_dir(base, recursive=True)
-    written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, access=access, **task_args),
+    written = units.mapInArrow(functools.partial(encrypt_to_files, directory=directory, access=access,
+                                                 attempt=task_attempt, **task_args),
                                spark_schema(WRITTEN)).collect()
     return keep_reported(directory, written, access)
 

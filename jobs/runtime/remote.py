@@ -135,12 +135,12 @@ def remote_keys(keys: str | os.PathLike, *, secret: bool = False):
 
 
 def file_access(path: str, http_address: str | None = None):
-    """How the Python workers reach ``path`` (:class:`jobs.tasks.filesystem.FileAccess`): locally, or for
+    """How the Python workers reach ``path`` (:class:`tasks.filesystem.FileAccess`): locally, or for
     ``hdfs://`` over the name node's WebHDFS endpoint -- ``$HEPIX_WEBHDFS``, else ``http_address`` (the
     driver's Hadoop configuration's ``dfs.namenode.http-address``, a wildcard host replaced by the URI's),
     else port 9870 of the URI's host -- as :func:`hdfs_user`.  Another scheme is a clear error: the workers
     cannot reach it."""
-    from jobs.tasks.filesystem import FileAccess
+    from tasks.filesystem import FileAccess
 
     if is_hdfs(path):
         host = urlparse(str(path)).hostname or "localhost"

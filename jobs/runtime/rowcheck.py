@@ -1,451 +1,35 @@
-"""The checks every ciphertext row passes before a job uses it, and the images left out for a bad one.
+"""The driver's decisions over the row checks: the images left out, and the rejects rows.
 
-Rows come from a directory a cluster held, so every value is checked before it reaches SEAL, sizes an
-allocation or names anything: the row's checksum (storage faults), its key fingerprint (the job's key),
-layout, parameters, ops and ``post_scale`` (those of the run), its image id (a strict pattern: ids
-never become file names unchecked), its geometry (tile size and halo of the run, position inside the
-image, channel and index in range, the image no larger than the owner's pixel limit) and its
-ciphertext bytes (the checker of the keys' scheme, :meth:`hecore.schemes.KeySet.checker`: size, and the library's own
-validation).  Then per image: every row agrees on the image's size, no key twice, and exactly
-the rows the geometry says; with an owner map, the id is one the owner made and the size is the one
-it recorded.
+Every ciphertext row is checked before a job uses it, in the Python workers (:mod:`tasks.rowchecks`: its
+checksum, key, layout, parameters, ops, labels, id, geometry and ciphertext bytes).  Then per image: every
+row agrees on the image's size, no key twice, and exactly the rows the geometry says; with an owner map,
+the id is one the owner made and the size is the one it recorded (:func:`image_problems`).
 
 A bad row becomes a rejects row naming it (reason, detail, key); its whole image is left out; the job
 goes on with the rest.  ``process``, ``decrypt`` and ``verify`` run this with Spark
 (:func:`inspect_rows`; ``decrypt`` and, where its workers write the output, ``process`` do their own
 work in the same task as the checks, so that they read every ciphertext once); ``audit`` runs the same
-row function with pyarrow (:func:`check_batch`, :func:`image_problems`).
+row function with pyarrow (:func:`tasks.rowchecks.check_batch`, :func:`image_problems`).
 """
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from hecore.images import DEFAULT_MAX_PIXELS
-from hecore.layouts import Layout
 from schemas.stages import CHECKED
-from schemas.tables import IMAGE_ID, spark_schema
-
-from ..tasks.checksums import ALGORITHM, ct_checksums
-
-KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
-_ID = re.compile(IMAGE_ID)
-DIGITS = "digits"
-
-
-@dataclass(frozen=True)
-class RowExpect:
-    """What every row of one input must say (from the job's key, the owner's settings and the run)."""
-
-    fingerprint: str | None          # the job's key; None: the rows must agree with the manifest's (verify)
-    layout: str
-    preset: str
-    ops: tuple[str, ...] = ()
-    tile: tuple[int, int] | None = None
-    halo: int | None = None
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    check_ops: bool = True
-    fixed_format: bool = False      # pixel layout in process: the byte-level kernels need the exact format
-    security: str | None = None     # the run's label (ind-cpa | leaks); None: any of them
-    strategies: frozenset | None = None   # the strategy labels the run's rows may carry; None: unchecked
-    scheme: str | None = None       # the scheme the preset's parameters name
-    scale_bits: int | None = None   # the run's ciphertext scale (2^scale_bits); None: unchecked
-    max_level: int | None = None    # the most primes a row's ciphertext may be at
-
-    @classmethod
-    def from_manifest(cls, manifest, **overrides) -> RowExpect:
-        """What a run's manifest says every row holds: its key, layout, preset, ops, tile, halo and the
-        pixel limit encrypt was given; ``overrides`` (this job's key, the owner's settings) win."""
-        tile = manifest.options.get("tile")
-        fields = dict(fingerprint=manifest.key_fingerprint, layout=manifest.layout or "",
-                      preset=manifest.preset or "", ops=tuple(manifest.ops), tile=tuple(tile) if tile else None,
-                      halo=manifest.options.get("halo"),
-                      max_pixels=int(manifest.options.get("settings", {}).get("max_pixels", DEFAULT_MAX_PIXELS)),
-                      security=manifest.security)
-        fields.update(overrides)
-        labels = run_labels(fields["preset"], manifest.strategy, manifest.options)
-        return cls(**{**labels, **fields})
-
-    @property
-    def post_scale(self) -> float | None:
-        """The ``post_scale`` the ops give (image ops only)."""
-        if not self.check_ops or self.layout == DIGITS:
-            return None
-        try:
-            from hecore.ops.spec import recorded_finish
-
-            return float(recorded_finish([o for o in self.ops if not o.startswith(("match:", "infer:"))],
-                                         self.preset).post_scale)
-        except (ValueError, TypeError):
-            return None
-
-
-def run_labels(preset: str, strategy: str | None, options: dict) -> dict:
-    """What the labels of a run's rows must say, from its preset, strategy and at-rest format: the scheme,
-    the strategies (the run's, and what the scheme's processing relabels it), the scale and the most primes.
-    Empty when the preset is not one hepix knows (the rows are then refused by their preset)."""
-    from hecore.errors import HepixError
-    from hecore.schemes import scheme_for_preset
-
-    try:
-        scheme = scheme_for_preset(preset)
-        params = scheme.preset(preset)
-    except (HepixError, KeyError, ValueError):
-        return {}
-    store = options.get("store") or options.get("settings", {}).get("store")
-    compact = isinstance(store, dict)
-    labels = {"scheme": params.scheme,
-              "scale_bits": int(store["scale_bits"] if compact else getattr(params, "scale_bits", 0)),
-              "max_level": int(store["primes"] if compact else getattr(params, "data_primes", 0))}
-    if strategy:
-        labels["strategies"] = frozenset({strategy, scheme.processed_strategy(strategy)})
-    return labels
-
-
-def expected_rows(layout: str, height: int, width: int, channels: int, tile_h: int, tile_w: int) -> int:
-    """How many ciphertext rows a whole image has in ``layout``."""
-    if Layout.parse(layout).packed:
-        return channels * -(-height // tile_h) * -(-width // tile_w)
-    return height * width * channels
-
-
-# --- one row ----------------------------------------------------------------------------------------
-
-def _row_problem(r: dict, expect: RowExpect, post_scale: float | None) -> tuple[str, str] | None:
-    """The reason and detail why row ``r`` (its metadata, no bytes) is not one this job may use, or None."""
-    for k in ("image_id", "layout", "preset", "key_fingerprint", "image_height", "image_width", "image_channels",
-              "tile_h", "tile_w", "halo", "tile_y", "tile_x", "y", "x", "h", "w", "channel", "index", "ops",
-              "post_scale"):
-        if r.get(k) is None:
-            return "malformed-row", f"the row has no {k}"
-    iid = r["image_id"]
-    if not _ID.fullmatch(iid):
-        return "bad-image-id", f"image id {iid[:80]!r} is not of the form hepix writes ({IMAGE_ID})"
-    if expect.fingerprint is not None and r["key_fingerprint"] != expect.fingerprint:
-        return "key-mismatch", (f"the row was made with key {str(r['key_fingerprint'])[:16]}, this job's key is "
-                                f"{expect.fingerprint[:16]}")
-    if r["layout"] != expect.layout:
-        return "layout-mismatch", f"layout {_show(r['layout'])} in a {expect.layout} run"
-    if r["preset"] != expect.preset:
-        return "parameters-mismatch", f"preset {_show(r['preset'])} in a run of {expect.preset}"
-    if expect.check_ops and list(r["ops"]) != list(expect.ops):
-        return "ops-mismatch", (f"ops {_show('|'.join(r['ops']) or 'none')} in a run of "
-                                f"{_show('|'.join(expect.ops) or 'none')}")
-    labels = _label_problem(r, expect)
-    if labels is not None:
-        return labels
-    ps = r["post_scale"]
-    if not (isinstance(ps, float) and math.isfinite(ps) and ps != 0.0):
-        return "bad-post-scale", f"post_scale {_show(ps)} is not a finite non-zero number"
-    if post_scale is not None and abs(ps - post_scale) > 1e-9 * abs(post_scale):
-        return "ops-mismatch", f"post_scale {ps!r} is not the {post_scale!r} of its ops"
-    if expect.layout == DIGITS:
-        return None
-    return _geometry_problem(r, expect)
-
-
-def _show(v, limit: int = 60) -> str:
-    """``v`` as a reject detail echoes it: its repr, cut to ``limit`` characters."""
-    s = repr(v)
-    return s if len(s) <= limit else s[:limit - 3] + "..."
-
-
-def _label_problem(r: dict, expect: RowExpect) -> tuple[str, str] | None:
-    """Why the row's labels (security, strategy, scheme, scale, level) are not those of the run, or None."""
-    for k in ("security", "strategy", "scheme", "level", "scale_bits"):
-        if k in r and r[k] is None:
-            return "malformed-row", f"the row has no {k}"
-    if expect.security is not None and "security" in r and r["security"] != expect.security:
-        return "label-mismatch", f"security {_show(r['security'])} in a run labelled {expect.security}"
-    if expect.strategies is not None and "strategy" in r and r["strategy"] not in expect.strategies:
-        return "label-mismatch", (f"strategy {_show(r['strategy'])} in a run of "
-                                  f"{' or '.join(sorted(expect.strategies))}")
-    if expect.scheme is not None and "scheme" in r and r["scheme"] != expect.scheme:
-        return "parameters-mismatch", f"scheme {_show(r['scheme'])} in a run of {expect.scheme}"
-    if expect.scale_bits is not None and "scale_bits" in r and r["scale_bits"] != expect.scale_bits:
-        return "scale-mismatch", f"scale 2^{_show(r['scale_bits'])} in a run of scale 2^{expect.scale_bits}"
-    if expect.max_level is not None and "level" in r and not 0 <= r["level"] <= expect.max_level:
-        return "scale-mismatch", f"level {_show(r['level'])} outside the run's 0..{expect.max_level} primes"
-    return None
-
-
-def _geometry_problem(r: dict, expect: RowExpect) -> tuple[str, str] | None:
-    H, W, C = r["image_height"], r["image_width"], r["image_channels"]
-    th, tw, halo = r["tile_h"], r["tile_w"], r["halo"]
-    if C not in (1, 3) or H < 1 or W < 1:
-        return "bad-geometry", f"an image of {W}x{H}x{C} (hepix images are at least 1x1, with 1 or 3 channels)"
-    if H * W > expect.max_pixels:
-        return "image-too-large", (f"the row claims a {W}x{H} image, more than the {expect.max_pixels} pixels "
-                                   "the owner allows")
-    if expect.tile is not None and (th, tw) != tuple(expect.tile):
-        return "bad-geometry", f"tile {th}x{tw} in a run of {expect.tile[0]}x{expect.tile[1]} tiles"
-    if th < 1 or tw < 1:
-        return "bad-geometry", f"tile {th}x{tw}"
-    if expect.halo is not None and halo != expect.halo:
-        return "bad-geometry", f"halo {halo} in a run with halo {expect.halo}"
-    ty, tx, ch = r["tile_y"], r["tile_x"], r["channel"]
-    rows, cols = -(-H // th), -(-W // tw)
-    if not (0 <= ty < rows and 0 <= tx < cols and 0 <= ch < C):
-        return "bad-geometry", f"tile ({ty}, {tx}) channel {ch} outside a {rows}x{cols}-tile, {C}-channel image"
-    y, x = ty * th, tx * tw
-    h, w = min(th, H - y), min(tw, W - x)
-    if (r["y"], r["x"], r["h"], r["w"]) != (y, x, h, w):
-        return "bad-geometry", (f"tile ({ty}, {tx}) says it covers {r['h']}x{r['w']} at ({r['y']}, {r['x']}); "
-                                f"it covers {h}x{w} at ({y}, {x})")
-    index = r["index"]
-    if Layout.parse(expect.layout).packed:
-        if index != 0:
-            return "bad-geometry", f"index {index} in a packed layout (one ciphertext per tile channel)"
-    elif not 0 <= index < h * w:
-        return "bad-geometry", f"index {index} outside the tile's {h * w} pixels"
-    return None
-
-
-def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[str, str] | None]:
-    """The problem of every row of ``rb`` (None for a good one): metadata first, then the checksum,
-    then the ciphertext (``checker``: :class:`hecore.checks.CiphertextChecker` or
-    :class:`hecore.tfhe.checks.TfheCiphertextChecker`, asked once for the batch; or None to skip it)."""
-    names = rb.schema.names
-    rb, oversized = bounded_values(rb)
-    meta = rb.select([n for n in names if n not in ("ct", "ct_xxh3")]).to_pylist()
-    ct = rb.column("ct") if "ct" in names else pa.nulls(rb.num_rows, pa.binary())
-    stored = rb.column("ct_xxh3") if "ct_xxh3" in names else pa.nulls(rb.num_rows, pa.int64())
-    lengths = pc.binary_length(ct).fill_null(0).to_numpy(zero_copy_only=False)
-    computed = ct_checksums(ct.fill_null(b"")).to_numpy(zero_copy_only=False)
-    has = stored.is_valid().to_numpy(zero_copy_only=False)
-    st = stored.fill_null(0).to_numpy(zero_copy_only=False)
-    post_scale = expect.post_scale
-    out = []
-    unchecked = []                  # rows whose ciphertext is checked next, in one call per batch
-    for i, r in enumerate(meta):
-        p = oversized[i] or _row_problem(r, expect, post_scale)
-        if p is None and lengths[i] == 0:
-            p = ("empty-ciphertext", "the ct value is empty")
-        if p is None and has[i] and st[i] != computed[i]:
-            p = ("checksum-mismatch", f"ct ({int(lengths[i])} bytes) hashes to {int(computed[i])}, the row says "
-                                      f"{int(st[i])} ({ALGORITHM}): truncated or corrupted bytes")
-        if p is None and checker is not None:
-            unchecked.append(i)
-        out.append(p)
-    if unchecked:
-        for i, bad in zip(unchecked, checker.problems([ct[i].as_buffer() for i in unchecked])):
-            if bad is not None:
-                out[i] = (bad.reason, bad.detail)
-    return out
-
-
-#: The longest string a row's column holds (ids: 64, key fingerprints: 64, labels: a few dozen), and the most
-#: ops and the longest op of a row (schemas.manifest.MAX_OPS; an op spec is at most 200 characters).
-MAX_VALUE_CHARS = 256
-MAX_OPS = 64
-MAX_OP_CHARS = 200
-
-
-def bounded_values(rb: pa.RecordBatch) -> tuple[pa.RecordBatch, list[tuple[str, str] | None]]:
-    """``rb`` with every string longer than :data:`MAX_VALUE_CHARS` (and every ops list longer than
-    :data:`MAX_OPS` items or holding an op longer than :data:`MAX_OP_CHARS`) set to null, and each such
-    row's problem.  Measured with Arrow's kernels on the column buffers, so no such value is ever copied
-    into a Python string, a CHECKED row or a reject's detail."""
-    import numpy as np
-
-    n = rb.num_rows
-    problems: list[tuple[str, str] | None] = [None] * n
-    columns = []
-    for name, col in zip(rb.schema.names, rb.columns):
-        t = col.type
-        over = None
-        if name not in ("ct", "file") and (pa.types.is_string(t) or pa.types.is_large_string(t)
-                                            or pa.types.is_binary(t) or pa.types.is_large_binary(t)):
-            lengths = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
-            over = lengths > MAX_VALUE_CHARS
-            what = f"more than the {MAX_VALUE_CHARS} characters hepix writes"
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            counts = pc.list_value_length(col).fill_null(0).to_numpy(zero_copy_only=False)
-            over = counts > MAX_OPS
-            flat = pc.list_flatten(col)
-            if len(flat) and (pa.types.is_string(flat.type) or pa.types.is_binary(flat.type)):
-                longest = np.zeros(n, dtype=np.int64)
-                np.maximum.at(longest, pc.list_parent_indices(col).to_numpy(zero_copy_only=False),
-                              pc.binary_length(flat).fill_null(0).to_numpy(zero_copy_only=False))
-                over = over | (longest > MAX_OP_CHARS)
-            what = f"more than {MAX_OPS} values or a value of more than {MAX_OP_CHARS} characters"
-        if over is not None and over.any():
-            for i in np.flatnonzero(over):
-                problems[i] = problems[i] or ("oversized-value", f"column {name} holds {what}")
-            col = pc.if_else(pa.array(over), pa.nulls(n, t), col)
-        columns.append(col)
-    if not any(problems):
-        return rb, problems
-    return pa.RecordBatch.from_arrays(columns, schema=rb.schema), problems
-
-
-def _ciphertext_checker(expect: RowExpect, keys):
-    """The checker of the rows' ciphertexts: the keys' (a :class:`hecore.schemes.KeySet`), or without keys the
-    keyless one of the expected preset's scheme."""
-    if keys is None:
-        from hecore.schemes import scheme_for_preset
-
-        return scheme_for_preset(expect.preset).keyless_checker(expect.preset)
-    exact = None
-    if expect.layout != DIGITS and expect.scale_bits is not None and expect.max_level and _keeps_scale(expect.ops):
-        exact = (expect.scale_bits, expect.max_level)
-    return keys.checker(fixed_format=expect.fixed_format, exact_scale=exact)
-
-
-def _keeps_scale(ops: tuple[str, ...]) -> bool:
-    """Whether ciphertexts after ``ops`` are still at their stored scale and level: no op multiplies
-    (additions and rotations only -- brightness, contrast, watermark, the mean filter's sums)."""
-    from hecore.ops.spec import parse_ops
-
-    try:
-        return all(getattr(op, "depth", 1) == 0 for op in parse_ops(list(ops)))
-    except (ValueError, TypeError):
-        return False
-
-
-def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -> pa.RecordBatch:
-    """The CHECKED rows of ``rb``: each row's key, sizes, and why it is bad (or null)."""
-    rb = bounded_values(rb)[0]
-    cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
-    cols.update(ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
-                stored=rb.column("ct_xxh3"),
-                reason=pa.array([p[0] if p else None for p in problems], type=pa.string()),
-                detail=pa.array([p[1] if p else None for p in problems], type=pa.string()))
-    if "file" not in cols:
-        cols["file"] = pa.nulls(rb.num_rows, pa.string())
-    return pa.RecordBatch.from_arrays([cols[n].cast(CHECKED.field(n).type) for n in CHECKED.names], schema=CHECKED)
-
-
-def check_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
-                    rebuilds=None) -> Iterator[pa.RecordBatch]:
-    """One CHECKED row per ciphertext row: its key, sizes, and why it is bad (or null)."""
-    from ..tasks.worker import worker_state
-
-    checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
-    for rb in batches:
-        if rb.num_rows:
-            yield _checked_batch(rb, check_batch(rb, expect, checker))
-
-
-def fused_schema(work_schema: pa.Schema) -> pa.Schema:
-    """The rows of a check-and-work pass: each holds either a ``check`` (CHECKED) or a ``work`` row."""
-    return pa.schema([("check", pa.struct(list(CHECKED))), ("work", pa.struct(list(work_schema)))])
-
-
-def _fused_batch(batch: pa.RecordBatch, schema: pa.Schema, side: str) -> pa.RecordBatch:
-    """``batch`` as the ``side`` ("check" or "work") of ``schema``'s rows, the other side null."""
-    arrays = []
-    for f in schema:
-        if f.name == side:
-            children = [batch.column(c.name).cast(c.type) for c in f.type]
-            arrays.append(pa.StructArray.from_arrays(children, fields=list(f.type)))
-        else:
-            arrays.append(pa.nulls(batch.num_rows, f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
-                             work, work_schema: pa.Schema, rebuilds=None,
-                             problems: list | None = None) -> Iterator[pa.RecordBatch]:
-    """:func:`check_partition` and the job's own work in the same task, so every ciphertext is read once.
-
-    ``work`` (a partition function: batches of input rows in, batches of ``work_schema`` out) is given
-    the rows that pass their row checks, as they are checked; its output and the CHECKED rows leave the
-    task side by side (:func:`fused_schema`).  Whether a row's image is kept is decided later, from all
-    the CHECKED rows (:func:`inspect_rows`): the work of an image found bad then is dropped unused.
-    ``problems``: ``(file, reason, detail)`` of what the input's reader could not read
-    (:func:`jobs.tasks.splits.read_splits`), each a CHECKED row of no image at the end."""
-    from collections import deque
-
-    from ..tasks.worker import collect_failures, worker_state
-
-    checker = worker_state(token, broadcast, lambda keys: _ciphertext_checker(expect, keys), rebuilds)
-    schema = fused_schema(work_schema)
-    checked: deque = deque()
-    failures: list = []
-
-    def good_rows():
-        for rb in batches:
-            if rb.num_rows == 0:
-                continue
-            problems = check_batch(rb, expect, checker)
-            checked.append(_checked_batch(rb, problems))
-            good = rb.filter(pa.array([p is None for p in problems]))
-            if good.num_rows:
-                yield good.drop_columns(["file"]) if "file" in good.schema.names else good
-
-    collect_failures(failures)
-    try:
-        for out in work(good_rows()):
-            while checked:
-                yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
-            if out.num_rows:
-                yield _fused_batch(out, schema, "work")
-        while checked:
-            yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
-        if problems:
-            yield _fused_batch(_problem_batch(problems), schema, "check")
-    finally:
-        collect_failures(None)
-
-
-def _problem_batch(problems: list) -> pa.RecordBatch:
-    """One CHECKED row of no image per ``(file, reason, detail)`` the input's reader met."""
-    cols = {n: pa.nulls(len(problems), CHECKED.field(n).type) for n in CHECKED.names}
-    for i, name in enumerate(("file", "reason", "detail")):
-        cols[name] = pa.array([p[i] for p in problems], type=pa.string())
-    return pa.RecordBatch.from_arrays([cols[n] for n in CHECKED.names], schema=CHECKED)
-
-
-@dataclass(frozen=True)
-class SplitSource:
-    """The input as the Python workers read it: the checked files' splits, how to reach them, the table's
-    schema (:mod:`jobs.tasks.splits`)."""
-
-    splits: list
-    access: object                  # jobs.tasks.filesystem.FileAccess
-    schema: pa.Schema
-
-    def plan(self, spark, fn, schema):
-        """A Spark plan of one task per split running ``fn(ids)`` (``ids``: batches of the ``id`` column of
-        ``spark.range``, the split indexes of the task) giving rows of the Spark ``schema``."""
-        return spark.range(0, len(self.splits), 1, max(1, len(self.splits))).mapInArrow(fn, schema)
-
-    def rows(self, ids: Iterator[pa.RecordBatch], problems: list) -> Iterator[pa.RecordBatch]:
-        """The rows of the splits whose indexes ``ids`` holds (:func:`jobs.tasks.splits.read_splits`)."""
-        from ..tasks.splits import read_splits
-
-        mine = [self.splits[i] for rb in ids for i in rb.column("id").to_pylist()]
-        return read_splits(mine, access=self.access, schema=self.schema, problems=problems)
-
-    def partition(self, ids: Iterator[pa.RecordBatch], fn, **kwargs) -> Iterator[pa.RecordBatch]:
-        """``fn`` (:func:`check_and_work_partition`) over :meth:`rows`, given what could not be read."""
-        problems: list = []
-        yield from fn(self.rows(ids, problems), problems=problems, **kwargs)
-
-
-def _with_failures(batch: pa.RecordBatch, failures: list) -> pa.RecordBatch:
-    """The CHECKED ``batch`` with the rows the work failed on (:func:`jobs.tasks.worker.work_failed`) given
-    the reason ``work-failed``: their images are then left out like those of any bad row."""
-    if not failures:
-        return batch
-    failed = dict(failures)
-    keys = zip(*(batch.column(k).to_pylist() for k in KEY))
-    why = [failed.get(tuple(k)) for k in keys]
-    if not any(why):
-        return batch
-    reasons = [r if w is None else "work-failed" for r, w in zip(batch.column("reason").to_pylist(), why)]
-    details = [d if w is None else f"the work failed on it: {w}"
-               for d, w in zip(batch.column("detail").to_pylist(), why)]
-    i, j = batch.schema.get_field_index("reason"), batch.schema.get_field_index("detail")
-    batch = batch.set_column(i, batch.schema.field(i), pa.array(reasons, type=pa.string()))
-    return batch.set_column(j, batch.schema.field(j), pa.array(details, type=pa.string()))
-
+from schemas.tables import spark_schema
+from tasks.rowchecks import (
+    DIGITS,
+    KEY,
+    RowExpect,
+    check_and_work_partition,
+    check_partition,
+    expected_rows,
+    fused_schema,
+    shown_id,
+)
+from tasks.splits import SplitSource
 
 # --- per image ----------------------------------------------------------------------------------------
 
@@ -517,18 +101,18 @@ def reject_row(run_id: str, stage: str, source: str, reason: str, detail: str, k
     if key.get("channel") is not None:
         where = f"channel {key['channel']}, tile ({key['tile_y']}, {key['tile_x']}), index {key['index']}: "
     return {"run_id": run_id, "source": source, "stage": stage, "reason": reason,
-            "detail": f"image {_shown_id(key['image_id'])}: {where}{detail}" if key.get("image_id") else detail,
+            "detail": f"image {shown_id(key['image_id'])}: {where}{detail}" if key.get("image_id") else detail,
             "bytes": nbytes, **{k: key.get(k) for k in KEY}}
-
-
-def _shown_id(image_id) -> str:
-    """An image id as a detail names it: as it is when of hepix's form, else quoted and cut."""
-    s = str(image_id)
-    return s if _ID.fullmatch(s) else _show(s, 80)
 
 
 def _file_name(path: str | None) -> str:
     return (path or "").rsplit("/", 1)[-1]
+
+
+def split_plan(spark, source: SplitSource, fn, schema):
+    """A Spark plan of one task per split of ``source`` running ``fn(ids)`` (``ids``: batches of the ``id``
+    column of ``spark.range``, the split indexes of the task) giving rows of the Spark ``schema``."""
+    return spark.range(0, len(source.splits), 1, max(1, len(source.splits))).mapInArrow(fn, schema)
 
 
 def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=None, owner=None,
@@ -563,8 +147,8 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
             checked.unpersist()
     args = dict(expect=expect, token=token, broadcast=bc, work=work, work_schema=work_schema)
     if source is not None:
-        plan = source.plan(spark, lambda it: source.partition(it, check_and_work_partition, **args),
-                           spark_schema(fused_schema(work_schema)))
+        plan = split_plan(spark, source, lambda it: source.partition(it, check_and_work_partition, **args),
+                          spark_schema(fused_schema(work_schema)))
     else:
         plan = rows.mapInArrow(lambda it: check_and_work_partition(it, **args), spark_schema(fused_schema(work_schema)))
     fused = plan.persist(StorageLevel.DISK_ONLY)

@@ -197,11 +197,11 @@ class Run:
         of the largest rows the parameters allow, the table's columns): a missing file, a symbolic link, a
         file listed again, a footer that lies, and files past ``max_rows`` rows in all (what the owner
         made, when the caller knows) are rejects rows, and the job goes on with the rest.  With
-        ``with_splits``, also the checked files' splits (:class:`jobs.tasks.splits.Split`), for the Python
+        ``with_splits``, also the checked files' splits (:class:`tasks.splits.Split`), for the Python
         workers to read themselves."""
-        from jobs.tasks.splits import splits_of
         from schemas.footers import FooterChecker, FooterLimits, footer_bytes
         from schemas.tables import TABLES, spark_schema
+        from tasks.splits import splits_of
 
         from .rowcheck import reject_row
 
@@ -251,7 +251,7 @@ class Run:
 
     def expectation(self, **overrides):
         """What every input row must say: this job's key and parameters, the input run's layout, ops, tile."""
-        from .rowcheck import RowExpect
+        from tasks.rowchecks import RowExpect
 
         return RowExpect.from_manifest(self.parent, **{"fingerprint": self.fingerprint,
                                                        "preset": self.keys.params.name, **overrides})
@@ -263,8 +263,9 @@ class Run:
         pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it), the Python workers reading
         the input's splits themselves (no ciphertext byte passes through the JVM)."""
         from schemas.tables import CIPHERTEXTS
+        from tasks.splits import SplitSource
 
-        from .rowcheck import SplitSource, inspect_rows
+        from .rowcheck import inspect_rows
 
         rows = sum(i.ciphertexts for i in owner.images().values()) if owner is not None else None
         df, missing, splits = self.input_table(max_rows=rows, with_splits=True)

@@ -3,8 +3,8 @@ table (its files, their row counts and bytes, the XOR of their row checksums).""
 from __future__ import annotations
 
 from schemas.tables import PARQUET_OPTIONS, REJECTS, spark_schema
+from tasks.checksums import ALGORITHM
 
-from ..tasks.checksums import ALGORITHM
 from .storage import Storage
 
 

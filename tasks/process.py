@@ -16,10 +16,10 @@ import pyarrow as pa
 from hecore.layouts import Layout
 from hecore.schemes.seal import SEAL
 from hecore.schemes.tfhe import PROCESSED, TFHE
-from jobs.tasks.checksums import ct_checksums
 from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS
 
+from .checksums import ct_checksums
 from .rows import RowMeta, ciphertext_rows, constant_column, pc_unique, pixel_positions, replace_columns, single_value
 from .worker import work_failed, worker_state
 

@@ -1,7 +1,7 @@
 """Contact sheets: each decrypted image beside its original, the same ops done in plaintext and the
 difference, one row per image, captioned with its quality and what its ciphertexts cost.
 
-Two halves.  :func:`panels` runs where decrypt scores an image (jobs/tasks/metrics.py): it keeps four
+Two halves.  :func:`panels` runs where decrypt scores an image (tasks/metrics.py): it keeps four
 small 8-bit pictures of it -- the original, the plaintext-processed reference the metrics are computed
 against, the decrypted image, and their difference amplified -- downscaled together when the image is
 larger than :data:`MAX_SIDE`.  :func:`draw` runs on the key owner's driver and lays them out with Pillow.

@@ -9,7 +9,7 @@ zlib's CRC-32 and ~135 us for SHA-256, so the fast pixel strategies keep
 their speed.  The manifest records per file the row count and the XOR of the
 row checksums (``jobs.verify`` recomputes both).
 
-jobs/runtime/rowcheck.py checks every row's checksum (with everything else a row must satisfy) before a job
+tasks/rowchecks.py checks every row's checksum (with everything else a row must satisfy) before a job
 uses it, and ``hepix verify`` over a whole table.
 """
 from __future__ import annotations

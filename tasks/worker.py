@@ -57,7 +57,7 @@ def inject_fault(stage: str, *, before_output: bool) -> None:
 
 
 # --- failures of the work on one row ------------------------------------------------------------------
-#: The rows the job's work failed on in the running checking pass (jobs.runtime.rowcheck collects them as
+#: The rows the job's work failed on in the running checking pass (tasks.rowchecks collects them as
 #: rejects rows); None when no such pass runs.
 _failures: list | None = None
 

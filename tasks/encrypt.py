@@ -2,7 +2,7 @@
 
 The encryptor (hecore's: a pixel strategy with its cache, the public key's fresh encryption, or the key
 owner's seeded secret-key encryption) is built once per Python worker from the broadcast bytes
-(:func:`jobs.tasks.worker.worker_state`), not once per task.
+(:func:`tasks.worker.worker_state`), not once per task.
 """
 from __future__ import annotations
 
@@ -106,10 +106,11 @@ def packed_rows(meta: RowMeta, enc, tiles: list[dict], units: list, level: int, 
 
 # --- encrypt, writing Parquet from the Python workers --------------------------------------------
 
-def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, access, token: str, broadcast,
+def encrypt_to_files(batches: Iterator[pa.RecordBatch], *, directory: str, access, attempt, token: str, broadcast,
                      meta: RowMeta, rebuilds=None, tasks=None) -> Iterator[pa.RecordBatch]:
     """Encrypt a partition and write its ciphertext rows as one Parquet file in ``directory``, reached
-    through ``access`` (:func:`jobs.tasks.files.rows_to_file`: the ciphertext bytes never pass through the
-    JVM)."""
+    through ``access`` and named by the task's ``attempt`` (:func:`tasks.files.rows_to_file`: the
+    ciphertext bytes never pass through the JVM)."""
     yield from rows_to_file(encrypt_partition(batches, token=token, broadcast=broadcast, meta=meta,
-                                              rebuilds=rebuilds, tasks=tasks), directory=directory, access=access)
+                                              rebuilds=rebuilds, tasks=tasks), directory=directory, attempt=attempt,
+                            access=access)

@@ -93,3 +93,24 @@ def read_splits(splits: list[Split], *, access: FileAccess, schema: pa.Schema,
     """The rows of every split of ``splits`` in turn (:func:`read_split`)."""
     for split in splits:
         yield from read_split(split, access=access, schema=schema, problems=problems)
+
+
+@dataclass(frozen=True)
+class SplitSource:
+    """The input as the Python workers read it: the checked files' splits, how to reach them, the table's
+    schema.  The driver's side plans one Spark task per split, each given the indexes of its splits."""
+
+    splits: list[Split]
+    access: FileAccess
+    schema: pa.Schema
+
+    def rows(self, ids: Iterator[pa.RecordBatch], problems: list) -> Iterator[pa.RecordBatch]:
+        """The rows of the splits whose indexes ``ids`` holds (batches of an ``id`` column; :func:`read_splits`)."""
+        mine = [self.splits[i] for rb in ids for i in rb.column("id").to_pylist()]
+        return read_splits(mine, access=self.access, schema=self.schema, problems=problems)
+
+    def partition(self, ids: Iterator[pa.RecordBatch], fn, **kwargs) -> Iterator[pa.RecordBatch]:
+        """``fn`` (:func:`tasks.rowchecks.check_and_work_partition`) over :meth:`rows`, given what could not
+        be read."""
+        problems: list = []
+        yield from fn(self.rows(ids, problems), problems=problems, **kwargs)

@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.tasks.checksums import ct_checksums
 from schemas.tables import CIPHERTEXTS
+
+from .checksums import ct_checksums
 
 
 @dataclass(frozen=True)

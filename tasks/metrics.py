@@ -2,7 +2,7 @@
 and written as PNG when asked -- or, for an image decrypt rejected, one row saying why.
 
 PNG names never come from a table value as such: the image id (already checked against the strict id
-pattern, jobs/runtime/rowcheck.py) and, when the owner map names the image, the stem of the owner's own file
+pattern, tasks/rowchecks.py) and, when the owner map names the image, the stem of the owner's own file
 name with anything but letters, digits, ``.``, ``_`` and ``-`` replaced; the path is then resolved and
 checked to lie in the PNG directory before anything is written.
 """
@@ -19,7 +19,7 @@ from hecore.images import DEFAULT_MAX_PIXELS
 from schemas.tables import IMAGE_ID, METRICS
 
 #: METRICS plus why an image was rejected (null for a scored one), and the contact-sheet panels of the images
-#: asked for (jobs/tasks/contactsheet.py): decrypt splits them after this stage.
+#: asked for (tasks/contactsheet.py): decrypt splits them after this stage.
 SCORED = pa.schema(list(METRICS) + [pa.field("reject_reason", pa.string()), pa.field("reject_detail", pa.string()),
                                     pa.field("sheet_panels", pa.binary())])
 

@@ -1,6 +1,6 @@
 """Ciphertext rows written as Parquet by the Python workers themselves, on every deployment: a local
 directory (a local master, or a mount the driver and every worker share) or ``hdfs://``, through the
-file systems of :mod:`jobs.tasks.filesystem`.
+file systems of :mod:`tasks.filesystem`.
 
 The ciphertext bytes never pass through the JVM, which otherwise spends most of a core moving them
 (Arrow, row conversion, its Parquet writer).  Only a WRITTEN row per task goes back to Spark -- the file's
@@ -44,7 +44,7 @@ class RowGroupWriter:
         self._writer, self._sink, self._pending, self._pending_bytes = None, None, [], 0
 
     def add(self, rb: pa.RecordBatch) -> None:
-        from jobs.tasks.checksums import xor_all
+        from .checksums import xor_all
 
         if rb.schema != CIPHERTEXTS:            # Spark's batches: the same columns, all nullable
             rb = rb.cast(CIPHERTEXTS)
@@ -77,19 +77,18 @@ class RowGroupWriter:
             self._sink.close()
 
 
-def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str,
+def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str, attempt: Callable[[], tuple[int, int]],
                  access: FileAccess = FileAccess()) -> Iterator[pa.RecordBatch]:
     """Write the CIPHERTEXTS batches ``rows`` of one task as one Parquet file in ``directory`` (reached
     through ``access``): one WRITTEN row describing it (or a null file when there were no rows).
 
     The file is written under a temporary name and renamed when complete; its name carries the task's
-    partition and attempt, so a retried or speculative attempt never overwrites another's file."""
+    partition and attempt (``attempt()``: Spark's, given by the driver's side), so a retried or speculative
+    attempt never overwrites another's file."""
     import uuid
 
-    from pyspark import TaskContext
-
-    tc = TaskContext.get()
-    name = f"part-{tc.partitionId():05d}-{tc.attemptNumber()}-{uuid.uuid4().hex[:8]}.parquet"
+    partition, number = attempt()
+    name = f"part-{partition:05d}-{number}-{uuid.uuid4().hex[:8]}.parquet"
     fs, base = access.open(directory)
     out = RowGroupWriter(fs, f"{base}/.{name}.tmp")
     try:
@@ -109,10 +108,10 @@ def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str,
 
 
 def work_to_file(batches: Iterator[pa.RecordBatch], *, work: Callable, directory: str,
-                 access: FileAccess = FileAccess()) -> Iterator[pa.RecordBatch]:
+                 attempt: Callable[[], tuple[int, int]], access: FileAccess = FileAccess()) -> Iterator[pa.RecordBatch]:
     """Run the partition function ``work`` (rows in, CIPHERTEXTS rows out) and write what it gives with
     :func:`rows_to_file`."""
-    yield from rows_to_file(work(batches), directory=directory, access=access)
+    yield from rows_to_file(work(batches), directory=directory, attempt=attempt, access=access)
 
 
 # --- the driver's side ------------------------------------------------------------------------------
