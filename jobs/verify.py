@@ -117,7 +117,9 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     checked = split_plan(spark, source, lambda it: check_partition(source.rows(it, []), expect=expect, token=token,
                                                                     broadcast=bc), spark_schema(CHECKED)).persist()
     try:
-        problems += first_rejects(checked, run_id=run_id, stage="verify")[0]
+        images = image_summaries(checked)
+        if any(s.bad for s in images):
+            problems += first_rejects(checked, run_id=run_id, stage="verify")[0]
         per_file = {r["f"].rsplit("/", 1)[-1]: r for r in checked.groupBy(F.col("file").alias("f")).agg(
             F.count("*").alias("n"), F.bit_xor(F.coalesce("stored", F.lit(0).cast("long"))).alias("x")).collect()}
         for name in good:
@@ -139,7 +141,6 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                                     f"{r['tile_x']}), index {r['index']} appears {r['n']} times",
                                     **{k: r[k] for k in KEY}))
         bad_ids = {p["image_id"] for p in problems if p.get("image_id")}
-        images = image_summaries(checked)
         for s in images:
             if s.image_id is None or s.image_id in bad_ids or s.keys != s.rows:
                 continue                 # already reported row by row

@@ -46,6 +46,7 @@ class ImageSummary:
     channels: tuple[int, int]
     tiles: tuple[int, int, int, int]   # min/max tile_h, min/max tile_w
     file: str | None = None
+    bad: int = 0                    # rows that failed their row checks
 
 
 def image_problems(s: ImageSummary, owner=None) -> tuple[str, str] | None:
@@ -172,7 +173,7 @@ def image_summaries(checked) -> list[ImageSummary]:
 
     rows = checked.groupBy("image_id").agg(
         F.count("*").alias("n"), F.countDistinct("channel", "tile_y", "tile_x", "index").alias("keys"),
-        F.first("layout").alias("layout"), F.first("file").alias("file"),
+        F.first("layout").alias("layout"), F.first("file").alias("file"), F.count("reason").alias("bad"),
         *[agg(c).alias(f"{name}_{c}") for c in ("image_height", "image_width", "image_channels", "tile_h",
                                                   "tile_w") for name, agg in (("lo", F.min), ("hi", F.max))]
     ).collect()
@@ -180,16 +181,19 @@ def image_summaries(checked) -> list[ImageSummary]:
                          heights=(s["lo_image_height"], s["hi_image_height"]),
                          widths=(s["lo_image_width"], s["hi_image_width"]),
                          channels=(s["lo_image_channels"], s["hi_image_channels"]),
-                         tiles=(s["lo_tile_h"], s["hi_tile_h"], s["lo_tile_w"], s["hi_tile_w"]), file=s["file"])
+                         tiles=(s["lo_tile_h"], s["hi_tile_h"], s["lo_tile_w"], s["hi_tile_w"]), file=s["file"],
+                         bad=s["bad"])
             for s in rows]
 
 
 def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInput:
     """The rejects and the images left out, from the CHECKED rows ``checked``; ``df`` without those images."""
 
-    rejects, bad = first_rejects(checked, run_id=run_id, stage=stage)
+    summaries = image_summaries(checked)
+    # ranking the bad rows is a job of its own: only when there are some
+    rejects, bad = first_rejects(checked, run_id=run_id, stage=stage) if any(s.bad for s in summaries) else ([], set())
     rows_of = {}
-    for summary in image_summaries(checked):
+    for summary in summaries:
         rows_of[summary.image_id] = summary.rows
         if summary.image_id is None or summary.image_id in bad:
             continue

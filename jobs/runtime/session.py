@@ -179,6 +179,9 @@ def plain_session(app: str, master: str | None, conf_file: str | None):
         spark = _kept[1]
     else:
         spark = build_session(app, master, conf_file)
+        # what the build itself set in the environment (the local master's Python, PySpark's own
+        # variables) is part of this session: the next job finds it there
+        settings = _session_settings(master, conf_file)
     try:
         yield spark
     finally:

@@ -2,15 +2,38 @@
 table (its files, their row counts and bytes, the XOR of their row checksums)."""
 from __future__ import annotations
 
+from hecore.errors import HepixError
 from schemas.tables import PARQUET_OPTIONS, REJECTS, spark_schema
 from tasks.checksums import ALGORITHM
 
 from .storage import Storage
 
+#: The one file of a rejects table.
+REJECTS_FILE = "part-00000-rejects.parquet"
+
 
 def write_rejects(spark, rows: list[dict], path: str) -> None:
-    spark.createDataFrame([tuple(r.get(n) for n in REJECTS.names) for r in rows], spark_schema(REJECTS)) \
-        .coalesce(1).write.options(**PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(path)
+    """The rejects rows the driver holds as the table ``path`` (replacing what is there): one Parquet file,
+    written here with pyarrow through the file systems the Python workers use -- a table of a few rows
+    is not worth a Spark job --, or by Spark's writer on a path those cannot reach."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    storage = Storage(spark)
+    try:
+        fs, where = storage.access(path).open(path)
+    except HepixError:
+        spark.createDataFrame([tuple(r.get(n) for n in REJECTS.names) for r in rows], spark_schema(REJECTS)) \
+            .coalesce(1).write.options(**PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(path)
+        return
+    table = pa.Table.from_pylist([{n: r.get(n) for n in REJECTS.names} for r in rows], schema=REJECTS)
+    if storage.exists(path):
+        storage.delete(path)
+    fs.create_dir(where, recursive=True)
+    hidden = f"{where}/.{REJECTS_FILE}.partial"
+    with fs.open_output_stream(hidden) as sink:
+        pq.write_table(table, sink, compression=PARQUET_OPTIONS["rejects"]["compression"])
+    fs.move(hidden, f"{where}/{REJECTS_FILE}")
 
 
 def describe_table(spark, storage: Storage, directory: str, *, checksums: bool) -> list[dict]:
