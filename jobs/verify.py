@@ -118,8 +118,7 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
                                                                     broadcast=bc), spark_schema(CHECKED)).persist()
     try:
         images = image_summaries(checked)
-        if any(s.bad for s in images):
-            problems += first_rejects(checked, run_id=run_id, stage="verify")[0]
+        problems += first_rejects(checked, images, run_id=run_id, stage="verify")[0]
         per_file = {r["f"].rsplit("/", 1)[-1]: r for r in checked.groupBy(F.col("file").alias("f")).agg(
             F.count("*").alias("n"), F.bit_xor(F.coalesce("stored", F.lit(0).cast("long"))).alias("x")).collect()}
         for name in good:

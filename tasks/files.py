@@ -186,9 +186,18 @@ def drop_images(directory: str, names: list[str], image_ids: set[str], access: F
         if kept.num_rows == 0:
             fs.delete_file(path)
             continue
-        tmp = f"{base}/.{name}.tmp"
-        pq.write_table(kept, tmp, filesystem=fs, **WRITER_OPTIONS)
-        fs.move(tmp, path)
+        replace_file(kept, fs, path, **WRITER_OPTIONS)
+
+
+def replace_file(table: pa.Table, fs, path: str, **options) -> None:
+    """Write ``table`` as the Parquet file ``path`` of ``fs`` under a hidden temporary name, renamed when
+    complete: a reader never sees a partial file (``options``: pyarrow's writer options)."""
+    import pyarrow.parquet as pq
+
+    folder, _, name = path.rpartition("/")
+    tmp = f"{folder}/.{name}.tmp"
+    pq.write_table(table, tmp, filesystem=fs, **options)
+    fs.move(tmp, path)
 
 
 def keep_schema(directory: str, access: FileAccess = FileAccess()) -> None:

@@ -190,8 +190,7 @@ def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInp
     """The rejects and the images left out, from the CHECKED rows ``checked``; ``df`` without those images."""
 
     summaries = image_summaries(checked)
-    # ranking the bad rows is a job of its own: only when there are some
-    rejects, bad = first_rejects(checked, run_id=run_id, stage=stage) if any(s.bad for s in summaries) else ([], set())
+    rejects, bad = first_rejects(checked, summaries, run_id=run_id, stage=stage)
     rows_of = {}
     for summary in summaries:
         rows_of[summary.image_id] = summary.rows
@@ -246,14 +245,18 @@ class RejectLog:
             self.dropped = 0
 
 
-def first_rejects(checked, *, run_id: str, stage: str) -> tuple[list[dict], set[str]]:
+def first_rejects(checked, summaries: list[ImageSummary], *, run_id: str,
+                  stage: str) -> tuple[list[dict], set[str]]:
     """The rejects rows of the bad CHECKED rows of ``checked`` -- the first :data:`REJECTS_PER_IMAGE` of each
     image (rows without an id: of all of them), then one row (of the last one's reason) counting the others
     --, and the bad image ids.
-    Spark ranks and counts; the driver never holds every bad row."""
+    Spark ranks and counts; the driver never holds every bad row.  The ranking is a Spark job of its own:
+    skipped when ``summaries`` (:func:`image_summaries` of ``checked``) count no bad row."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    if not any(s.bad for s in summaries):
+        return [], set()
     bad_rows = checked.where(F.col("reason").isNotNull())
     order = Window.partitionBy("image_id").orderBy("channel", "tile_y", "tile_x", "index", "reason")
     ranked = bad_rows.withColumn("_rank", F.row_number().over(order)) \

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hecore.errors import HepixError
 from schemas.tables import PARQUET_OPTIONS, REJECTS, spark_schema
 from tasks.checksums import ALGORITHM
+from tasks.files import replace_file
 
 from .storage import Storage
 
@@ -17,7 +18,6 @@ def write_rejects(spark, rows: list[dict], path: str) -> None:
     written here with pyarrow through the file systems the Python workers use -- a table of a few rows
     is not worth a Spark job --, or by Spark's writer on a path those cannot reach."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     storage = Storage(spark)
     try:
@@ -27,13 +27,9 @@ def write_rejects(spark, rows: list[dict], path: str) -> None:
             .coalesce(1).write.options(**PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(path)
         return
     table = pa.Table.from_pylist([{n: r.get(n) for n in REJECTS.names} for r in rows], schema=REJECTS)
-    if storage.exists(path):
-        storage.delete(path)
+    storage.delete(path)
     fs.create_dir(where, recursive=True)
-    hidden = f"{where}/.{REJECTS_FILE}.partial"
-    with fs.open_output_stream(hidden) as sink:
-        pq.write_table(table, sink, compression=PARQUET_OPTIONS["rejects"]["compression"])
-    fs.move(hidden, f"{where}/{REJECTS_FILE}")
+    replace_file(table, fs, f"{where}/{REJECTS_FILE}", compression=PARQUET_OPTIONS["rejects"]["compression"])
 
 
 def describe_table(spark, storage: Storage, directory: str, *, checksums: bool) -> list[dict]:
