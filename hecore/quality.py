@@ -19,11 +19,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-# SSIM comes from scikit-image rather than being written here: it is
-# maintained, tested, and follows the reference implementation of Wang et al.
-# (2004), so our figures are comparable with everyone else's.
-from skimage.metrics import structural_similarity
-
 #: Largest value of an 8-bit channel, the MAX of the PSNR formula.
 MAX_VALUE = 255.0
 
@@ -154,6 +149,12 @@ def _ssim_plane(reference: np.ndarray, image: np.ndarray, win: int) -> float:
     in strips of :data:`SSIM_STRIP_ROWS` rows: each strip is filtered with the rows its windows reach, and
     only the rows every window of which lies inside the strip are kept, so each kept value is the one the
     whole plane gives."""
+    # SSIM comes from scikit-image rather than being written here: it is maintained, tested, and follows
+    # the reference implementation of Wang et al. (2004), so our figures are comparable with everyone
+    # else's.  Imported here: it brings SciPy's ndimage (~0.4 s), which the processes that only encrypt
+    # or process (Spark's Python workers, most of them) never need.
+    from skimage.metrics import structural_similarity
+
     pad = (win - 1) // 2
     h = reference.shape[0]
     total, count = 0.0, 0

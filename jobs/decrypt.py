@@ -23,6 +23,8 @@ import functools
 import os
 import time
 
+import pyarrow as pa
+
 from hecore.errors import HepixError, KeyMismatch
 from hecore.images import DEFAULT_MAX_PIXELS
 from schemas.manifest import Counts
@@ -34,6 +36,7 @@ from tasks.decrypt import assemble_group, decrypt_partition
 from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 
 from .runtime.console import table
+from .runtime.frames import driver_frame
 from .runtime.owner import OwnerMap
 from .runtime.progress import Progress
 from .runtime.rowcheck import reject_row
@@ -138,16 +141,13 @@ def originals(run, owner: OwnerMap | None):
 
 def owner_names(run, owner: OwnerMap | None, ids: list[str]):
     """(image_id, source, content_sha256) of the decrypted images: the owner map's, or the id alone."""
-    import pyarrow as pa
-
     if owner is None:
         rows = [{"image_id": i, "source": i, "content_sha256": ""} for i in ids]
     else:
         known = owner.images()
         rows = [{"image_id": i, "source": known[i].source if i in known else i,
                  "content_sha256": known[i].content_sha256 if i in known else ""} for i in ids]
-    t = pa.Table.from_pylist(rows, schema=OWNER_NAMES)
-    return run.spark.createDataFrame(t.to_pandas(), spark_schema(OWNER_NAMES))
+    return driver_frame(run.spark, OWNER_NAMES, rows)
 
 
 def references(run, owner: OwnerMap, ids: list[str]):
@@ -158,8 +158,8 @@ def references(run, owner: OwnerMap, ids: list[str]):
     known = owner.images()
     pairs = [(i, known[i].content_sha256) for i in ids if i in known and known[i].content_sha256]
     if not run.args.images or not pairs:
-        return run.spark.createDataFrame([], spark_schema(REFERENCES))
-    by_id = run.spark.createDataFrame(pairs, "image_id string, content_sha256 string")
+        return driver_frame(run.spark, REFERENCES)
+    by_id = driver_frame(run.spark, pa.schema([("image_id", pa.string()), ("content_sha256", pa.string())]), pairs)
     found = originals(run, owner).dropDuplicates(["content_sha256"])
     return found.join(F.broadcast(by_id), "content_sha256").select(*REFERENCES.names)
 

@@ -32,6 +32,7 @@ from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PRED
 
 from .runtime import runinfo
 from .runtime.console import table
+from .runtime.frames import driver_frame
 from .runtime.rowcheck import reject_row
 from .runtime.runs import add_spark_arguments, exit_status, open_run, table_function
 from .runtime.session import plain_session, spark_info
@@ -103,7 +104,7 @@ def run_encrypt(args) -> int:
     with plain_session("encrypt-digits", args.master, args.conf) as spark:
         out = Output(Storage(spark), args.out, run_id)
         try:
-            spark.createDataFrame(rows, spark_schema(CIPHERTEXTS)).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
+            driver_frame(spark, CIPHERTEXTS, rows).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
                 "overwrite").parquet(out.table("ciphertexts"))
             nbytes = sum(len(r["ct"]) for r in rows)
             files = {"ciphertexts": describe_table(spark, out.storage, out.table("ciphertexts"), checksums=True)}

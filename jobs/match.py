@@ -23,6 +23,7 @@ from schemas.tables import DISTANCES, ENCRYPTED_DISTANCES, spark_schema
 from tasks.process import match_group
 
 from .runtime.console import table
+from .runtime.frames import driver_frame
 from .runtime.progress import Progress
 from .runtime.rowcheck import reject_row
 from .runtime.runs import exit_status, open_run, table_function
@@ -125,7 +126,7 @@ def decrypt(run) -> int:
 
         for r, noisy in zip(rows, flood(np.array([r["distance"] for r in rows]), args.flood_std)):
             r["distance"] = float(noisy)
-    run.write(run.spark.createDataFrame(rows, spark_schema(DISTANCES)), "distances")
+    run.write(driver_frame(run.spark, DISTANCES, rows), "distances")
     write_rejects(run.spark, rejects, run.out.table("rejects"))
     secs = time.perf_counter() - t0
     run.timings["decrypt_seconds"] = secs

@@ -25,6 +25,20 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The jobs these tests run one after the other in this process share a Spark session where they hold no
 # secret (jobs.runtime.session.KEEP_ENV): its Python workers and the JVM's warm code serve the next job.
 os.environ.setdefault("HEPIX_KEEP_SESSION", "1")
+
+
+def _spark_submit_from_the_archive() -> None:
+    """The JVMs the tests start through ``spark-submit`` (the submit scripts, Airflow's operator) map Spark's
+    classes from the class-data archive ``make setup`` wrote, as the sessions hepix starts itself do
+    (jobs/runtime/jvmarchive.py); a JVM on other jars ignores it."""
+    from jobs.runtime import jvmarchive
+
+    opts = jvmarchive.java_options()
+    if opts and "SPARK_SUBMIT_OPTS" not in os.environ:
+        os.environ["SPARK_SUBMIT_OPTS"] = opts
+
+
+_spark_submit_from_the_archive()
 #: The folder holding ``usc-sipi/`` and ``div2k/``.
 DATASETS = Path(os.environ.get("HEPIX_DATASETS") or REPO_ROOT.parent / "shared" / "datasets")
 

@@ -35,6 +35,7 @@ from tasks.rowchecks import expected_rows
 from tasks.rows import RowMeta
 
 from . import runinfo
+from .frames import driver_frame
 from .owner import OwnerMap, encrypted_before
 from .runs import ListAccumulator, worker_report
 from .session import spark_info
@@ -355,7 +356,7 @@ class EncryptRun:
         dst = self.out.out
         if not self.files["ciphertexts"]:
             staged = join(self.out.staging, "empty", "ciphertexts")
-            self.spark.createDataFrame([], spark_schema(CIPHERTEXTS)).coalesce(1).write.parquet(staged)
+            driver_frame(self.spark, CIPHERTEXTS).coalesce(1).write.parquet(staged)
             entries = describe_table(self.spark, self.storage, staged, checksums=True)
             self._move_in("ciphertexts", entries, staged, f"{self.run_id}-empty-")
         listed = {e["name"] for e in self.files["ciphertexts"]}

@@ -31,6 +31,8 @@ from tasks.rowchecks import (
 )
 from tasks.splits import SplitSource
 
+from .frames import driver_frame
+
 # --- per image ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -283,7 +285,7 @@ def _keep(spark, df, checked: CheckedInput):
     columns = df.columns
     if checked.bad_images:
         good = checked.good_ids
-        keep = spark.createDataFrame([(i,) for i in good] or [("",)], "image_id string")
+        keep = driver_frame(spark, pa.schema([("image_id", pa.string())]), [(i,) for i in good])
         # a join reorders columns; the stages' Arrow functions return batches by position: restore the order
         return (df.join(F.broadcast(keep), "image_id", "left_semi") if good else df.limit(0)).select(*columns)
     if checked.id_less:

@@ -25,6 +25,7 @@ from hecore.schemes import SECRET_FILES
 from schemas.manifest import RunManifest
 
 from . import runinfo
+from .frames import driver_frame
 from .session import spark_info
 from .storage import Output, Storage, join, listed_paths, read_manifest
 
@@ -246,7 +247,7 @@ class Run:
                 splits += splits_of(p, present[name], footer)
         schema = spark_schema(arrow_schema)
         reader = self.spark.read.schema(schema).option("ignoreCorruptFiles", "true")
-        df = (reader.parquet(*found) if found else self.spark.createDataFrame([], schema)).select(*schema.names)
+        df = (reader.parquet(*found) if found else driver_frame(self.spark, arrow_schema)).select(*schema.names)
         return (df, rejects, splits) if with_splits else (df, rejects)
 
     def expectation(self, **overrides):

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from hecore.errors import UntrustedSession
+from jobs.runtime import jvmarchive
 from schemas.tables import BLOB_READER_BATCH_ROWS
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ LOCAL_DEFAULTS = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.memory": "4g",
     "spark.sql.shuffle.partitions": "8",
+    # the Python workers forked with the tasks' code already imported (jobs/runtime/pydaemon.py)
+    "spark.python.daemon.module": "jobs.runtime.pydaemon",
 }
 
 
@@ -268,6 +271,9 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
             # more CPU in a job of seconds or minutes than it ever saves (measured: ~5 s of a core
             # in a 15 s encrypt on 2 cores).  C1 alone is enough.
             java_opts += " -XX:TieredStopAtLevel=1"
+        archive = jvmarchive.java_options()     # Spark's classes mapped from an archive, not parsed again
+        if archive:
+            java_opts += f" {archive}"
         settings["spark.driver.extraJavaOptions"] = java_opts
         settings.update(user)
     settings.update(extra or {})

@@ -3,10 +3,11 @@ table (its files, their row counts and bytes, the XOR of their row checksums).""
 from __future__ import annotations
 
 from hecore.errors import HepixError
-from schemas.tables import PARQUET_OPTIONS, REJECTS, spark_schema
+from schemas.tables import PARQUET_OPTIONS, REJECTS
 from tasks.checksums import ALGORITHM
 from tasks.files import replace_file
 
+from .frames import driver_frame
 from .storage import Storage
 
 #: The one file of a rejects table.
@@ -23,7 +24,7 @@ def write_rejects(spark, rows: list[dict], path: str) -> None:
     try:
         fs, where = storage.access(path).open(path)
     except HepixError:
-        spark.createDataFrame([tuple(r.get(n) for n in REJECTS.names) for r in rows], spark_schema(REJECTS)) \
+        driver_frame(spark, REJECTS, [{n: r.get(n) for n in REJECTS.names} for r in rows]) \
             .coalesce(1).write.options(**PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(path)
         return
     table = pa.Table.from_pylist([{n: r.get(n) for n in REJECTS.names} for r in rows], schema=REJECTS)

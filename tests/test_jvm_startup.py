@@ -1,0 +1,80 @@
+"""What makes a Spark JVM and its Python workers start faster: the class-data archive
+(jobs/runtime/jvmarchive.py) and the daemon that forks workers with the tasks' code imported
+(jobs/runtime/pydaemon.py)."""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from jobs.runtime import jvmarchive
+from jobs.runtime.session import plain_session
+
+pytestmark = pytest.mark.skipif(jvmarchive._java() is None, reason="no java on PATH and no JAVA_HOME")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(jvmarchive.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_without_an_archive_the_jvm_gets_no_option(cache):
+    assert not jvmarchive.archive_path().exists()
+    assert jvmarchive.java_options() == ""
+
+
+def test_the_archive_of_this_java_and_these_jars_is_mapped_when_it_is_there(cache):
+    path = jvmarchive.archive_path()
+    assert path.parent == cache / "spark-cds"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"archive")
+    path.chmod(0o644)
+    assert f"-XX:SharedArchiveFile={path}" in jvmarchive.java_options().split()
+
+
+@pytest.mark.parametrize("mode", [0o664, 0o646])
+def test_an_archive_others_can_write_is_ignored_with_a_warning_naming_it(cache, mode, caplog):
+    path = jvmarchive.archive_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"archive")
+    path.chmod(mode)
+    with caplog.at_level(logging.WARNING, logger=jvmarchive.__name__):
+        assert jvmarchive.java_options() == ""
+    assert str(path) in caplog.text and "no one else" in caplog.text
+
+
+def test_a_jvm_given_an_archive_of_another_build_starts_as_without_it_and_says_nothing(tmp_path):
+    foreign = tmp_path / "foreign.jsa"
+    foreign.write_bytes(os.urandom(4096))
+    options = f"-XX:SharedArchiveFile={foreign} -Xlog:cds=off -Xlog:cds+dynamic=off".split()
+    done = subprocess.run([str(jvmarchive._java()), *options, "-version"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "cds" not in done.stderr.lower() and "archive" not in done.stderr.lower(), done.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_local_python_workers_are_forked_with_the_tasks_code_already_imported():
+    # defined here, so that Spark ships it by value: the workers cannot import this test module
+    def _who_runs_me(batches):
+        """In a Python worker: its parent's command line, and whether hecore's task code was there before
+        this function (which imports none of it) ran."""
+        preloaded = "tasks.encrypt" in sys.modules and "tasks.process" in sys.modules
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\0", b" ").decode()
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"parent": [parent], "preloaded": [preloaded]})
+
+    with plain_session("test", "local[2]", None) as spark:
+        rows = spark.range(2, numPartitions=2).mapInArrow(_who_runs_me, "parent string, preloaded boolean").collect()
+    assert len(rows) == 2
+    for r in rows:
+        assert "-m jobs.runtime.pydaemon" in r["parent"], r["parent"]
+        assert r["preloaded"], r
