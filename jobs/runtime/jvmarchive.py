@@ -18,7 +18,9 @@ ignored with a warning.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import logging
 import os
 import shutil
@@ -110,8 +112,12 @@ def _warm_up(work: Path) -> None:
          "--owner", str(work / "enc.owner"), *spark],
     ]
     for args in steps:
-        if main(args) != 0:
-            raise RuntimeError(f"hepix {' '.join(args)} failed while writing the class-data archive")
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):          # the jobs' own lines; shown when one fails
+            code = main(args)
+        if code != 0:
+            raise RuntimeError(f"hepix {' '.join(args)} failed while writing the class-data archive:\n"
+                               f"{said.getvalue()[-2000:]}")
 
 
 def build(*, force: bool = False) -> Path | None:
@@ -155,5 +161,6 @@ if __name__ == "__main__":
 
     logging.basicConfig(level=logging.WARNING)
     built = jvmarchive.build(force="--force" in sys.argv[1:])
-    print(built if built is not None else "no java: no class-data archive", flush=True)
+    print(f"Spark's class-data archive: {built}" if built is not None else "no java: no class-data archive",
+          flush=True)
     os._exit(0)
