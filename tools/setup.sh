@@ -73,11 +73,11 @@ if [[ "$("$py" -c 'import hepix_tfhe; print(hepix_tfhe.BUILD_KEY)' 2>/dev/null)"
   "$py" -m pip install --quiet --force-reinstall --no-deps "$tfhe_wheel" >&2
 fi
 "$py" -c 'import Pyfhel, pyspark, numba, hecore, hepix_seal, hepix_tfhe' >&2
-# --- Spark's class-data archive (jobs/runtime/jvmarchive.py): the JVM maps Spark's classes at start-up -------
-# Written once per Java and pyspark installation by running hepix's jobs on a generated image (~40 s); a job
+# --- Spark's class-data archive (jobs/classarchive.py, jobs/runtime/jvmarchive.py): faster JVM start-up -----
+# Written once per Java and pyspark installation by running hepix's jobs on a generated image (~50 s); a job
 # started without it runs the same, only its JVM starts slower.
-if ! HEPIX_CACHE=$cache "$py" -m jobs.runtime.jvmarchive >&2; then
-  echo "setup: WARNING: no class-data archive for Spark (jobs/runtime/jvmarchive.py): jobs start without it" >&2
+if ! HEPIX_CACHE=$cache "$py" -m jobs.classarchive >&2; then
+  echo "setup: WARNING: no class-data archive for Spark (jobs/classarchive.py): jobs start without it" >&2
 fi
 # --- Airflow (conf/airflow/hepix_nightly.py and its test), in a virtualenv of its own, cached -------------
 # Not hepix's: Airflow pins its own dependency tree.  A failed build does not fail hepix's setup: the DAG's
