@@ -3,8 +3,8 @@
 A JVM that starts Spark loads and verifies about 12,000 classes from Spark's jars before the first
 job runs, most of a core for several seconds.  The JDK can instead map them from an archive written
 by an earlier JVM on the same jars (application class-data sharing, ``-XX:SharedArchiveFile``).
-Measured on a 2-core machine: a ``hepix process`` of four ciphertexts in a fresh JVM took 26 CPU
-seconds without the archive and 19 with it (``hepix bench``-style A/B, same machine, same load).
+Measured on a 2-core machine: a ``hepix process`` of four ciphertexts in a fresh JVM took 26-27 CPU
+seconds without the archive and 19-22 with it (runs alternating between the two, same load).
 
 ``python -m jobs.classarchive`` writes the archive once per Java and Spark installation (``make setup``
 runs it): it starts Spark with ``-XX:ArchiveClassesAtExit`` (:func:`dumping_to`), runs hepix's jobs on a
