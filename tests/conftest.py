@@ -39,6 +39,7 @@ def _spark_submit_from_the_archive() -> None:
 
 
 _spark_submit_from_the_archive()
+
 #: The folder holding ``usc-sipi/`` and ``div2k/``.
 DATASETS = Path(os.environ.get("HEPIX_DATASETS") or REPO_ROOT.parent / "shared" / "datasets")
 

@@ -21,13 +21,14 @@ def write_rejects(spark, rows: list[dict], path: str) -> None:
     import pyarrow as pa
 
     storage = Storage(spark)
+    records = [{n: r.get(n) for n in REJECTS.names} for r in rows]
     try:
         fs, where = storage.access(path).open(path)
     except HepixError:
-        driver_frame(spark, REJECTS, [{n: r.get(n) for n in REJECTS.names} for r in rows]) \
+        driver_frame(spark, REJECTS, records) \
             .coalesce(1).write.options(**PARQUET_OPTIONS["rejects"]).mode("overwrite").parquet(path)
         return
-    table = pa.Table.from_pylist([{n: r.get(n) for n in REJECTS.names} for r in rows], schema=REJECTS)
+    table = pa.Table.from_pylist(records, schema=REJECTS)
     storage.delete(path)
     fs.create_dir(where, recursive=True)
     replace_file(table, fs, f"{where}/{REJECTS_FILE}", compression=PARQUET_OPTIONS["rejects"]["compression"])
