@@ -33,6 +33,8 @@ CACHE_ENV = "HEPIX_CACHE"
 #: Set by :func:`dumping_to` for the JVM started inside it: where that JVM writes the archive as it exits.
 _dump_to: Path | None = None
 _warned: set[Path] = set()
+#: The JVM says nothing of the archive: not when it writes one, not when it ignores one of another build.
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def _java() -> Path | None:
@@ -78,13 +80,13 @@ def usable(path: Path) -> bool:
 
 
 def java_options() -> str:
-    """JVM options that start Spark from the archive (or write it, during :func:`build`); '' without one."""
+    """JVM options that start Spark from the archive (or write it, inside :func:`dumping_to`); '' without one."""
     if _dump_to is not None:
-        return f"-XX:ArchiveClassesAtExit={_dump_to} -Xlog:cds=off -Xlog:cds+dynamic=off"
+        return f"-XX:ArchiveClassesAtExit={_dump_to} {_QUIET}"
     path = archive_path()
     if path is None or not usable(path):
         return ""
-    return f"-XX:SharedArchiveFile={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    return f"-XX:SharedArchiveFile={path} {_QUIET}"
 
 
 @contextlib.contextmanager
