@@ -9,6 +9,9 @@
 #   HEPIX_TRUSTED_CLUSTER=1  the cluster may hold the secret key (see hepix_refuse_secret_jobs)
 #   HEPIX_VENV         the project's virtualenv (default: .venv beside spark-submit/)
 #   HEPIX_DIST         where package.sh put its archives (default: dist/ beside spark-submit/)
+#   HEPIX_ENV_ARCHIVE  standalone.sh and yarn.sh: the packed environment already on the
+#                      cluster's file system (hdfs://..., s3a://...), shipped by URL
+#                      instead of HEPIX_DIST's copy being uploaded with every application
 #   HEPIX_PROPERTIES   Spark properties file (default: conf/spark-hepix.conf)
 #   HEPIX_DRIVER_MEMORY  driver memory (default 4g)
 #   HEPIX_SPARK_OPTS   extra spark-submit options, split on whitespace
@@ -138,10 +141,22 @@ hepix_cluster_spark_submit() {
   fi
 }
 
-# The archives package.sh builds; a cluster run needs both.
+# The archives package.sh builds; a cluster run needs both.  Sets `hepix_env_archive`:
+# HEPIX_ENV_ARCHIVE when it is set (a URL the cluster reads; YARN localizes an
+# archive that everyone may read, in directories everyone may enter, once per
+# node and shares it between applications), else HEPIX_DIST's local copy.
 hepix_need_dist() {
-  local f
-  for f in hepix-env.tar.gz hepix-src.zip; do
+  local f files=(hepix-src.zip)
+  if [[ -n ${HEPIX_ENV_ARCHIVE:-} ]]; then
+    [[ $HEPIX_ENV_ARCHIVE =~ ^[A-Za-z][A-Za-z0-9+.-]*://[^[:space:]#]+$ ]] \
+      || hepix_die "HEPIX_ENV_ARCHIVE must be the URL of the archive on the cluster's file system" \
+                   "(hdfs://..., s3a://...), without spaces or '#', got '$HEPIX_ENV_ARCHIVE'"
+    hepix_env_archive=$HEPIX_ENV_ARCHIVE
+  else
+    files+=(hepix-env.tar.gz)
+    hepix_env_archive=$hepix_dist/hepix-env.tar.gz
+  fi
+  for f in "${files[@]}"; do
     [[ -f $hepix_dist/$f ]] || hepix_die "$hepix_dist/$f is missing: run spark-submit/package.sh first"
   done
 }

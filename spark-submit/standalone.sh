@@ -77,7 +77,7 @@ hepix_run "$submit" \
   --name "hepix-$hepix_command" \
   --driver-memory "$hepix_driver_memory" \
   "${resources[@]}" \
-  --archives "$hepix_dist/hepix-env.tar.gz#env" \
+  --archives "$hepix_env_archive#env" \
   --py-files "$hepix_dist/hepix-src.zip" \
   --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \
   --conf spark.executorEnv.XDG_CACHE_HOME=.cache \

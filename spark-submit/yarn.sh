@@ -9,7 +9,10 @@
 # Run spark-submit/package.sh first: every container gets hecore/jobs/schemas/tasks
 # from dist/hepix-src.zip (--py-files) and Python with every dependency from
 # dist/hepix-env.tar.gz, unpacked as ./env (--archives ...#env).  YARN
-# distributes both through the application's staging directory.
+# distributes both through the application's staging directory.  Put the
+# environment on HDFS once, readable by all, and name it in HEPIX_ENV_ARCHIVE
+# (hdfs:///apps/hepix/hepix-env.tar.gz): it is then no longer uploaded with
+# every application, and each NodeManager unpacks it once for all of them.
 #
 # Deploy mode (HEPIX_DEPLOY_MODE):
 #   client (default)  the driver runs here, with the project's virtualenv;
@@ -38,6 +41,7 @@
 #   HEPIX_QUEUE          YARN queue (default: the cluster's default)
 #   HEPIX_EXECUTORS      --num-executors (default: dynamic allocation or Spark's default)
 #   HEPIX_EXECUTOR_MEMORY / HEPIX_EXECUTOR_CORES  --executor-memory / --executor-cores
+#   HEPIX_ENV_ARCHIVE    the packed environment on the cluster (see above)
 #   SPARK_HOME / SPARK_SUBMIT  the cluster's Spark (default: the venv's pyspark)
 #   HEPIX_DRIVER_MEMORY, HEPIX_VENV, HEPIX_DIST, HEPIX_PROPERTIES,
 #   HEPIX_SPARK_OPTS, HEPIX_DRY_RUN: see common.sh
@@ -91,7 +95,7 @@ hepix_run "$submit" \
   --name "hepix-$hepix_command" \
   --driver-memory "$hepix_driver_memory" \
   "${resources[@]}" \
-  --archives "$hepix_dist/hepix-env.tar.gz#env" \
+  --archives "$hepix_env_archive#env" \
   --py-files "$hepix_dist/hepix-src.zip" \
   --conf "spark.yarn.appMasterEnv.PYSPARK_PYTHON=$hepix_env_python" \
   --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \

@@ -11,7 +11,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from jobs.runtime import jvmarchive
+from jobs.runtime import jvmarchive, pydaemon
 from jobs.runtime.session import plain_session
 
 pytestmark = pytest.mark.skipif(jvmarchive._java() is None, reason="no java on PATH and no JAVA_HOME")
@@ -66,15 +66,41 @@ def test_local_python_workers_are_forked_with_the_tasks_code_already_imported():
         """In a Python worker: its parent's command line, and whether hecore's task code was there before
         this function (which imports none of it) ran."""
         preloaded = "tasks.encrypt" in sys.modules and "tasks.process" in sys.modules
+        pyspark_file = sys.modules["pyspark"].__file__
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
             parent = f.read().replace(b"\0", b" ").decode()
         for _ in batches:
             pass
-        yield pa.RecordBatch.from_pydict({"parent": [parent], "preloaded": [preloaded]})
+        yield pa.RecordBatch.from_pydict({"parent": [parent], "preloaded": [preloaded], "pyspark": [pyspark_file]})
 
     with plain_session("test", "local[2]", None) as spark:
-        rows = spark.range(2, numPartitions=2).mapInArrow(_who_runs_me, "parent string, preloaded boolean").collect()
+        rows = spark.range(2, numPartitions=2).mapInArrow(
+            _who_runs_me, "parent string, preloaded boolean, pyspark string").collect()
     assert len(rows) == 2
     for r in rows:
         assert "-m jobs.runtime.pydaemon" in r["parent"], r["parent"]
         assert r["preloaded"], r
+        # pyspark from the installed package, compiled once, not compiled again from Spark's pyspark.zip
+        assert ".zip" not in r["pyspark"], r
+
+
+def test_the_daemon_prefers_the_installed_pyspark_to_its_own_zips_only(tmp_path, monkeypatch):
+    site, elsewhere = tmp_path / "site", tmp_path / "spark" / "python" / "lib"
+    lib = site / "pyspark" / "python" / "lib"
+    for d in (lib, elsewhere):
+        d.mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    own = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+    other = str(elsewhere / "pyspark.zip")
+    monkeypatch.setattr(sys, "path", [*own, other, str(site)])
+    # py4j is not installed beside pyspark: its zip stays ahead
+    assert pydaemon.prefer_installed_pyspark() == own[:1]
+    assert sys.path == [own[1], other, str(site), own[0]]
+    (site / "py4j").mkdir()
+    (site / "py4j" / "__init__.py").write_text("")
+    monkeypatch.setattr(sys, "path", [*own, other, str(site)])
+    assert pydaemon.prefer_installed_pyspark() == own
+    assert sys.path == [other, str(site), *own]
+    # no installed pyspark: nothing moves
+    monkeypatch.setattr(sys, "path", [*own, other])
+    assert pydaemon.prefer_installed_pyspark() == [] and sys.path == [*own, other]

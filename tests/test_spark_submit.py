@@ -188,6 +188,19 @@ def test_yarn_ships_the_env_and_the_zip_and_points_python_at_the_env(fake_dist):
     assert not [w for w in cluster if w.startswith("PYSPARK_DRIVER_PYTHON=")]
 
 
+@pytest.mark.parametrize("script", ["standalone.sh", "yarn.sh"])
+def test_an_environment_already_on_the_cluster_is_shipped_by_its_url(fake_dist, script):
+    (fake_dist / "hepix-env.tar.gz").unlink()           # not needed here any more
+    url = "hdfs://nn.invalid:8020/apps/hepix/hepix-env.tar.gz"
+    env = {**CLUSTER_ENV[script], "HEPIX_DIST": str(fake_dist), "HEPIX_ENV_ARCHIVE": url}
+    words = dry_run(script, "encrypt", "--keys", "PUB", env=env)
+    assert option(words, "--archives") == f"{url}#env"
+    assert option(words, "--py-files") == f"{fake_dist}/hepix-src.zip"
+    for bad in ("/local/hepix-env.tar.gz", "hdfs:///a b.tar.gz", "hdfs:///env.tar.gz#other"):
+        r = run([SUBMIT / script, "encrypt"], env={**env, "HEPIX_ENV_ARCHIVE": bad})
+        assert r.returncode == 1 and "HEPIX_ENV_ARCHIVE must be the URL" in r.stderr and bad in r.stderr, r.stderr
+
+
 def test_yarn_refuses_an_unknown_deploy_mode(fake_dist):
     env = {**CLUSTER_ENV["yarn.sh"], "HEPIX_DIST": str(fake_dist), "HEPIX_DEPLOY_MODE": "both"}
     r = run([SUBMIT / "yarn.sh", "encrypt"], env=env)

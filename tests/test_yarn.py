@@ -59,9 +59,25 @@ def hdfs_conf(root: Path, webhdfs: str) -> Path:
     return conf
 
 
+#: Where the packed environment is put on HDFS, readable by all: YARN's NodeManager localizes it once
+#: (its public cache) for every application, instead of one upload and one unpacking per application.
+ENV_ON_HDFS = "/apps/hepix/hepix-env.tar.gz"
+
+
+def put_public(client, local: Path, remote: str) -> None:
+    """``local`` to ``remote`` on HDFS, world-readable in world-searchable directories."""
+    parent = remote.rsplit("/", 1)[0]
+    client.makedirs(parent, permission="755")
+    client.upload(remote, str(local), n_threads=1, overwrite=True, permission="644")
+    while parent:
+        client.set_permission(parent, "755")
+        parent = parent.rsplit("/", 1)[0]
+
+
 def yarn_env(cluster, dist: Path, root: Path, mode: str, event_log: Path) -> dict[str, str]:
     """yarn.sh's environment: the mini cluster's HADOOP_CONF_DIR, a SPARK_CONF_DIR whose
-    spark-defaults.conf takes Spark's jars from this machine, small containers."""
+    spark-defaults.conf takes Spark's jars from this machine, the packed environment from HDFS
+    (:data:`ENV_ON_HDFS`), small containers."""
     spark_conf = root / "spark-conf"
     spark_conf.mkdir(exist_ok=True)
     (spark_conf / "spark-defaults.conf").write_text(f"spark.yarn.jars local:{spark_home() / 'jars'}/*\n")
@@ -70,7 +86,8 @@ def yarn_env(cluster, dist: Path, root: Path, mode: str, event_log: Path) -> dic
             "--conf", f"spark.eventLog.dir={event_log.as_uri()}", "--conf", "spark.eventLog.compress=false",
             "--conf", "spark.eventLog.rolling.enabled=false"]
     return {**_clean_env(), "HADOOP_CONF_DIR": str(cluster.conf_dir), "SPARK_CONF_DIR": str(spark_conf),
-            "HEPIX_DIST": str(dist), "HEPIX_VENV": sys.prefix, "HEPIX_DEPLOY_MODE": mode,
+            "HEPIX_DIST": str(dist), "HEPIX_ENV_ARCHIVE": f"{cluster.uri}{ENV_ON_HDFS}", "HEPIX_VENV": sys.prefix,
+            "HEPIX_DEPLOY_MODE": mode,
             "HEPIX_DRIVER_MEMORY": "1g", "HEPIX_EXECUTORS": "2", "HEPIX_EXECUTOR_MEMORY": "512m",
             "HEPIX_EXECUTOR_CORES": "1", "SPARK_LOCAL_IP": "127.0.0.1", "HEPIX_SPARK_OPTS": " ".join(opts)}
 
@@ -130,6 +147,16 @@ class Runs:
     client_events: list[dict]
     cluster_events: list[dict]
     refusal: subprocess.CompletedProcess
+    unpacked: dict[str, int]        # the NodeManager's copies of the environment, public and per user or app
+
+
+def unpacked_environments(cluster) -> dict[str, int]:
+    """How many copies of the packed environment the NodeManager unpacked into its public cache, and into
+    its users' and applications' caches."""
+    local = "target/test/data/*/*/*-localDir-nm-*/{}/hepix-env.tar.gz"
+    return {where: len(list(cluster.workdir.glob(local.format(pattern))))
+            for where, pattern in (("public", "filecache/*"), ("user", "usercache/*/filecache/*"),
+                                   ("application", "usercache/*/appcache/*/filecache/*"))}
 
 
 def download(client, remote: str, local: Path) -> Path:
@@ -156,6 +183,7 @@ def runs(tmp_path_factory) -> Runs:
                      "--owner", str(owner), *ENC, *local]) == 0
         assert main(["process", "--keys", str(pub), "--input", f"{hdfs}/enc", "--out", f"{hdfs}/local",
                      "--op", OP, *local]) == 0
+        put_public(cluster.client(), dist / "hepix-env.tar.gz", ENV_ON_HDFS)
         process = ["process", "--keys", pub, "--input", f"{hdfs}/enc", "--op", OP]
         kill = run_yarn(cluster, [*process, "--out", f"{hdfs}/client"],
                         yarn_env(cluster, dist, root, "client", root / "client-events"), root / "client.log", kill=True)
@@ -174,10 +202,11 @@ def runs(tmp_path_factory) -> Runs:
                          str(root / "dec" / name), "--owner", str(owner), "--images", str(corpus / "images"),
                          "--png", *local]) == 0, name
             download(webhdfs, f"/{name}", root / "got" / name)
+        unpacked = unpacked_environments(cluster)
     finally:
         cluster.stop()
     return Runs(corpus, root, kill, events_of(root / "client-events"), events_of(root / "cluster-events"),
-                refusal)
+                refusal, unpacked)
 
 
 def manifest(path: Path) -> dict:
@@ -218,6 +247,12 @@ def test_an_executor_container_killed_mid_job_leaves_exactly_the_rows_of_the_cle
     assert ends and all(e["Job Result"]["Result"] == "JobSucceeded" for e in ends)
     # the cluster-mode run lost nothing: its two executors did the work
     assert len(executor_ids_of_tasks(runs.cluster_events)) == 2
+
+
+def test_the_environment_on_hdfs_is_unpacked_once_for_both_applications(runs):
+    """HEPIX_ENV_ARCHIVE names the world-readable archive on HDFS: both applications ran from the one copy in
+    the NodeManager's public cache, and none was unpacked per user or per application."""
+    assert runs.unpacked == {"public": 1, "user": 0, "application": 0}
 
 
 def test_yarn_sh_refuses_decrypt_without_a_trusted_cluster(runs):

@@ -8,14 +8,45 @@ once, before it forks, so every worker starts with them.  ``jobs.runtime.session
 keep Spark's own daemon.
 
 An import that fails here is left for the workers to meet again and report as the task's error.
+
+Spark puts its own ``pyspark.zip`` and py4j's source zip first on the workers' path.  They hold sources
+only, so every daemon compiles pyspark's modules afresh (about 1 s of a core, twice the imports
+themselves).  When those zips are the ones inside the pyspark package this interpreter has installed --
+the same files, whose compiled modules sit beside them -- :func:`prefer_installed_pyspark` moves them to
+the end of the path, so that the installed package, compiled once, is what the daemon and its workers
+import.  Zips from anywhere else (a cluster's Spark) are left where they are.
 """
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 #: The worker's entry point, then the modules whose functions the jobs hand to Spark.
 PRELOAD = ("pyspark.worker", "tasks.checksums", "tasks.contactsheet", "tasks.decode", "tasks.decrypt",
            "tasks.encrypt", "tasks.files", "tasks.metrics", "tasks.process", "tasks.rowchecks", "tasks.splits")
+
+
+def _package_dir(name: str, entries: list[str]) -> str | None:
+    """The directory of package ``name`` under the first of ``entries`` (directories, not zips) that has it."""
+    for entry in entries:
+        if entry and os.path.isfile(os.path.join(entry, name, "__init__.py")):
+            return os.path.realpath(os.path.join(entry, name))
+    return None
+
+
+def prefer_installed_pyspark() -> list[str]:
+    """Move the zips of ``<installed pyspark>/python/lib/`` behind the installed packages on ``sys.path``
+    (py4j's only when py4j is installed too); return the entries moved."""
+    directories = [e for e in sys.path if e and os.path.isdir(e)]
+    installed = _package_dir("pyspark", directories)
+    if installed is None:
+        return []
+    own = os.path.join(installed, "python", "lib") + os.sep
+    zips = [e for e in sys.path if e.endswith(".zip") and os.path.realpath(e).startswith(own)]
+    moved = [e for e in zips if "py4j" not in os.path.basename(e) or _package_dir("py4j", directories)]
+    sys.path[:] = [e for e in sys.path if e not in moved] + moved
+    return moved
 
 
 def preload() -> None:
@@ -27,6 +58,7 @@ def preload() -> None:
 
 
 if __name__ == "__main__":
+    prefer_installed_pyspark()
     preload()
     from pyspark import daemon
 

@@ -28,11 +28,13 @@ class Storage:
     """A thin wrapper over ``org.apache.hadoop.fs.FileSystem`` through the session's JVM."""
 
     def __init__(self, spark):
-        self._jvm = spark._jvm
+        # The class looked up once: py4j resolves ``jvm.org.apache.hadoop.fs.Path`` one name at a time, and
+        # each of ``org``, ``org.apache``, ... is a class lookup that fails only after searching every jar.
+        self._Path = spark._jvm.org.apache.hadoop.fs.Path
         self._conf = spark._jsc.hadoopConfiguration()
 
     def _path(self, p: str):
-        return self._jvm.org.apache.hadoop.fs.Path(p)
+        return self._Path(p)
 
     def _fs(self, p: str):
         return self._path(p).getFileSystem(self._conf)
