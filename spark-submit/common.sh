@@ -146,7 +146,7 @@ hepix_cluster_spark_submit() {
 # archive that everyone may read, in directories everyone may enter, once per
 # node and shares it between applications), else HEPIX_DIST's local copy.
 hepix_need_dist() {
-  local f files=(hepix-src.zip)
+  local f files=()
   if [[ -n ${HEPIX_ENV_ARCHIVE:-} ]]; then
     [[ $HEPIX_ENV_ARCHIVE =~ ^[A-Za-z][A-Za-z0-9+.-]*://[^[:space:]#]+$ ]] \
       || hepix_die "HEPIX_ENV_ARCHIVE must be the URL of the archive on the cluster's file system" \
@@ -156,6 +156,7 @@ hepix_need_dist() {
     files+=(hepix-env.tar.gz)
     hepix_env_archive=$hepix_dist/hepix-env.tar.gz
   fi
+  files+=(hepix-src.zip)
   for f in "${files[@]}"; do
     [[ -f $hepix_dist/$f ]] || hepix_die "$hepix_dist/$f is missing: run spark-submit/package.sh first"
   done
