@@ -43,7 +43,9 @@
 #   * --without DIST leaves out one of hepix's dependencies (and what only it
 #     brings): for clusters whose jobs never import it, say duckdb and
 #     matplotlib (the notebooks' and reports' tools), scikit-learn (only
-#     `process --op infer:...`), numba (only the pixel layout's kernels).
+#     `process --op infer:...`), numba (only the pixel layout's kernels),
+#     scikit-image (only decrypt's SSIM and the demo's sample images; with
+#     scikit-learn also left out, SciPy goes too).
 #
 # Environment:
 #   HEPIX_VENV           the project's virtualenv (default .venv); venv-pack is
@@ -250,12 +252,15 @@ pyspark_lib=$("$py" -c 'import pyspark, os; print(os.path.join(os.path.dirname(p
 spark_zips=("$pyspark_lib"/pyspark.zip "$pyspark_lib"/py4j-*-src.zip)
 (( ${#spark_zips[@]} == 2 )) || die "expected pyspark.zip and one py4j zip in $pyspark_lib"
 spark_pythonpath=$(IFS=:; echo "${spark_zips[*]}")
-check='import Pyfhel, numpy, pyarrow, pandas, PIL, skimage, schemas.tables, jobs.cli, tasks.encrypt'
+check='import Pyfhel, numpy, pyarrow, pandas, PIL, schemas.tables, jobs.cli, tasks.encrypt'
+[[ " ${without[*]} " == *" scikit-image "* ]] || check+=', skimage'
 [[ " ${without[*]} " == *" numba "* ]] || check+=', numba, hecore.kernels'
 check_where='import hecore, sys; assert "site-packages" in hecore.__file__, hecore.__file__'
+# A driver in the cluster (YARN's cluster mode) builds hepix's parser, which imports every command's module.
+check_parser='jobs.cli.build_parser()'
 
 echo "package.sh: checking the packing venv" >&2
-(cd "$work" && PYTHONPATH=$spark_pythonpath "$pack/bin/python" -c "$check; $check_where") \
+(cd "$work" && PYTHONPATH=$spark_pythonpath "$pack/bin/python" -c "$check; $check_where; $check_parser") \
   || die "the packing venv $pack cannot import hepix and its dependencies (see above)"
 
 echo "package.sh: packing $dist/hepix-env.tar.gz" >&2
@@ -285,7 +290,7 @@ if [[ -n ${HEPIX_PYTHON_PREFIX:-} ]]; then
     || die "repacking $dist/hepix-env.tar.gz failed"
 fi
 if [[ -e $work/unpacked/env/bin/python ]]; then
-  (cd "$work/unpacked" && PYTHONPATH=$spark_pythonpath ./env/bin/python -c "$check; $check_where") \
+  (cd "$work/unpacked" && PYTHONPATH=$spark_pythonpath ./env/bin/python -c "$check; $check_where; $check_parser") \
     || die "the unpacked archive cannot import hepix and its dependencies (see above)"
 else
   # Only with HEPIX_PYTHON_PREFIX: the interpreter it names is not on this machine.

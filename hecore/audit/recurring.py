@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 #: Unique ciphertexts compared pairwise at most (pairs grow quadratically).
 MAX_UNIQUE = 4096
@@ -53,6 +51,11 @@ def _keys(x0: np.ndarray, x1: np.ndarray, q: int, a: np.ndarray, b: np.ndarray) 
 def recurring_differences(x0: np.ndarray, x1: np.ndarray, q: int) -> RecurringResult:
     """Run the attack on the unique ciphertexts whose coefficients ``x0``, ``x1`` (one each,
     two different positions, modulo the prime ``q``) are given."""
+    # SciPy imported here: `hepix`'s parser imports every command's module, also where SciPy is not
+    # installed (a cluster's packed environment without scikit-image and scikit-learn)
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     u = len(x0)
     if u < 3:
         return RecurringResult(u, 0, 0, 0, [])
