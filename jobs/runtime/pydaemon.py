@@ -43,8 +43,9 @@ def prefer_installed_pyspark() -> list[str]:
     if installed is None:
         return []
     own = os.path.join(installed, "python", "lib") + os.sep
-    zips = [e for e in sys.path if e.endswith(".zip") and os.path.realpath(e).startswith(own)]
-    moved = [e for e in zips if "py4j" not in os.path.basename(e) or _package_dir("py4j", directories)]
+    py4j_installed = _package_dir("py4j", directories) is not None
+    moved = [e for e in sys.path if e.endswith(".zip") and os.path.realpath(e).startswith(own)
+             and (py4j_installed or "py4j" not in os.path.basename(e))]
     sys.path[:] = [e for e in sys.path if e not in moved] + moved
     return moved
 

@@ -25,8 +25,9 @@ import tempfile
 from pathlib import Path
 
 from hecore.errors import UntrustedSession
-from jobs.runtime import jvmarchive
 from schemas.tables import BLOB_READER_BATCH_ROWS
+
+from . import jvmarchive
 
 log = logging.getLogger(__name__)
 
