@@ -27,18 +27,40 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HEPIX_KEEP_SESSION", "1")
 
 
-def _spark_submit_from_the_archive() -> None:
-    """The JVMs the tests start through ``spark-submit`` (the submit scripts, Airflow's operator) map Spark's
-    classes from the class-data archive ``make setup`` wrote, as the sessions hepix starts itself do
-    (jobs/runtime/jvmarchive.py); a JVM on other jars ignores it."""
+#: Options for the JVMs the tests start themselves, all short-lived: C1 compiles alone (C2's compilations cost
+#: more of a core than they save in a run of seconds or minutes; it was 40% of the JVMs' CPU in the YARN and
+#: Airflow tests), as hepix's own local sessions do.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
+
+
+def _spark_submit_options() -> None:
+    """The JVMs the tests start through ``spark-submit`` (the submit scripts, Airflow's operator): Spark's
+    classes mapped from the class-data archive ``make setup`` wrote, as the sessions hepix starts itself do
+    (jobs/runtime/jvmarchive.py; a JVM on other jars ignores it), :data:`TEST_JVM_OPTS`, and Spark's
+    expressions interpreted, as in hepix's local sessions (jobs.runtime.session.LOCAL_DEFAULTS; ``spark.*``
+    system properties are Spark settings)."""
     from jobs.runtime import jvmarchive
+    from jobs.runtime.session import LOCAL_DEFAULTS
 
-    opts = jvmarchive.java_options()
-    if opts and "SPARK_SUBMIT_OPTS" not in os.environ:
-        os.environ["SPARK_SUBMIT_OPTS"] = opts
+    codegen = [f"-D{k}={v}" for k, v in LOCAL_DEFAULTS.items() if k.startswith("spark.sql.codegen.")]
+    opts = " ".join([jvmarchive.java_options(), TEST_JVM_OPTS, *codegen]).strip()
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", opts)
 
 
-_spark_submit_from_the_archive()
+_spark_submit_options()
+
+
+def cluster_spark_opts() -> tuple[str, ...]:
+    """spark-submit options for a test's cluster application (YARN, standalone): :data:`TEST_JVM_OPTS` for its
+    driver's, application master's and executors' JVMs, and Spark's expressions interpreted, as in hepix's
+    local sessions."""
+    from jobs.runtime.session import LOCAL_DEFAULTS
+
+    opts = [f"spark.{jvm}JavaOptions={TEST_JVM_OPTS}"
+            for jvm in ("driver.default", "executor.default", "yarn.am.extra")]
+    opts += [f"{k}={v}" for k, v in LOCAL_DEFAULTS.items() if k.startswith("spark.sql.codegen.")]
+    return tuple(word for opt in opts for word in ("--conf", opt))
+
 
 #: The folder holding ``usc-sipi/`` and ``div2k/``.
 DATASETS = Path(os.environ.get("HEPIX_DATASETS") or REPO_ROOT.parent / "shared" / "datasets")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pyspark
+from conftest import TEST_JVM_OPTS
 
 #: (groupId, artifactId, version or None for Hadoop's).  jaxb-api and activation: without them WebHDFS
 #: answers 500 on Java 17; junit-jupiter-api: Hadoop 3.5's test utilities load its Assertions class;
@@ -127,7 +128,8 @@ class MiniDFS:
         self.log = self.workdir / "minidfs.log"
         details = self.workdir / "nn.json"
         self.proc = subprocess.Popen(
-            ["java", "-Xmx512m", "-cp", f"{lib}/*", "org.apache.hadoop.test.MiniDFSClusterManager", "-format",
+            ["java", "-Xmx512m", TEST_JVM_OPTS, "-cp", f"{lib}/*", "org.apache.hadoop.test.MiniDFSClusterManager",
+             "-format",
              "-nnport", str(self.nn_port), "-httpport", str(self.http_port), "-datanodes", "1",
              "-writeConfig", str(self.workdir / "core-site.xml"), "-writeDetails", str(details)],
             cwd=self.workdir, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.PIPE)

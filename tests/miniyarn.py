@@ -25,6 +25,7 @@ from pathlib import Path
 
 import minidfs
 import pyspark
+from conftest import TEST_JVM_OPTS
 
 SOURCE = Path(__file__).resolve().parent / "java" / "HepixMiniYarn.java"
 #: pyspark's jars the ResourceManager loads its log4j 1 API from.
@@ -92,7 +93,7 @@ class MiniYarn:
         self.log = self.workdir / "miniyarn.log"
         self.timeout = timeout
         self._details: dict | None = None
-        cmd = ["java", "-Xmx768m", "-cp", classpath(), "HepixMiniYarn", str(self.conf_dir),
+        cmd = ["java", "-Xmx768m", TEST_JVM_OPTS, "-cp", classpath(), "HepixMiniYarn", str(self.conf_dir),
                str(minidfs.free_port()), str(memory_mb), str(vcores)]
         setpriv = shutil.which("setpriv")
         if setpriv:

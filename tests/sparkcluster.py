@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import TEST_JVM_OPTS, cluster_spark_opts
 from sparkstandalone import (
     GIB,
     StandaloneCluster,
@@ -44,7 +45,7 @@ def started_cluster(root: Path, workers: int = 2):
     stopped and the scratch removed on the way out, also when the test failed or the start did."""
     dist = cluster_dist(root / "dist", venv=Path(sys.prefix), without=NOT_ON_THE_CLUSTER)
     scratch = Path(tempfile.mkdtemp(prefix="hepix-test-cluster-", dir=scratch_parent(root, SCRATCH_NEED)))
-    cluster = StandaloneCluster(root / "spark", workers=workers, scratch=scratch)
+    cluster = StandaloneCluster(root / "spark", workers=workers, scratch=scratch, java_options=TEST_JVM_OPTS)
     try:
         cluster.start(wait=False)
         yield cluster, dist
@@ -64,7 +65,7 @@ def submit(cluster: StandaloneCluster, dist: Path, args: list, log: Path, *, cor
     """``spark-submit/standalone.sh ARGS...`` on the cluster, to its end; fails the test with the
     output's end when the job fails."""
     cmd, env = standalone_command(cluster, dist, [str(a) for a in args], cores=cores, venv=Path(sys.prefix),
-                                  event_log=event_log)
+                                  event_log=event_log, extra_opts=cluster_spark_opts())
     with open(log, "w") as f:
         code = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT,
                               check=False).returncode
@@ -118,7 +119,7 @@ def kill_a_worker_mid_job(cluster: StandaloneCluster, dist: Path, args: list, lo
     the job, at once.  Waits for the job's end; fails the test when the job ended before a kill."""
     ui = free_port()
     cmd, env = standalone_command(cluster, dist, [str(a) for a in args], cores=cores, venv=Path(sys.prefix),
-                                  ui_port=ui, event_log=event_log)
+                                  ui_port=ui, event_log=event_log, extra_opts=cluster_spark_opts())
     deadline = time.monotonic() + JOB_TIMEOUT
     killed = None
     with open(log, "w") as f:

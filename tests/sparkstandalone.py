@@ -165,6 +165,7 @@ class StandaloneCluster:
     memory: str = "1g"
     scratch: Path | None = None
     timeout: float = 300.0
+    java_options: str = ""          # for the master's and the workers' JVMs (SPARK_DAEMON_JAVA_OPTS)
     master: Daemon | None = None
     worker_daemons: list[Daemon] = field(default_factory=list)
     master_port: int = 0
@@ -185,6 +186,8 @@ class StandaloneCluster:
         logs.mkdir(parents=True, exist_ok=True)
         env = {**_clean_env(), "SPARK_HOME": str(spark_home()), "SPARK_CONF_DIR": str(conf),
                "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(logs), **(extra_env or {})}
+        if self.java_options:
+            env["SPARK_DAEMON_JAVA_OPTS"] = self.java_options
         webui = free_port()
         cmd = [str(spark_home() / "bin" / "spark-class"), *args, "--webui-port", str(webui)]
         path = logs / f"{name}.log"
@@ -385,13 +388,15 @@ def cluster_dist(dest: Path, cache: Path | None = None, venv: Path | None = None
 
 def standalone_command(cluster: StandaloneCluster, dist: Path, hepix_args: list[str], *, cores: int,
                        venv: Path | None = None, driver_memory: str = "1g", ui_port: int | None = None,
-                       event_log: Path | None = None) -> tuple[list[str], dict[str, str]]:
+                       event_log: Path | None = None,
+                       extra_opts: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
     """``spark-submit/standalone.sh HEPIX_ARGS...`` for ``cluster``, and its environment.
 
     The application takes exactly ``cores`` cores and its jobs start once all of them are
     registered; everything binds to 127.0.0.1; the driver's scratch is the cluster's.  With
     ``ui_port`` the driver's web UI (and its REST API) listens there, else it is off; with
-    ``event_log`` Spark writes its event log (plain JSON lines) into that directory.
+    ``event_log`` Spark writes its event log (plain JSON lines) into that directory; ``extra_opts`` are
+    more spark-submit options.
     """
     venv = venv or Path(sys.prefix)
     driver_dir = cluster.scratch / "driver"
@@ -409,6 +414,7 @@ def standalone_command(cluster: StandaloneCluster, dist: Path, hepix_args: list[
         event_log.mkdir(parents=True, exist_ok=True)
         opts += ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={event_log.as_uri()}",
                  "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false"]
+    opts += extra_opts
     if any(" " in o for o in opts):
         raise ValueError(f"a path with a space cannot go through HEPIX_SPARK_OPTS: {opts}")
     env = {**_clean_env(), "SPARK_MASTER_URL": cluster.master_url, "HEPIX_DIST": str(dist),

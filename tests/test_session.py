@@ -44,3 +44,21 @@ def test_spark_bench_writes_three_configurations_against_hecore_alone(tmp_path, 
     assert rows["hecore, one process"]["vs_hecore_alone"] == pytest.approx(1.0)
     assert rows["spark local[1]"]["speedup_vs_local1"] == pytest.approx(1.0)
     assert "Spark overhead on one core" in capsys.readouterr().out
+
+
+def test_a_local_session_evaluates_expressions_without_generated_code():
+    """hepix's local sessions interpret Spark's expressions (no Janino compilation per query); the answers are
+    Spark's all the same."""
+    from pyspark.sql import functions as F
+
+    from jobs.runtime.session import build_session
+
+    spark = build_session("probe", "local[1]")
+    try:
+        df = spark.range(0, 100, numPartitions=2).groupBy((F.col("id") % 3).alias("k")).agg(F.sum("id").alias("s"))
+        assert sorted(map(tuple, df.collect())) == [(0, 1683), (1, 1617), (2, 1650)]
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "WholeStageCodegen" not in plan and "*(" not in plan, plan
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+    finally:
+        spark.stop()

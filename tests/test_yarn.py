@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
+from conftest import cluster_spark_opts
 from sparkcluster import NOT_ON_THE_CLUSTER, events_of, executor_ids_of_tasks, tail
 from sparkstandalone import _clean_env, cluster_dist, java_available, spark_home
 from test_cluster import decrypted, keys_of, make_corpus
@@ -84,7 +85,7 @@ def yarn_env(cluster, dist: Path, root: Path, mode: str, event_log: Path) -> dic
     event_log.mkdir(parents=True, exist_ok=True)
     opts = ["--conf", "spark.ui.enabled=false", "--conf", "spark.eventLog.enabled=true",
             "--conf", f"spark.eventLog.dir={event_log.as_uri()}", "--conf", "spark.eventLog.compress=false",
-            "--conf", "spark.eventLog.rolling.enabled=false"]
+            "--conf", "spark.eventLog.rolling.enabled=false", *cluster_spark_opts()]
     return {**_clean_env(), "HADOOP_CONF_DIR": str(cluster.conf_dir), "SPARK_CONF_DIR": str(spark_conf),
             "HEPIX_DIST": str(dist), "HEPIX_ENV_ARCHIVE": f"{cluster.uri}{ENV_ON_HDFS}", "HEPIX_VENV": sys.prefix,
             "HEPIX_DEPLOY_MODE": mode,
