@@ -57,7 +57,7 @@ def add_images(images: Path, names, seed: int) -> None:
 class Nights:
     """One data root of the DAG, its Airflow home, and a way to run a night."""
 
-    def __init__(self, base: Path, python: str, keys: Path, pub: Path):
+    def __init__(self, base: Path, python: str, keys: Path, pub: Path, migrated: Path | None = None):
         self.base, self.python = base, python
         self.root, self.owner_root = base / "root", base / "root.owner"      # the cluster's side, the owner's
         self.images, self.faults = base / "images", base / "faults"
@@ -88,7 +88,13 @@ class Nights:
         wrapper.chmod(0o755)
         self.env["PATH"] = f"{wrapper.parent}:{self.env['PATH']}"
         self.log = base / "airflow.log"
-        subprocess.run([python, "-m", "airflow", "db", "migrate"], env=self.env, check=True, capture_output=True)
+        # Airflow's database: migrated here, or a copy of one migrated for another root (SQLite: one file)
+        self.db = base / "airflow" / "airflow.db"
+        if migrated is None:
+            subprocess.run([python, "-m", "airflow", "db", "migrate"], env=self.env, check=True, capture_output=True)
+        else:
+            self.db.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(migrated, self.db)
 
     def night(self, ds_: str, *, retries: int = 0, fault: bool = False) -> int:
         env = {**self.env, "HEPIX_NIGHTLY_RETRIES": str(retries)}
@@ -134,7 +140,8 @@ def runs(tmp_path_factory):
     keys, pub = base / "keys", base / "pub"
     assert main(["keygen", "--out", str(keys), "--preset", "addonly-2048"]) == 0
     assert main(["export-public", "--keys", str(keys), "--out", str(pub)]) == 0
-    clean, retried = Nights(base / "clean", python, keys, pub), Nights(base / "retried", python, keys, pub)
+    clean = Nights(base / "clean", python, keys, pub)
+    retried = Nights(base / "retried", python, keys, pub, migrated=clean.db)
     for n in (clean, retried):
         add_images(n.images, ["a.png", "b.png", "c.png"], seed=5)
     codes = {"clean": clean.night(NIGHT1), "retried": retried.night(NIGHT1, retries=1, fault=True)}
