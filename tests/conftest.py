@@ -33,6 +33,14 @@ os.environ.setdefault("HEPIX_KEEP_SESSION", "1")
 TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
 
 
+def _codegen_settings() -> dict[str, str]:
+    """hepix's local sessions' settings that interpret Spark's expressions (jobs.runtime.session.LOCAL_DEFAULTS),
+    for the tests' other Spark applications."""
+    from jobs.runtime.session import LOCAL_DEFAULTS
+
+    return {k: v for k, v in LOCAL_DEFAULTS.items() if k.startswith("spark.sql.codegen.")}
+
+
 def _spark_submit_options() -> None:
     """The JVMs the tests start through ``spark-submit`` (the submit scripts, Airflow's operator): Spark's
     classes mapped from the class-data archive ``make setup`` wrote, as the sessions hepix starts itself do
@@ -40,9 +48,8 @@ def _spark_submit_options() -> None:
     expressions interpreted, as in hepix's local sessions (jobs.runtime.session.LOCAL_DEFAULTS; ``spark.*``
     system properties are Spark settings)."""
     from jobs.runtime import jvmarchive
-    from jobs.runtime.session import LOCAL_DEFAULTS
 
-    codegen = [f"-D{k}={v}" for k, v in LOCAL_DEFAULTS.items() if k.startswith("spark.sql.codegen.")]
+    codegen = [f"-D{k}={v}" for k, v in _codegen_settings().items()]
     opts = " ".join([jvmarchive.java_options(), TEST_JVM_OPTS, *codegen]).strip()
     os.environ.setdefault("SPARK_SUBMIT_OPTS", opts)
 
@@ -54,11 +61,9 @@ def cluster_spark_opts() -> tuple[str, ...]:
     """spark-submit options for a test's cluster application (YARN, standalone): :data:`TEST_JVM_OPTS` for its
     driver's, application master's and executors' JVMs, and Spark's expressions interpreted, as in hepix's
     local sessions."""
-    from jobs.runtime.session import LOCAL_DEFAULTS
-
     opts = [f"spark.{jvm}JavaOptions={TEST_JVM_OPTS}"
             for jvm in ("driver.default", "executor.default", "yarn.am.extra")]
-    opts += [f"{k}={v}" for k, v in LOCAL_DEFAULTS.items() if k.startswith("spark.sql.codegen.")]
+    opts += [f"{k}={v}" for k, v in _codegen_settings().items()]
     return tuple(word for opt in opts for word in ("--conf", opt))
 
 
