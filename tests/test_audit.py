@@ -159,8 +159,8 @@ def test_parse_shape_reads_a_fresh_ciphertext(he_paper4096):
     assert shape.stride == ctx.ct_format.stride
 
 
-def test_mulmod_matches_python_integers():
-    p = 1099511480321
+@pytest.mark.parametrize("p", [1099511480321, 2 ** 61 - 1], ids=["double", "long-double"])
+def test_mulmod_matches_python_integers(p):
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, p, 500, dtype=np.uint64), rng.integers(0, p, 500, dtype=np.uint64)
     assert [int(x) for x in mulmod(a, b, p)] == [int(x) * int(y) % p for x, y in zip(a, b)]
@@ -175,6 +175,20 @@ def test_rank_mod_sees_a_small_span():
                     dtype=np.uint64)
     assert rank_mod(rows, p) == 5
     assert rank_mod(rng.integers(0, p, (30, 40), dtype=np.uint64), p) == 30
+
+
+def test_identical_classes_compare_whole_rows():
+    """Rows equal in the first-compared coefficients but not elsewhere are distinct; repeats share the id of
+    their first occurrence; ids count classes in order of first occurrence."""
+    from hecore.audit.identical import identical_classes
+
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 2**40, (3, 64), dtype=np.uint64)
+    twin = base[0].copy()
+    twin[17] += np.uint64(1)                    # equal to row 0 but in one coefficient
+    rows = np.stack([base[0], base[1], twin, base[0], base[2], base[1], twin])
+    assert identical_classes(rows).tolist() == [0, 1, 2, 0, 3, 1, 2]
+    assert identical_classes(rows[:0]).tolist() == []
 
 
 def test_class_recovery_counts_only_exact_classes():

@@ -61,14 +61,17 @@ def recurring_differences(x0: np.ndarray, x1: np.ndarray, q: int) -> RecurringRe
         return RecurringResult(u, 0, 0, 0, [])
     a, b = np.triu_indices(u, k=1)
     keys = _keys(x0, x1, q, a, b)
-    labels, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    rec = counts[inverse] >= 2
-    la, lb, lab = a[rec], b[rec], inverse[rec]
-    rec_labels = np.flatnonzero(counts >= 2)
-    result = RecurringResult(u, len(a), int(rec_labels.size), int(np.unique(np.r_[la, lb]).size), [])
-    if la.size == 0:
-        return result
-    rec_keys = labels[rec_labels]          # sorted, for searchsorted membership tests
+    # the differences seen at least twice (sorted, for searchsorted membership tests), and per pair
+    # whether its difference is one of them and which: a label numbering the recurring differences only
+    ordered = np.sort(keys)
+    rec_keys = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    del ordered
+    if rec_keys.size == 0:
+        return RecurringResult(u, len(a), 0, 0, [])
+    pos = np.minimum(np.searchsorted(rec_keys, keys), len(rec_keys) - 1)
+    rec = rec_keys[pos] == keys
+    la, lb, lab = a[rec], b[rec], pos[rec]
+    result = RecurringResult(u, len(a), int(rec_keys.size), int(np.unique(np.r_[la, lb]).size), [])
     # Both orientations: every link seen from each end.
     src = np.r_[la, lb]
     dst = np.r_[lb, la]
@@ -96,12 +99,12 @@ def recurring_differences(x0: np.ndarray, x1: np.ndarray, q: int) -> RecurringRe
     # label graph: same-family edges
     e_a = np.r_[lbl[starts][same1], lbl[np.where(has2, ref2, 0)][same2]]
     e_b = np.r_[lbl[same1], lbl[same2]]
-    n_labels = len(labels)
+    n_labels = len(rec_keys)
     g = coo_matrix((np.ones(len(e_a), dtype=np.int8), (e_a, e_b)), shape=(n_labels, n_labels))
     _, fam = connected_components(g, directed=False)
     link_fam = fam[lab]
     sizes = np.bincount(link_fam)
-    for f in np.argsort(-sizes)[:2]:
+    for f in np.argsort(-sizes, kind="stable")[:2]:
         if sizes[f] == 0:
             break
         sel = link_fam == f
