@@ -267,11 +267,14 @@ def run(run) -> int:
         run.timings["scored_seconds"] = time.perf_counter() - t0 - run.timings["check_seconds"]
         scored = run.spark.read.parquet(scored_dir)
         run.write(scored.where(F.col("reject_reason").isNull()).select(*METRICS.names), "metrics")
+        # the scored rows (one per image and reference) read once: the metrics rows, the images rejected
+        # while they were assembled and scored, and the panels of the contact sheet
+        every = [r.asDict() for r in scored.collect()]
+        rows = sorted(({n: r[n] for n in METRICS.names} for r in every if r["reject_reason"] is None),
+                      key=lambda r: r["source"])
+        late = [r for r in every if r["reject_reason"] is not None]
         drawn = {} if args.contact_sheet is None else {
-            r["image_id"]: r["sheet_panels"]
-            for r in scored.where(F.col("sheet_panels").isNotNull()).select("image_id", "sheet_panels").collect()}
-        late = [r.asDict() for r in scored.where(F.col("reject_reason").isNotNull())
-                .select("image_id", "reject_reason", "reject_detail", "ciphertext_bytes").collect()]
+            r["image_id"]: r["sheet_panels"] for r in every if r["sheet_panels"] is not None}
         run.timings["decrypt_seconds"] = time.perf_counter() - t0
         rejects = list(checked.rejects)
         rejects += [reject_row(run.run_id, "decrypt", "", r["reject_reason"], r["reject_detail"],
@@ -287,9 +290,8 @@ def run(run) -> int:
                 r["source"] = known[r["image_id"]].source
             elif not r["source"]:
                 r["source"] = r.get("image_id") or ""
-        write_rejects(run.spark, rejects, run.out.table("rejects"))
-        files, checksums = run.describe({"metrics": False, "rejects": False})
-        rows = [r.asDict() for r in run.spark.read.parquet(run.out.table("metrics")).orderBy("source").collect()]
+        written = {"rejects": write_rejects(run.spark, rejects, run.out.table("rejects"))}
+        files, checksums = run.describe({"metrics": False, "rejects": False}, written)
     n_cts = sum(r["ciphertexts"] for r in rows)
     rejected = checked.bad_images | {r["image_id"] for r in late} | set(missing)
     images_in = checked.images + len(missing)

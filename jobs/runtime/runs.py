@@ -283,11 +283,15 @@ class Run:
 
         df.write.options(**PARQUET_OPTIONS[schema_name or table]).mode("overwrite").parquet(self.out.table(table))
 
-    def describe(self, tables: dict[str, bool]) -> tuple[dict, dict]:
-        """The manifest's ``files`` and ``checksums`` of the staged tables (``{table: with row checksums}``)."""
+    def describe(self, tables: dict[str, bool], known: dict[str, list[dict] | None] | None = None) -> tuple[dict, dict]:
+        """The manifest's ``files`` and ``checksums`` of the staged tables (``{table: with row checksums}``);
+        ``known``: tables whose entries the job has already (from :func:`tablefiles.write_rejects`, say),
+        the others are read."""
         from .tablefiles import describe_table, table_checksums
 
-        files = {name: describe_table(self.spark, self.storage, self.out.table(name), checksums=with_sums)
+        known = known or {}
+        files = {name: known[name] if known.get(name) is not None
+                 else describe_table(self.spark, self.storage, self.out.table(name), checksums=with_sums)
                  for name, with_sums in tables.items()}
         return files, table_checksums(files)
 
