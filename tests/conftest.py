@@ -57,6 +57,13 @@ def _spark_submit_options() -> None:
 _spark_submit_options()
 
 
+def submit_jvm_env() -> dict[str, str]:
+    """The environment variable that starts a cluster test's ``spark-submit`` JVM (a client-mode application's
+    driver) as the tests' local ones: ``SPARK_SUBMIT_OPTS`` of :func:`_spark_submit_options` (the class-data
+    archive maps Spark's classes where the JVM's classpath is the archive's, as a standalone client's is)."""
+    return {"SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")}
+
+
 def cluster_spark_opts() -> tuple[str, ...]:
     """spark-submit options for a test's cluster application (YARN, standalone): :data:`TEST_JVM_OPTS` for its
     driver's, application master's and executors' JVMs, and Spark's expressions interpreted, as in hepix's
@@ -209,6 +216,28 @@ def he_addonly2048_other():
     from hecore.params import preset
 
     return HEContext.generate(preset("addonly-2048"))
+
+
+@pytest.fixture(scope="session")
+def tfhe_key_dir(tmp_path_factory) -> Path:
+    """A TFHE owner's key directory (``hecore.tfhe.keys.keygen``), made once per test run for every process of
+    it (a keygen is about 12 s of a core): the first process to ask makes it under the run's shared temporary
+    root, holding a lock the others wait on.  Tests only read it (copy it to change anything)."""
+    import fcntl
+
+    from hecore.tfhe import keys as tfhe_keys
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base    # a worker's parent: this run's
+    out, done = root / "tfhe-keys" / "keys", root / "tfhe-keys" / "done"
+    out.parent.mkdir(exist_ok=True)
+    with open(root / "tfhe-keys.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)          # a keygen that died half-way
+            tfhe_keys.keygen(out)
+            done.touch()
+    return out
 
 
 # --- leaving the test process ----------------------------------------------------------------

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import TEST_JVM_OPTS, cluster_spark_opts
+from conftest import TEST_JVM_OPTS, cluster_spark_opts, submit_jvm_env
 from sparkstandalone import (
     GIB,
     StandaloneCluster,
@@ -66,6 +66,7 @@ def submit(cluster: StandaloneCluster, dist: Path, args: list, log: Path, *, cor
     output's end when the job fails."""
     cmd, env = standalone_command(cluster, dist, [str(a) for a in args], cores=cores, venv=Path(sys.prefix),
                                   event_log=event_log, extra_opts=cluster_spark_opts())
+    env.update(submit_jvm_env())
     with open(log, "w") as f:
         code = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT,
                               check=False).returncode
@@ -120,6 +121,7 @@ def kill_a_worker_mid_job(cluster: StandaloneCluster, dist: Path, args: list, lo
     ui = free_port()
     cmd, env = standalone_command(cluster, dist, [str(a) for a in args], cores=cores, venv=Path(sys.prefix),
                                   ui_port=ui, event_log=event_log, extra_opts=cluster_spark_opts())
+    env.update(submit_jvm_env())
     deadline = time.monotonic() + JOB_TIMEOUT
     killed = None
     with open(log, "w") as f:

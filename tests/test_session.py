@@ -62,3 +62,37 @@ def test_a_local_session_evaluates_expressions_without_generated_code():
         assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
     finally:
         spark.stop()
+
+
+@pytest.mark.parametrize("master", ["local[2]", "local-cluster[2,1,1024]"])
+def test_executor_jvms_of_a_local_cluster_start_as_the_driver_does(master, monkeypatch):
+    """local-cluster's executor JVMs run on this machine from the driver's jars: they get the driver's options
+    (C1 only, the class-data archive); a local[N] master has no executor JVM to give options to."""
+    from pyspark.sql import SparkSession
+
+    from jobs.runtime import session
+
+    seen: dict[str, str] = {}
+
+    class Builder:
+        def appName(self, name):
+            return self
+
+        def master(self, name):
+            return self
+
+        def config(self, key, value):
+            seen[key] = value
+            return self
+
+        def getOrCreate(self):
+            raise RuntimeError("no session in this test")
+
+    monkeypatch.setattr(SparkSession, "builder", Builder())
+    with pytest.raises(RuntimeError, match="no session in this test"):
+        session.build_session("t", master)
+    assert "-XX:TieredStopAtLevel=1" in seen["spark.driver.extraJavaOptions"]
+    if master.startswith("local-cluster"):
+        assert seen["spark.executor.extraJavaOptions"] == seen["spark.driver.extraJavaOptions"]
+    else:
+        assert "spark.executor.extraJavaOptions" not in seen

@@ -34,11 +34,9 @@ EDGES = np.array([0, 1, 3, 4, 15, 16, 17, 63, 64, 127, 128, 129, 191, 192, 194, 
 
 
 @pytest.fixture(scope="session")
-def key_dir(tmp_path_factory) -> Path:
-    """A TFHE key directory made once for the module (keygen takes a few seconds)."""
-    out = tmp_path_factory.mktemp("tfhe") / "keys"
-    tfhe_keys.keygen(out)
-    return out
+def key_dir(tfhe_key_dir) -> Path:
+    """The test run's TFHE key directory (conftest.py: made once, keygen takes a few seconds)."""
+    return tfhe_key_dir
 
 
 @pytest.fixture(scope="session")

@@ -32,10 +32,9 @@ VALUES = np.array([0, 3, 4, 127, 128, 196, 254, 255], dtype=np.uint8)
 
 
 @pytest.fixture(scope="session")
-def owner_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tfhe-pk") / "keys"
-    tfhe_keys.keygen(out)
-    return out
+def owner_dir(tfhe_key_dir) -> Path:
+    """The test run's TFHE key directory (conftest.py)."""
+    return tfhe_key_dir
 
 
 @pytest.fixture(scope="session")

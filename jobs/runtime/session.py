@@ -283,6 +283,10 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
         if archive:
             java_opts += f" {archive}"
         settings["spark.driver.extraJavaOptions"] = java_opts
+        if master.startswith("local-cluster["):
+            # its executor JVMs run on this machine from the same jars, for as short a time: the same options
+            # (measured: 25 -> 8 CPU s for the two executors of a small encrypt on local-cluster[2,1,1024])
+            settings["spark.executor.extraJavaOptions"] = java_opts
         settings.update(user)
     settings.update(extra or {})
     for k, v in settings.items():
