@@ -24,8 +24,11 @@ $(STAMP): pyproject.toml tools/setup.sh tools/build_pyfhel.sh tools/patch_pyfhel
 demo: $(STAMP)
 	$(VENV)/bin/hepix demo
 
+# The test run's processes (pytest's, Spark's Python daemons and workers, the jobs the tests start) import
+# this checkout's modules hundreds of times: their bytecode, and pytest's rewritten test modules, are cached
+# in __pycache__ (ignored by git) even where PYTHONDONTWRITEBYTECODE asks otherwise.
 test: $(STAMP)
-	$(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/hepix bench --out bench-out
