@@ -129,8 +129,7 @@ class MiniDFS:
         details = self.workdir / "nn.json"
         self.proc = subprocess.Popen(
             ["java", "-Xmx512m", TEST_JVM_OPTS, "-cp", f"{lib}/*", "org.apache.hadoop.test.MiniDFSClusterManager",
-             "-format",
-             "-nnport", str(self.nn_port), "-httpport", str(self.http_port), "-datanodes", "1",
+             "-format", "-nnport", str(self.nn_port), "-httpport", str(self.http_port), "-datanodes", "1",
              "-writeConfig", str(self.workdir / "core-site.xml"), "-writeDetails", str(details)],
             cwd=self.workdir, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
         deadline = time.monotonic() + timeout

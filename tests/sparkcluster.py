@@ -60,13 +60,19 @@ def tail(path: Path, lines: int = 60) -> str:
         return f"({path} unreadable)"
 
 
+def app_command(cluster: StandaloneCluster, dist: Path, args: list, **options) -> tuple[list[str], dict[str, str]]:
+    """:func:`standalone_command` for a test's application: its JVMs as the tests' own (``cluster_spark_opts``,
+    and the spark-submit JVM's options, the driver's in client mode, from ``submit_jvm_env``)."""
+    cmd, env = standalone_command(cluster, dist, [str(a) for a in args], venv=Path(sys.prefix),
+                                  extra_opts=cluster_spark_opts(), **options)
+    return cmd, {**env, **submit_jvm_env()}
+
+
 def submit(cluster: StandaloneCluster, dist: Path, args: list, log: Path, *, cores: int = 2,
            event_log: Path | None = None) -> None:
     """``spark-submit/standalone.sh ARGS...`` on the cluster, to its end; fails the test with the
     output's end when the job fails."""
-    cmd, env = standalone_command(cluster, dist, [str(a) for a in args], cores=cores, venv=Path(sys.prefix),
-                                  event_log=event_log, extra_opts=cluster_spark_opts())
-    env.update(submit_jvm_env())
+    cmd, env = app_command(cluster, dist, args, cores=cores, event_log=event_log)
     with open(log, "w") as f:
         code = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT,
                               check=False).returncode
@@ -119,9 +125,7 @@ def kill_a_worker_mid_job(cluster: StandaloneCluster, dist: Path, args: list, lo
     such a moment was seen (a loaded machine answers slowly), of any worker with an executor of
     the job, at once.  Waits for the job's end; fails the test when the job ended before a kill."""
     ui = free_port()
-    cmd, env = standalone_command(cluster, dist, [str(a) for a in args], cores=cores, venv=Path(sys.prefix),
-                                  ui_port=ui, event_log=event_log, extra_opts=cluster_spark_opts())
-    env.update(submit_jvm_env())
+    cmd, env = app_command(cluster, dist, args, cores=cores, event_log=event_log, ui_port=ui)
     deadline = time.monotonic() + JOB_TIMEOUT
     killed = None
     with open(log, "w") as f:
