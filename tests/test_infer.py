@@ -102,3 +102,22 @@ def test_refusals(task, cnn):
     with pytest.raises(ValueError, match="unknown model"):
         infer.parse_infer("resnet")
     assert infer.parse_infer("tinycnn,task=all") == infer.InferOp("tinycnn", "all")
+
+
+@pytest.mark.parametrize("model", infer.MODELS)
+def test_training_runs_on_one_blas_thread(task, model, monkeypatch):
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_info
+
+    seen = []
+
+    def recording(original):
+        def wrapper(*args, **kwargs):
+            seen.append({pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()})
+            return original(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(LogisticRegression, "fit", recording(LogisticRegression.fit))
+    monkeypatch.setattr(infer, "_train_cnn", recording(infer._train_cnn))
+    infer.train(model, task, steps=2)
+    assert seen and all(threads == 1 for pools in seen for threads in pools.values()), seen

@@ -63,23 +63,28 @@ def test_a_jvm_given_an_archive_of_another_build_starts_as_without_it_and_says_n
 def test_local_python_workers_are_forked_with_the_tasks_code_already_imported():
     # defined here, so that Spark ships it by value: the workers cannot import this test module
     def _who_runs_me(batches):
-        """In a Python worker: its parent's command line, and whether hecore's task code was there before
-        this function (which imports none of it) ran."""
+        """In a Python worker: its parent's command line, whether hecore's task code was there before
+        this function (which imports none of it) ran, and how many objects the collector leaves alone."""
+        import gc
+
         preloaded = "tasks.encrypt" in sys.modules and "tasks.process" in sys.modules
         pyspark_file = sys.modules["pyspark"].__file__
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
             parent = f.read().replace(b"\0", b" ").decode()
         for _ in batches:
             pass
-        yield pa.RecordBatch.from_pydict({"parent": [parent], "preloaded": [preloaded], "pyspark": [pyspark_file]})
+        yield pa.RecordBatch.from_pydict({"parent": [parent], "preloaded": [preloaded], "pyspark": [pyspark_file],
+                                          "frozen": [gc.get_freeze_count()]})
 
     with plain_session("test", "local[2]", None) as spark:
         rows = spark.range(2, numPartitions=2).mapInArrow(
-            _who_runs_me, "parent string, preloaded boolean, pyspark string").collect()
+            _who_runs_me, "parent string, preloaded boolean, pyspark string, frozen long").collect()
     assert len(rows) == 2
     for r in rows:
         assert "-m jobs.runtime.pydaemon" in r["parent"], r["parent"]
         assert r["preloaded"], r
+        # what the daemon imported is frozen: the full collection after every task does not walk it
+        assert r["frozen"] > 10_000, r
         # pyspark from the installed package, compiled once, not compiled again from Spark's pyspark.zip
         assert ".zip" not in r["pyspark"], r
 
