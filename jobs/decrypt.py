@@ -43,7 +43,6 @@ from .runtime.rowcheck import reject_row
 from .runtime.runs import add_reject_arguments, add_spark_arguments, cogroup_function, exit_status, table_function
 from .runtime.session import add_trust_argument
 from .runtime.sources import read_images
-from .runtime.tablefiles import write_rejects
 
 
 def add_arguments(p) -> None:
@@ -290,8 +289,8 @@ def run(run) -> int:
                 r["source"] = known[r["image_id"]].source
             elif not r["source"]:
                 r["source"] = r.get("image_id") or ""
-        written = {"rejects": write_rejects(run.spark, rejects, run.out.table("rejects"))}
-        files, checksums = run.describe({"metrics": False, "rejects": False}, written)
+        run.write_rejects(rejects)
+        files, checksums = run.describe({"metrics": False, "rejects": False})
     n_cts = sum(r["ciphertexts"] for r in rows)
     rejected = checked.bad_images | {r["image_id"] for r in late} | set(missing)
     images_in = checked.images + len(missing)

@@ -37,7 +37,7 @@ from .runtime.rowcheck import reject_row
 from .runtime.runs import add_spark_arguments, exit_status, open_run, table_function
 from .runtime.session import plain_session, spark_info
 from .runtime.storage import Output, Storage
-from .runtime.tablefiles import describe_table, table_checksums, write_rejects
+from .runtime.tablefiles import describe_table, table_checksums
 
 LAYOUT = "digits"
 
@@ -281,11 +281,11 @@ def run_process(args, chain) -> int:
                            run_id=run.run_id, rebuilds=run.rebuilds, layout=str(layout) if layout else None),
             spark_schema(CIPHERTEXTS))
         run.write(res, "ciphertexts")
-        written = {"rejects": write_rejects(run.spark, checked.rejects, run.out.table("rejects"))}
+        run.write_rejects(checked.rejects)
         secs = time.perf_counter() - t0
         stats = run.spark.read.parquet(run.out.table("ciphertexts")).agg(
             F.count("*").alias("n"), F.sum(F.length("ct")).alias("bytes")).collect()[0]
-        files, checksums = run.describe({"ciphertexts": True, "rejects": False}, written)
+        files, checksums = run.describe({"ciphertexts": True, "rejects": False})
         run.timings.update(train_seconds=train_secs, process_seconds=secs)
         manifest = run.manifest(
             layout=LAYOUT, ops=[op.spec],
@@ -446,9 +446,9 @@ def decrypt(run) -> int:
                    "process_seconds": parent.timings.get("process_seconds"), "decrypt_seconds": secs})
     run.write(spark.createDataFrame(preds, spark_schema(PREDICTIONS)), "predictions")
     run.write(spark.createDataFrame(rows_m, spark_schema(INFERENCE_METRICS)), "inference_metrics")
-    written = {"rejects": write_rejects(spark, rejects, run.out.table("rejects"))}
+    run.write_rejects(rejects)
     run.timings["decrypt_seconds"] = secs
-    files, checksums = run.describe({"predictions": False, "inference_metrics": False, "rejects": False}, written)
+    files, checksums = run.describe({"predictions": False, "inference_metrics": False, "rejects": False})
     manifest = run.manifest(counts=Counts(images_in=total, images_decrypted=total, ciphertexts=rows,
                                           images_rejected=len(bad), rejects=len(rejects)),
                             options={**parent.options, "flood_std": args.flood_std}, workers={}, files=files,

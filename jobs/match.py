@@ -27,7 +27,6 @@ from .runtime.frames import driver_frame
 from .runtime.progress import Progress
 from .runtime.rowcheck import reject_row
 from .runtime.runs import exit_status, open_run, table_function
-from .runtime.tablefiles import write_rejects
 
 KEYS = ["tile_y", "tile_x", "channel", "index"]
 
@@ -93,7 +92,7 @@ def run(args, chain) -> int:
                                query_id=q["image_id"], bound=bound, run_id=run.run_id, rebuilds=run.rebuilds),
                 spark_schema(ENCRYPTED_DISTANCES))
             run.write(result, "distances", "ciphertexts")
-            written = {"rejects": write_rejects(run.spark, rejects, run.out.table("rejects"))}
+            run.write_rejects(rejects)
             run.timings["process_seconds"] = time.perf_counter() - t0
             n = run.spark.read.parquet(run.out.table("distances")).count()
         if n != len(ok) * len(match.metrics):
@@ -101,7 +100,7 @@ def run(args, chain) -> int:
                              "nothing was committed")
         counts = Counts(images_in=checked.images, images_encrypted=len(ok),
                         images_rejected=checked.images - len(ok) - 1, ciphertexts=n, rejects=len(rejects))
-        files, checksums = run.describe({"distances": False, "rejects": False}, written)
+        files, checksums = run.describe({"distances": False, "rejects": False})
         manifest = run.manifest(
             ops=list(parent.ops) + [match.spec], counts=counts, files=files, checksums=checksums,
             options={**parent.options, "match": {"query": q["image_id"], "query_image_id": q["image_id"],
@@ -127,12 +126,12 @@ def decrypt(run) -> int:
         for r, noisy in zip(rows, flood(np.array([r["distance"] for r in rows]), args.flood_std)):
             r["distance"] = float(noisy)
     run.write(driver_frame(run.spark, DISTANCES, rows), "distances")
-    written = {"rejects": write_rejects(run.spark, rejects, run.out.table("rejects"))}
+    run.write_rejects(rejects)
     secs = time.perf_counter() - t0
     run.timings["decrypt_seconds"] = secs
     images = {r["image_id"] for r in rows} | {r["image_id"] for r in rejects if r.get("image_id")}
     bad = {r["image_id"] for r in rejects if r.get("image_id")}
-    files, checksums = run.describe({"distances": False, "rejects": False}, written)
+    files, checksums = run.describe({"distances": False, "rejects": False})
     manifest = run.manifest(
         options={**parent.options, "flood_std": args.flood_std, "owner": run.owner is not None},
         counts=Counts(images_in=len(images), images_decrypted=len(images - bad), images_rejected=len(bad),

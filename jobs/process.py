@@ -37,7 +37,7 @@ from tasks.process import chain_partition, chained, mean_filter_group, pointwise
 from .runtime.progress import Progress
 from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
 from .runtime.sparktask import task_attempt
-from .runtime.tablefiles import describe_files, write_rejects
+from .runtime.tablefiles import describe_files
 
 
 def add_arguments(p) -> None:
@@ -191,16 +191,16 @@ def run(args, chain) -> int:
             progress.stage("checking and processing the input rows")
             checked, ct_bytes = process_in_one_pass(run, expect, ops)
             run.timings["process_seconds"] = time.perf_counter() - t0
-            known = {"rejects": write_rejects(run.spark, checked.rejects, run.out.table("rejects"))}
+            run.write_rejects(checked.rejects)
             # the files, their rows and checksums, and the images they hold, in one read of the small columns
-            known["ciphertexts"], images = describe_files(run.spark, run.storage, run.out.table("ciphertexts"),
-                                                          checksums=True, count_distinct="image_id")
+            described, images = describe_files(run.spark, run.storage, run.out.table("ciphertexts"),
+                                               checksums=True, count_distinct="image_id")
             if ct_bytes is None:
                 # the ciphertext bytes as the workers reported them, or (their files changed, or Spark wrote
                 # them) a read of every ``ct`` value
                 written = run.spark.read.parquet(run.out.table("ciphertexts"))
                 ct_bytes = int(written.agg(F.sum(F.length("ct"))).collect()[0][0] or 0)
-            files, checksums = run.describe({"ciphertexts": True, "rejects": False}, known)
+            files, checksums = run.describe({"ciphertexts": True, "rejects": False}, {"ciphertexts": described})
         counts = Counts(images_in=checked.images, images_encrypted=images,
                         images_rejected=len(checked.bad_images), ciphertexts=checksums["ciphertexts"]["rows"],
                         ciphertext_bytes=ct_bytes, rejects=len(checked.rejects))

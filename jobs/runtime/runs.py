@@ -155,6 +155,7 @@ class Run:
     rebuilds: object = None     # accumulators of worker events: cache rebuilds and tasks
     tasks: object = None
     owner: object = None        # the owner map (jobs.runtime.owner.OwnerMap) of an owner's job, when given
+    described: dict = field(default_factory=dict)   # staged table -> its files' entries, where this run has them
 
     @property
     def sc(self):
@@ -283,14 +284,23 @@ class Run:
 
         df.write.options(**PARQUET_OPTIONS[schema_name or table]).mode("overwrite").parquet(self.out.table(table))
 
-    def describe(self, tables: dict[str, bool], known: dict[str, list[dict] | None] | None = None) -> tuple[dict, dict]:
+    def write_rejects(self, rows: list[dict]) -> None:
+        """``rows`` as the staged rejects table (:func:`tablefiles.write_rejects`); the entries of a file
+        written by the driver are kept for :meth:`describe`, which then reads nothing back."""
+        from .tablefiles import write_rejects
+
+        entries = write_rejects(self.spark, rows, self.out.table("rejects"))
+        if entries is not None:
+            self.described["rejects"] = entries
+
+    def describe(self, tables: dict[str, bool], known: dict[str, list[dict]] | None = None) -> tuple[dict, dict]:
         """The manifest's ``files`` and ``checksums`` of the staged tables (``{table: with row checksums}``);
-        ``known``: tables whose entries the job has already (from :func:`tablefiles.write_rejects`, say),
-        the others are read."""
+        the entries of tables this run has already (:meth:`write_rejects`, or ``known`` from the job) are
+        not read again."""
         from .tablefiles import describe_table, table_checksums
 
-        known = known or {}
-        files = {name: known[name] if known.get(name) is not None
+        known = {**self.described, **(known or {})}
+        files = {name: known[name] if name in known
                  else describe_table(self.spark, self.storage, self.out.table(name), checksums=with_sums)
                  for name, with_sums in tables.items()}
         return files, table_checksums(files)
