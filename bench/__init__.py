@@ -9,7 +9,10 @@
   :mod:`~bench.seeds` (the papers' reference figures, each with its source),
   :mod:`~bench.datasets` (the data sets and sample images), :mod:`~bench.contexts`
   (throwaway keys per preset), :mod:`~bench.timing` (medians, the encryption split, one core),
-  :mod:`~bench.peakmem` (peak memory per stage), :mod:`~bench.detect` (watermark detection).
+  :mod:`~bench.peakmem` (peak memory per stage), :mod:`~bench.detect` (watermark detection);
+* :mod:`~bench.clusters` -- the clusters the cluster suites run on (a Spark standalone cluster and
+  Hadoop's MiniDFSCluster on loopback, and the options their applications are submitted with), which
+  the tests start too.
 
 A package of its own beside :mod:`jobs`, :mod:`hecore` and :mod:`schemas`: neither the library
 (:mod:`hecore`) nor the jobs import anything from here; ``jobs/cli.py`` routes ``hepix bench`` and

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 from Pyfhel import PyCtxt, Pyfhel, PyPtxt
 
 from .ciphertexts import CiphertextFormat
-from .errors import HepixError, SecretKeyMissing
+from .errors import HepixError, KeyDirectoryError, SecretKeyMissing
 from .params import Params
 from .seal import pyfhel_for
 
@@ -36,13 +36,36 @@ class PublicMaterial:
     public_key: bytes
     relin_key: bytes | None = None
     rotate_key: bytes | None = None
+    #: The sha256 of every public file the key set was made with, ``((file name, hex), ...)`` sorted by
+    #: name: what the fingerprint covers, including the evaluation keys a copy may leave out.  None for key
+    #: directories made before the fingerprint covered more than the public key (their format 1).
+    digests: tuple[tuple[str, str], ...] | None = None
+
+    #: The file name of each component, as a key directory stores it (hecore.keys).
+    FILES = (("context", "context.bin"), ("public_key", "public.key"), ("relin_key", "relin.key"),
+             ("rotate_key", "rotate.key"))
 
     def fingerprint(self) -> str:
-        """sha256 over the parameters and the public key, hex; 16 characters identify a key."""
-        h = hashlib.sha256(b"hepix-key-fingerprint-v1\0")
+        """The key set's identity, hex; 16 characters identify a key.  sha256 over the parameters and the
+        digest of every public component (context, public key, relinearisation and rotation keys), so that
+        no component of another key set passes under this one's name; for key sets of format 1, over the
+        parameters and the public key only."""
+        if self.digests is None:
+            h = hashlib.sha256(b"hepix-key-fingerprint-v1\0")
+            h.update(self.params.canonical_bytes())
+            h.update(hashlib.sha256(self.public_key).digest())
+            return h.hexdigest()
+        h = hashlib.sha256(b"hepix-key-fingerprint-v2\0")
         h.update(self.params.canonical_bytes())
-        h.update(hashlib.sha256(self.public_key).digest())
+        for name, digest in self.digests:
+            h.update(b"\0" + name.encode() + b"\0" + bytes.fromhex(digest))
         return h.hexdigest()
+
+    def with_digests(self) -> "PublicMaterial":
+        """The same material with the digests of the components it holds (what a new key set records)."""
+        digests = tuple(sorted((name, hashlib.sha256(data).hexdigest()) for attr, name in self.FILES
+                               if (data := getattr(self, attr)) is not None))
+        return replace(self, digests=digests)
 
 
 def integer_slots(values, params: Params) -> np.ndarray:
@@ -101,21 +124,28 @@ class HEContext:
             public_key=he.to_bytes_public_key(compr_mode=COMPRESSION),
             relin_key=relin,
             rotate_key=rotate,
-        )
+        ).with_digests()
         secret = he.to_bytes_secret_key(compr_mode=COMPRESSION)
         return cls(he, params, public, has_secret=True), secret
 
     @classmethod
     def from_public(cls, public: PublicMaterial, secret_key: bytes | None = None) -> "HEContext":
         he = Pyfhel()
-        he.from_bytes_context(public.context)
-        he.from_bytes_public_key(public.public_key)
-        if public.relin_key is not None:
-            he.from_bytes_relin_key(public.relin_key)
-        if public.rotate_key is not None:
-            he.from_bytes_rotate_key(public.rotate_key)
-        if secret_key is not None:
-            he.from_bytes_secret_key(secret_key)
+        loads = [("context.bin", he.from_bytes_context, public.context),
+                 ("public.key", he.from_bytes_public_key, public.public_key),
+                 ("relin.key", he.from_bytes_relin_key, public.relin_key),
+                 ("rotate.key", he.from_bytes_rotate_key, public.rotate_key),
+                 ("secret.key", he.from_bytes_secret_key, secret_key)]
+        for name, load, data in loads:
+            if data is None:
+                continue
+            try:
+                load(data)
+            except Exception as e:  # noqa: BLE001 -- Pyfhel raises bare RuntimeErrors (and others) on bad bytes
+                what = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+                raise KeyDirectoryError(
+                    f"{name} does not load in SEAL with the parameters {public.params.name} ({what}): the file is "
+                    "damaged or of another key set; restore the key directory from the owner's copy") from None
         ctx = cls(he, public.params, public, has_secret=secret_key is not None)
         ctx._check_params()
         return ctx

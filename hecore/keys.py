@@ -14,9 +14,17 @@ so a processing job can be pointed at a directory that holds one without the
 secret ever entering its memory (the processing job goes further and refuses
 such a directory; see ``hepix process``).  :func:`export_public` writes a
 copy without the secret key, to hand to the cluster.
+
+The fingerprint covers every public file (format 2: :meth:`PublicMaterial.fingerprint`), and every file
+is read with a bound (:mod:`hecore.keyfiles`).  The manifest records the files' sha256 and the
+fingerprint, but it sits in the same directory and vouches for nothing: a directory is trusted because
+its public key belongs to the secret beside it (:func:`check_key_pair`, whenever the secret is read) or
+because the owner's records name its fingerprint (:mod:`hecore.keyring`).  Key directories of format 1
+(made before the fingerprint covered the evaluation keys) keep their fingerprint over the public key.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -28,6 +36,7 @@ from pathlib import Path
 
 from .context import HEContext, PublicMaterial
 from .errors import KeyDirectoryError, KeyMismatch
+from .keyfiles import read_bounded, read_manifest, sha256_bounded
 from .params import Params
 from .secretfile import make_private_directory, read_owner_only, write_private
 
@@ -40,7 +49,9 @@ RELIN = "relin.key"
 ROTATE = "rotate.key"
 SECRET = "secret.key"
 PUBLIC_FILES = (CONTEXT, PUBLIC, RELIN, ROTATE)
-FORMAT = 1
+#: The format of new key directories (2: the fingerprint covers every public file); 1 is still read.
+FORMAT = 2
+FORMATS = (1, 2)
 #: The scheme of a TFHE key directory's manifest (:mod:`hecore.tfhe.keys`; its secret is ``client.key``).
 TFHE_SCHEME = "tfhe"
 
@@ -82,19 +93,16 @@ def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False, r
     write_private(out / SECRET, secret, 0o600)
     info = KeyInfo(params=params, fingerprint=ctx.fingerprint,
                    created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_secret=True)
-    _write_manifest(out, info, _public_checksums(out))
+    _write_manifest(out, info, dict(pub.digests), FORMAT)
+    from .keyring import record
+
+    record(info.fingerprint, scheme=params.scheme, directory=out)
     log.info("generated keys %s (%s) in %s", info.fingerprint[:16], params.describe(), out)
     return info
 
 
-def _public_checksums(keys: Path) -> dict[str, str]:
-    """sha256 of every public file, so that files mixed in from another key set are caught."""
-    return {name: hashlib.sha256((keys / name).read_bytes()).hexdigest()
-            for name in PUBLIC_FILES if (keys / name).is_file()}
-
-
-def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str]) -> None:
-    doc = {"format": FORMAT, "params": info.params.to_json(), "fingerprint": info.fingerprint,
+def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str], fmt: int) -> None:
+    doc = {"format": fmt, "params": info.params.to_json(), "fingerprint": info.fingerprint,
            "created": info.created, "sha256": checksums}
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -104,24 +112,26 @@ def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str]) -> None
 def read_info(keys: str | os.PathLike) -> KeyInfo:
     """Read ``hepix-keys.json`` (does not read any key)."""
     keys = Path(keys)
+    return _info(keys, manifest_doc(keys))
+
+
+def _info(keys: Path, doc: dict) -> KeyInfo:
     path = keys / MANIFEST
-    if not path.is_file():
+    if doc.get("scheme") == TFHE_SCHEME:
         raise KeyDirectoryError(
-            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --out {keys}`"
-        )
+            f"{keys} is a TFHE key directory (client.key / server.key); this needs CKKS, BFV or BGV keys "
+            "(`hepix keygen --preset NAME`), or use TFHE ops with these keys")
+    if doc.get("format") not in FORMATS:
+        raise KeyDirectoryError(f"{path}: key directory format {str(doc.get('format'))[:40]!r} is not one of "
+                                f"{', '.join(map(str, FORMATS))}")
     try:
-        doc = json.loads(path.read_text())
-        if isinstance(doc, dict) and doc.get("scheme") == TFHE_SCHEME:
-            raise KeyDirectoryError(
-                f"{keys} is a TFHE key directory (client.key / server.key); this needs CKKS, BFV or BGV keys "
-                "(`hepix keygen --preset NAME`), or use TFHE ops with these keys")
-        if doc.get("format") != FORMAT:
-            raise KeyDirectoryError(f"{path}: key directory format {doc.get('format')!r} is not {FORMAT}")
         params = Params.from_json(doc["params"])
-        fingerprint = str(doc["fingerprint"])
-        created = str(doc.get("created", ""))
-    except (ValueError, KeyError) as e:
-        raise KeyDirectoryError(f"{path} is malformed: {e}") from e
+        fingerprint = doc["fingerprint"]
+        if not isinstance(fingerprint, str) or len(fingerprint) != 64:
+            raise ValueError(f"fingerprint {str(fingerprint)[:80]!r} is not 64 hex digits")
+        created = str(doc.get("created", ""))[:64]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise KeyDirectoryError(f"{path} is malformed: {str(e).splitlines()[0][:200]}") from None
     return KeyInfo(params, fingerprint, created, has_secret=(keys / SECRET).exists())
 
 
@@ -129,17 +139,10 @@ def manifest_doc(keys: str | os.PathLike) -> dict:
     """The parsed ``hepix-keys.json`` of a key directory of any scheme (reads no key), or a
     :class:`KeyDirectoryError` saying how to make one, or that it is malformed."""
     path = Path(keys) / MANIFEST
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists():
         raise KeyDirectoryError(
-            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --out {keys}`"
-        ) from None
-    except (OSError, ValueError) as e:
-        raise KeyDirectoryError(f"{path} is malformed: {e}") from None
-    if not isinstance(doc, dict):
-        raise KeyDirectoryError(f"{path} is malformed: not a JSON object")
-    return doc
+            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --out {keys}`")
+    return read_manifest(path)
 
 
 def key_scheme(keys: str | os.PathLike) -> str:
@@ -151,36 +154,61 @@ def key_scheme(keys: str | os.PathLike) -> str:
     return read_info(keys).params.scheme
 
 
-def _read(keys: Path, name: str, required: bool = True) -> bytes | None:
+def max_file_bytes(params: Params, name: str) -> int:
+    """The most bytes a public file of a key set of ``params`` can hold: a public key is one ciphertext
+    over every prime (two polynomials of N coefficients), a relinearisation key one per prime of the
+    ciphertext modulus, the Galois keys that many per power-of-two rotation (both ways) and conjugation;
+    with SEAL's headers and a compression that never grows data by more than a fraction."""
+    primes = len(params.qi_sizes)
+    one = 2 * params.n * primes * 8
+    count = {CONTEXT: 0, PUBLIC: 1, RELIN: max(1, primes - 1),
+             ROTATE: max(1, primes - 1) * (2 * params.n.bit_length() + 1)}[name]
+    return (1 << 20) + int(count * one * 1.05)
+
+
+def _read(keys: Path, name: str, params: Params, required: bool = True) -> bytes | None:
     path = keys / name
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         if required:
             raise KeyDirectoryError(f"{keys} has no {name}; the key directory is incomplete")
         return None
-    return path.read_bytes()
+    return read_bounded(path, max_file_bytes(params, name), what=f"{params.name}'s {name}")
 
 
 def read_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> PublicMaterial:
-    """The public material of a key directory, checked against its recorded fingerprint.
+    """The public material of a key directory: every file within its bound, of the sha256 the manifest
+    records, and the fingerprint recomputed over them equal to the recorded one (a directory consistent
+    in itself; whether it is the owner's is :func:`check_key_pair`'s or :mod:`hecore.keyring`'s question).
 
     ``eval_keys=False`` leaves the relinearisation and rotation keys unread
     (encryption does not need them; they are the bulk of the directory).
     """
     keys = Path(keys)
-    info = read_info(keys)
+    doc = manifest_doc(keys)
+    info = _info(keys, doc)
+    recorded = doc.get("sha256", {})
+    if not isinstance(recorded, dict) or not all(
+            name in PUBLIC_FILES and isinstance(v, str) and len(v) == 64 for name, v in recorded.items()):
+        raise KeyDirectoryError(f"{keys / MANIFEST} is malformed: its sha256 record is not one per public key file")
+    p = info.params
     material = PublicMaterial(
-        params=info.params,
-        context=_read(keys, CONTEXT),
-        public_key=_read(keys, PUBLIC),
-        relin_key=_read(keys, RELIN, required=False) if eval_keys else None,
-        rotate_key=_read(keys, ROTATE, required=False) if eval_keys else None,
+        params=p,
+        context=_read(keys, CONTEXT, p),
+        public_key=_read(keys, PUBLIC, p),
+        relin_key=_read(keys, RELIN, p, required=False) if eval_keys else None,
+        rotate_key=_read(keys, ROTATE, p, required=False) if eval_keys else None,
+        digests=tuple(sorted(recorded.items())) if doc["format"] >= 2 else None,
     )
-    recorded = json.loads((keys / MANIFEST).read_text()).get("sha256", {})
-    for name in PUBLIC_FILES if eval_keys else (CONTEXT, PUBLIC):
+    for name in PUBLIC_FILES:
         data = {CONTEXT: material.context, PUBLIC: material.public_key,
                 RELIN: material.relin_key, ROTATE: material.rotate_key}[name]
-        if (data is None) != (name not in recorded) or (
-                data is not None and hashlib.sha256(data).hexdigest() != recorded[name]):
+        if not eval_keys and name in (RELIN, ROTATE):       # not loaded, but the file there is checked all the same
+            if not (keys / name).exists():
+                continue
+            digest = sha256_bounded(keys / name, max_file_bytes(p, name), what=f"{p.name}'s {name}")
+        else:
+            digest = None if data is None else hashlib.sha256(data).hexdigest()
+        if (digest is None) != (name not in recorded) or (digest is not None and digest != recorded[name]):
             raise KeyDirectoryError(
                 f"{keys}/{name} is not the file key set {info.fingerprint[:16]} was created with (its sha256 "
                 f"differs from the one in {MANIFEST}, or it is missing or extra): the fingerprint no longer "
@@ -194,6 +222,33 @@ def read_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> PublicMat
     return material
 
 
+def check_owner_directory(keys: str | os.PathLike, public: PublicMaterial, secret_key: bytes) -> None:
+    """The owner's key directory ``keys`` (its ``public`` material and secret read) is the key set it says:
+    its public key belongs to the secret (:func:`check_key_pair`), and its fingerprint is the one keygen
+    recorded for the directory, when it was made here (:func:`hecore.keyring.check_directory`)."""
+    from .keyring import check_directory
+
+    check_key_pair(public, secret_key)
+    check_directory(keys, public.fingerprint())
+
+
+def check_key_pair(public: PublicMaterial, secret_key: bytes) -> None:
+    """Raise :class:`KeyMismatch` unless ``secret_key`` decrypts what ``public``'s public key encrypts: the
+    proof that a public key is the owner's, which no manifest can give.  A secret that does not load is a
+    :class:`KeyDirectoryError` naming the file.  One encryption and one decryption: milliseconds."""
+    import numpy as np
+
+    probe = np.arange(1.0, 9.0)
+    bare = dataclasses.replace(public, relin_key=None, rotate_key=None)
+    got = HEContext.from_public(bare, secret_key=secret_key).decrypt_slots(
+        HEContext.from_public(bare).encrypt_vector(probe), probe.size)
+    if not np.allclose(got, probe, atol=1e-3):
+        raise KeyMismatch(
+            f"the secret key does not belong to key set {public.fingerprint()[:16]}: what that public key encrypts, "
+            "the secret key cannot decrypt; the key directory was mixed from two key sets: use the directory "
+            "`hepix keygen` made (and its secret.key), and do not encrypt with that public key")
+
+
 def load_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> HEContext:
     """A context that can encrypt and evaluate but not decrypt.  Never opens ``secret.key``.
 
@@ -204,7 +259,9 @@ def load_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> HEContext
 
 def load_secret(keys: str | os.PathLike) -> HEContext:
     """A context with the secret key.  Refuses a secret key file that others can read."""
-    return HEContext.from_public(read_public(keys), secret_key=read_secret_key(keys))
+    public, secret = read_public(keys), read_secret_key(keys)
+    check_owner_directory(keys, public, secret)
+    return HEContext.from_public(public, secret_key=secret)
 
 
 def read_secret_key(keys: str | os.PathLike) -> bytes:
@@ -227,15 +284,22 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:
     """Copy the public part of ``keys`` into a new directory ``out`` (no secret key)."""
     keys, out = Path(keys), Path(out)
     material = read_public(keys)
+    if (keys / SECRET).exists():                # the owner's directory: its public key proven to be the secret's
+        check_owner_directory(keys, material, read_secret_key(keys))
     if out.exists() and any(out.iterdir()):
         raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
-    for name in PUBLIC_FILES:
-        if (keys / name).is_file():
-            shutil.copyfile(keys / name, out / name)
+    files = {CONTEXT: material.context, PUBLIC: material.public_key, RELIN: material.relin_key,
+             ROTATE: material.rotate_key}
+    for name, data in files.items():
+        if data is not None:
+            write_private(out / name, data, 0o644)
     info = read_info(keys)
     info = KeyInfo(info.params, info.fingerprint, info.created, has_secret=False)
-    _write_manifest(out, info, _public_checksums(out))
+    if material.digests is not None:
+        _write_manifest(out, info, dict(material.digests), 2)
+    else:
+        _write_manifest(out, info, {n: hashlib.sha256(d).hexdigest() for n, d in files.items() if d is not None}, 1)
     log.info("exported public keys %s to %s", material.fingerprint()[:16], out)
     return info
 

@@ -205,8 +205,10 @@ def _open_input(args):
         raise HepixError(f"{args.input} holds a '{parent.job}' run; audit the output of encrypt or process")
     if args.max_ciphertexts < 2:
         raise HepixError(f"--max-ciphertexts {args.max_ciphertexts}: the tests compare ciphertexts, give 2 or more")
-    if dst.exists() and any(dst.iterdir()):
-        raise HepixError(f"{args.out} exists and is not empty; choose a new directory")
+    from .runtime import places
+
+    places.check_new_out(args.out)
+    places.check_location(args.out, "--out", places.guarded(input=args.input, owner=args.owner))
     return src, dst, parent
 
 

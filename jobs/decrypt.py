@@ -90,6 +90,37 @@ def check_arguments(args) -> None:
                              "and the plaintext-processed reference; give the originals with --images")
         if "://" in args.contact_sheet or os.path.isdir(args.contact_sheet):
             raise HepixError(f"--contact-sheet {args.contact_sheet}: give the path of a local PNG file to write")
+    check_outputs(args)
+
+
+def check_outputs(args) -> None:
+    """Refuse, before any key is read, an ``--out`` that exists and is not empty, and an ``--out`` or
+    ``--contact-sheet`` inside the input, the keys, the owner map or any key directory, owner map or run;
+    a contact sheet over anything but an earlier contact sheet (jobs/runtime/places.py)."""
+    from .runtime import places
+
+    where = places.guarded(input=args.input, keys=args.keys, owner=args.owner)
+    places.check_new_out(args.out)
+    places.check_location(args.out, "--out", where)
+    if args.contact_sheet is not None:
+        check_sheet_path(args, where)
+
+
+def check_sheet_path(args, where=None) -> None:
+    """``--contact-sheet``'s path checked (jobs/runtime/places.py): again just before the sheet is written."""
+    from tasks.contactsheet import is_contact_sheet
+
+    from .runtime import places
+
+    where = where if where is not None else places.guarded(input=args.input, keys=args.keys, owner=args.owner)
+    tables = [places.Guarded(f"{args.out.rstrip('/')}/{t}", "a table of --out (its readers would take the "
+                             "sheet in)") for t in OUT_TABLES]
+    places.check_side_file(args.contact_sheet, "--contact-sheet", list(where) + tables, own_out=args.out,
+                           replaceable=is_contact_sheet)
+
+
+#: The directories a decrypt writes in its ``--out`` that readers take whole (a contact sheet stays out).
+OUT_TABLES = ("metrics", "rejects", "distances", "predictions", "inference_metrics", "_staging", "_trash")
 
 
 def load_owner(args, fingerprint: str) -> OwnerMap | None:
@@ -193,6 +224,10 @@ def write_contact_sheet(run, rows: list[dict], drawn: dict[str, bytes]) -> None:
     first = (f"hepix decrypt {run.run_id}: {run.args.input}, key {run.fingerprint[:16]}, "
              f"{run.parent.layout} layout, preset {run.parent.preset}")
     header = [first, legend()]
+    try:
+        check_sheet_path(run.args)
+    except HepixError as e:
+        raise type(e)(f"{e}; the run itself is committed in {run.args.out}") from None
     try:
         draw(sheet, path, header)
     except OSError as e:

@@ -24,6 +24,7 @@ files already hold (encrypted or rejected); ``--overwrite`` redoes them all.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 from hecore.atrest import STORES
@@ -38,7 +39,8 @@ from hecore.schemes import scheme_of
 
 from .runtime import runinfo
 from .runtime.batches import EncryptRun
-from .runtime.owner import default_dir
+from .runtime.owner import default_dir, owner_fingerprints
+from .runtime.places import check_encrypt_outputs
 from .runtime.progress import Progress
 from .runtime.remote import remote_keys
 from .runtime.runs import add_spark_arguments
@@ -53,9 +55,14 @@ DEFAULT_BATCH_IMAGES = 256  # a crashed run loses at most one batch of work
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--keys", required=True, help="key directory: only its public part is read (never secret.key), "
-                        "except with --encryption symmetric, which reads secret.key too; TFHE keys: tfhe-rs "
-                        "encrypts with client.key (0600), one seeded ciphertext per pixel value")
+    p.add_argument("--keys", required=True, help="key directory: the public key encrypts (--encryption "
+                        "symmetric: secret.key, or TFHE's client.key); where the directory holds the secret, the "
+                        "secret proves the public key is its own; a public-only directory must be vouched for by "
+                        "the owner's key records (keygen writes them), the owner map of the run, or "
+                        "--key-fingerprint")
+    p.add_argument("--key-fingerprint", metavar="HEX",
+                   help="the fingerprint `hepix keygen` printed for the key set (16 to 64 hex digits): a public-only "
+                        "--keys directory is used only if its public keys have it")
     p.add_argument("--input", required=True, help="directory, glob or URI (file://, hdfs://) of images")
     p.add_argument("--out", required=True, help="output directory, the one to hand to the cluster: ciphertexts/ "
                         "(random image ids; no file names, no hashes of images) and _manifest.json")
@@ -317,9 +324,32 @@ def owner_dir(args) -> str:
     return d
 
 
-def run(args) -> int:
+def trusted_keys(args, keys: str, scheme, secret: bool, owner: str):
+    """The key set this run encrypts under, once the owner's side trusts it: a directory that holds the secret
+    proves its public key with it (read, checked, and dropped unless the run encrypts with it); a public-only
+    directory's fingerprint must be vouched for by ``--key-fingerprint``, the owner map this run adds to or
+    the earlier ones it skips, or the owner's key records (:func:`hecore.keyring.vouch_for`).  Its own
+    manifest vouches for nothing: it sits beside the keys it describes."""
+    from hecore.keyring import vouch, vouch_for
     from hecore.schemes import open_keys
 
+    holds = secret or os.path.exists(os.path.join(keys, scheme.secret_file))
+    keyset = open_keys(keys, secret=holds, eval_keys=False)
+    if holds:
+        if args.key_fingerprint is not None:
+            vouch(keyset.fingerprint, directory=args.keys, given=args.key_fingerprint)
+        return keyset if secret else keyset.public()
+    try:
+        keyset.check_encryption(use_secret=False)       # keys made without a public key: what to do instead
+    except ValueError as e:
+        raise HepixError(str(e)) from None
+    why = vouch_for(keyset, directory=args.keys, given=args.key_fingerprint,
+                    owner=owner_fingerprints([owner, *args.skip_encrypted]))
+    log.info("public keys %s of %s vouched for by %s", keyset.fingerprint[:16], args.keys, why)
+    return keyset
+
+
+def run(args) -> int:
     strategy_class(args.strategy, allow_leaky=args.allow_leaky)    # a leaking strategy: refused, saying what leaks
     check_numbers(args)
     owner = owner_dir(args)
@@ -329,7 +359,8 @@ def run(args) -> int:
     # its secret alone (TFHE's client key); then the run is the owner's job, in a secret-holding session
     secret = args.encryption == "symmetric" or not scheme.public_encryption
     with remote_keys(args.keys, secret=secret) as keys:
-        setup = settings_from(args, open_keys(keys, secret=secret, eval_keys=False))
+        setup = settings_from(args, trusted_keys(args, keys, scheme, secret, owner))
+    check_encrypt_outputs(args.out, owner, keys=args.keys, images=args.input)   # before anything is written
     run_id, started = runinfo.new_run_id(), runinfo.now()
     session = (secret_session("encrypt", args.master, args.conf, trusted=trusted_cluster(args)) if setup.use_secret
                else plain_session("encrypt", args.master, args.conf))

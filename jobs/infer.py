@@ -67,6 +67,10 @@ def run_encrypt(args) -> int:
     from hecore.infer import models as infer
     from hecore.keys import load_public
 
+    from .runtime import places
+
+    places.check_new_out(args.out)          # a new or empty directory: nothing of the user's is replaced
+    places.check_location(args.out, "--out", places.guarded(keys=args.keys))
     ctx = load_public(args.keys, eval_keys=False)
     params = ctx.params
     if args.pack and params.is_integer:
@@ -276,6 +280,10 @@ def run_process(args, chain) -> int:
         t0 = time.perf_counter()
         checked = run.checked_input("process", keys=run.keys.for_checks())
         df = checked.df
+        misfit = _input_shapes(run, df, layout, pack, params.slots, checked.rejects)
+        if misfit:                                  # batches the layout cannot run: left out, each a rejects row
+            checked.bad_images |= misfit
+            df = df.where(~F.col("image_id").isin(sorted(misfit)))
         res = df.groupBy("image_id").applyInArrow(
             table_function(infer_group, token=token, broadcast=bc, model_bc=model_bc, spec=op.spec,
                            run_id=run.run_id, rebuilds=run.rebuilds, layout=str(layout) if layout else None),
@@ -302,19 +310,85 @@ def run_process(args, chain) -> int:
     return exit_status(args, len(checked.rejects))
 
 
+def batch_number(image_id) -> int | None:
+    """The number of a digits batch from its id (``digits-<task>-<number>``), or None."""
+    tail = image_id.rpartition("-")[2] if isinstance(image_id, str) else ""
+    return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 9 else None
+
+
+def shape_problem(layout, pack: bool, slots: int, number: int, n, start, block, cts) -> str | None:
+    """Why batch ``number`` whose rows say ``n`` samples from ``start``, ``block`` slots per pixel position
+    (``tile_h``) and ``cts`` ciphertexts (``tile_w``) is not a batch of the layout the run's manifest
+    names (``infer_layout``, ``pack``), as encrypt-digits lays them out; or None.  The manifest is
+    untrusted: a layout that does not fit the ciphertexts is refused here, before it indexes anything."""
+    from hecore.infer import encrypted
+    from hecore.infer.models import PIXELS
+
+    if any(not isinstance(v, int) for v in (n, start, block, cts)):
+        return "h, y, tile_h or tile_w is missing"
+    said = f"{n} samples from {start}, block {block}, {cts} ciphertexts"
+    if layout is not None and layout.per_sample:
+        if (n, start, block, cts) != (1, number, 0, 1):
+            return (f"the run's layout {layout} holds one sample per batch (batch {number}: sample {number}, block "
+                    f"0, one ciphertext); its rows say {said}")
+        return None
+    if start != number * slots or not 1 <= n <= slots:
+        return f"batch {number} of {slots}-slot batches starts at sample {number * slots}; its rows say {said}"
+    want = (layout.block or slots) if layout is not None else encrypted.block_for(n, slots, pack)
+    need = -(-PIXELS // (slots // want)) if 1 <= want <= slots else -1
+    if (block, cts) != (want, need):
+        name = str(layout) if layout is not None else ("packed" if pack else "pixel-per-ciphertext")
+        return f"the run's layout {name} has block {want} and {need} ciphertexts per batch; its rows say {said}"
+    return None
+
+
+def _input_shapes(run, df, layout, pack: bool, slots: int, rejects: list[dict]) -> set[str]:
+    """The batches of the checked digits rows ``df`` whose rows do not make a batch of the run's layout
+    (:func:`shape_problem`, and one row per ciphertext index of the batch), each a rejects row in
+    ``rejects``.  Aggregated by Spark without the ciphertexts."""
+    from pyspark.sql import functions as F
+
+    bad = set()
+    stats = df.groupBy("image_id").agg(
+        F.count("*").alias("rows"), F.countDistinct("index").alias("indexes"), F.min("index").alias("lo"),
+        F.max("index").alias("hi"), *[agg(c).alias(f"{name}_{c}") for c in ("h", "y", "tile_h", "tile_w")
+                                      for name, agg in (("lo", F.min), ("hi", F.max))]).collect()
+    for r in stats:
+        iid = r["image_id"]
+        number = batch_number(iid)
+        vals = [r[f"lo_{c}"] for c in ("h", "y", "tile_h", "tile_w")]
+        if number is None:
+            why = f"batch id {str(iid)[:80]!r} does not end in its number"
+        elif vals != [r[f"hi_{c}"] for c in ("h", "y", "tile_h", "tile_w")]:
+            why = "its rows disagree on the batch's samples, block or ciphertexts"
+        elif (r["rows"], r["indexes"], r["lo"], r["hi"]) != (vals[3], vals[3], 0, vals[3] - 1):
+            why = f"{r['rows']} rows with {r['indexes']} indexes {r['lo']}..{r['hi']}, for {vals[3]} ciphertexts"
+        else:
+            why = shape_problem(layout, pack, slots, number, *vals)
+        if why is not None:
+            bad.add(iid)
+            rejects.append(reject_row(run.run_id, "process", "", "bad-batch", why, {"image_id": iid}))
+    return bad
+
+
 # --- decrypt ---------------------------------------------------------------------------------
 
-def _batch_problem(rs: list[dict], task, slots: int, outputs: int | None) -> str | None:
-    """Why the rows of one batch of head outputs cannot be a batch this run made, or None."""
+def _batch_problem(rs: list[dict], task, slots: int, outputs: int | None, layout=None, pack: bool = False
+                   ) -> str | None:
+    """Why the rows of one batch of head outputs cannot be a batch this run made (its samples in the task,
+    one row per output, the shape of the run's layout: :func:`shape_problem`), or None."""
     first = rs[0]
     n, start = first["h"], first["y"]
-    if any((r["h"], r["y"]) != (n, start) for r in rs):
+    if any((r["h"], r["y"], r["tile_h"], r["tile_w"]) != (n, start, first["tile_h"], first["tile_w"]) for r in rs):
         return "its rows disagree on the batch's samples"
     if not (1 <= n <= slots and 0 <= start and start + n <= len(task.y_test)):
         return f"samples {start}..{start + n - 1} are not in the task's {len(task.y_test)} test digits"
     if sorted(r["index"] for r in rs) != list(range(len(rs))) or (outputs is not None and len(rs) != outputs):
         return f"{len(rs)} head outputs with indices {sorted(r['index'] for r in rs)[:5]}"
-    return None
+    number = batch_number(first["image_id"])
+    if number is None:
+        return f"batch id {str(first['image_id'])[:80]!r} does not end in its number"
+    return shape_problem(layout, pack, slots, number, n, start, first["tile_h"], first["tile_w"])
 
 
 #: The largest |score| a head output may decrypt to: logits of 8x8 digits are far smaller; another key's
@@ -384,9 +458,14 @@ def decrypt(run) -> int:
 
     op = infer.parse_infer(parent.ops[-1].partition(":")[2])
     task = infer.digits_task(op.task)
-    binary = bool(parent.options.get("binary"))
-    classes = 1 if binary else len(set(task.y_test.tolist()))
-    layout = _parent_layout(parent)
+    binary = task.n_classes == 2                        # the task's, never the manifest's word
+    classes = 1 if binary else task.n_classes
+    try:
+        layout = _parent_layout(parent)
+    except ValueError as e:
+        raise HepixError(f"{args.input}: the manifest's infer_layout {parent.options.get('infer_layout')!r}: "
+                         f"{e}") from None
+    pack = bool(parent.options.get("pack"))
     per_sample = layout is not None and layout.per_sample
     outputs = 1 if per_sample else classes              # head-output rows per batch
     t0 = time.perf_counter()
@@ -398,7 +477,7 @@ def decrypt(run) -> int:
         if batch_id in bad:
             continue
         rs = sorted(batches[batch_id], key=lambda r: r["index"])
-        why = _batch_problem(rs, task, ctx.params.slots, outputs)
+        why = _batch_problem(rs, task, ctx.params.slots, outputs, layout, pack)
         if why is not None:
             rejects.append(reject_row(run_id, "decrypt", batch_id, "bad-batch", why, {"image_id": batch_id}))
             bad.add(batch_id)
@@ -410,6 +489,12 @@ def decrypt(run) -> int:
             s = layouts.decrypt(ctx, layout, [rs[0]["ct"]], 1, classes=classes, binary=False) * rs[0]["post_scale"]
         else:
             s = np.stack([ctx.decrypt_slots(r["ct"], n) * r["post_scale"] for r in rs], axis=1)
+        if s.shape != (n, classes):                 # what the rows' shape checks already make sure of
+            rejects.append(reject_row(run_id, "decrypt", batch_id, "bad-batch",
+                                      f"decrypts to {s.shape[0]}x{s.shape[1]} scores, not {n} samples x {classes}",
+                                      {"image_id": batch_id}))
+            bad.add(batch_id)
+            continue
         if not np.all(np.abs(s) <= MAX_SCORE):
             rejects.append(reject_row(run_id, "decrypt", batch_id, "implausible-values",
                                       f"scores up to {float(np.nanmax(np.abs(s))):.3g}, beyond {MAX_SCORE:g}: "

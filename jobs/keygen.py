@@ -7,6 +7,7 @@ beside ``server.key`` (what the cluster gets: it evaluates and cannot decrypt).
 from __future__ import annotations
 
 from hecore.errors import InvalidParameters
+from hecore.keyring import keyring_path, recorded
 from hecore.params import DEFAULT_PRESET, PRESETS
 
 from .plan import add_chain_arguments
@@ -61,6 +62,10 @@ def run(args) -> int:
     print(f"{scheme.title} keys {info.fingerprint[:16]} ({params.name}: {params.describe()}) written to {args.out}")
     print(f"the secret key is {args.out}/{scheme.secret_file} (mode 0600: it decrypts); give the cluster "
           f"`hepix export-public --keys {args.out} --out PUBLIC_DIR` instead")
+    where = (f"recorded in your key records ({keyring_path()})" if info.fingerprint in recorded()
+             else f"not recorded in your key records ({keyring_path()}: see the warning above)")
+    print(f"fingerprint {info.fingerprint}: {where}; encrypting with a public copy of these keys on a machine "
+          "without these records needs --key-fingerprint and this value")
     return 0
 
 
@@ -74,5 +79,6 @@ def run_export(args) -> int:
 
     scheme = scheme_of(args.keys)
     info = scheme.export_public(args.keys, args.out)
-    print(f"public keys {info.fingerprint[:16]} written to {args.out} (no {scheme.secret_file})")
+    print(f"public keys {info.fingerprint[:16]} written to {args.out} (no {scheme.secret_file}); their fingerprint, "
+          f"for `hepix encrypt --key-fingerprint` elsewhere: {info.fingerprint}")
     return 0

@@ -26,7 +26,7 @@ from .runtime.console import table
 from .runtime.frames import driver_frame
 from .runtime.progress import Progress
 from .runtime.rowcheck import reject_row
-from .runtime.runs import exit_status, open_run, table_function
+from .runtime.runs import check_recordable_ops, exit_status, open_run, table_function
 
 KEYS = ["tile_y", "tile_x", "channel", "index"]
 
@@ -67,6 +67,7 @@ def run(args, chain) -> int:
         parent = run.parent
         if any(op.startswith("match:") for op in parent.ops):
             raise HepixError(f"{args.input} already holds distances, not images")
+        check_recordable_ops(parent, [match.spec])
         done = parse_ops(list(parent.ops))
         try:
             check_params(run.keys.params, done, parent.layout, match)   # scheme, depth, keys, value room

@@ -35,7 +35,14 @@ from tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, w
 from tasks.process import chain_partition, chained, mean_filter_group, pointwise_partition, scatter_partition
 
 from .runtime.progress import Progress
-from .runtime.runs import add_reject_arguments, add_spark_arguments, exit_status, open_run, table_function
+from .runtime.runs import (
+    add_reject_arguments,
+    add_spark_arguments,
+    check_recordable_ops,
+    exit_status,
+    open_run,
+    table_function,
+)
 from .runtime.sparktask import task_attempt
 from .runtime.tablefiles import describe_files
 
@@ -179,10 +186,15 @@ def run(args, chain) -> int:
     from pyspark.sql import functions as F
 
     from hecore.layouts import Layout
+    from schemas.manifest import MAX_OPS
 
+    if len(chain.ops) > MAX_OPS:                    # before any session: no run records such a chain
+        raise HepixError(f"--op: {len(chain.ops)} ops, more than the {MAX_OPS} a run records (every reader "
+                         f"refuses a longer chain); give at most {MAX_OPS}")
     with open_run(args, "process") as run:
         parent = run.parent
         ops = planned_ops(run, list(chain.ops))
+        check_recordable_ops(parent, [o.spec for o in ops])        # a run its readers accept, before any work
         print(f"hepix process {run.run_id}: {args.input} -> {args.out}; ops {' | '.join(o.spec for o in ops)}; "
               f"key {run.fingerprint[:16]} ({run.keys.scheme.public_keys} only)")
         with Progress(run.spark, "process", enabled=not args.quiet) as progress:

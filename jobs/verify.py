@@ -27,7 +27,7 @@ from schemas.footers import FooterChecker, FooterLimits, footer_bytes
 from schemas.stages import CHECKED
 from schemas.tables import TABLES, spark_schema
 from tasks.rowchecks import KEY, RowExpect, check_partition
-from tasks.splits import SplitSource, splits_of
+from tasks.splits import SplitSource, plan_tasks, splits_of
 
 from .runtime import runinfo
 from .runtime.rowcheck import first_rejects, image_problems, image_summaries, split_plan
@@ -113,7 +113,8 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     bc = spark.sparkContext.broadcast(None)
     token = f"verify/{bc._jbroadcast.id()}"
     # the Python workers read the ciphertexts (a file that cannot be read counts fewer rows, reported below)
-    source = SplitSource(splits, storage.access(path), TABLES[table])
+    source = SplitSource(splits, storage.access(path), TABLES[table],
+                         plan_tasks(splits, spark.sparkContext.defaultParallelism))
     checked = split_plan(spark, source, lambda it: check_partition(source.rows(it, []), expect=expect, token=token,
                                                                     broadcast=bc), spark_schema(CHECKED)).persist()
     try:
@@ -154,9 +155,17 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
 
 
 def run(args) -> int:
+    from .runtime import places
+
     run_id = runinfo.new_run_id()
+    if args.rejects:          # a new or empty directory outside the run, the keys and the owner map
+        places.check_new_out(args.rejects, "--rejects")
+        places.check_location(args.rejects, "--rejects", places.guarded(input=args.dst))
     with plain_session("verify", args.master, args.conf) as spark:
         storage = Storage(spark)
+        if args.rejects:
+            places.check_new_out(args.rejects, "--rejects", exists=storage.exists, entries=storage.names,
+                                 is_file=storage.is_file)
         manifest = read_manifest(storage, args.dst)
         if manifest is None:
             raise HepixError(f"{args.dst} has no _manifest.json: not the output of a hepix run, or its first "

@@ -13,7 +13,9 @@ therefore checked first, from its size as listed and at most :data:`MAX_FOOTER_B
   value is copied into every row that refers to it) -- the ciphertexts' no larger than the rows it can
   serve (:func:`_dictionary_bytes`);
 * the row count is the row groups' sum and at most what the caller allows (the manifest's count for the
-  file), and the stored sizes are at most rows x the largest row the parameters allow.
+  file), and the stored sizes are at most rows x the largest row the parameters allow;
+* no more row groups than rows, and no row group of no rows but the one of a file without rows (each row
+  group is a reader's task: the work a file costs grows with its rows, never with its metadata).
 
 :class:`FooterChecker` gives why a file fails (a rejects row's reason and one-line detail), or None;
 nothing here raises on bad bytes, and a footer that crashes the reader costs only the child process.
@@ -135,15 +137,18 @@ def _same_type(a, b) -> bool:
 def _metadata_problem(md, data_end: int, limits: FooterLimits) -> str | None:
     """Why the parsed footer ``md`` of a file whose data ends at ``data_end`` breaks ``limits``, or None."""
     groups = md.num_row_groups
-    if groups > MAX_ROW_GROUPS:
-        return f"its footer claims {groups} row groups"
+    if groups > min(MAX_ROW_GROUPS, max(limits.rows, 1)):
+        return (f"its footer claims {groups} row groups for at most {limits.rows} rows (a row group holds at "
+                "least one row; a file of no rows has at most one)")
     rows = 0
     stored = 0
+    empty = 0
     for g in range(groups):
         rg = md.row_group(g)
         if rg.num_rows < 0:
             return f"row group {g} claims {rg.num_rows} rows"
         rows += rg.num_rows
+        empty += rg.num_rows == 0
         for c in range(rg.num_columns):
             col = rg.column(c)
             why = _chunk_problem(col, data_end, limits, rg.num_rows) if rg.num_rows \
@@ -153,6 +158,9 @@ def _metadata_problem(md, data_end: int, limits: FooterLimits) -> str | None:
             stored += col.total_uncompressed_size
     if md.num_rows != rows:
         return f"its footer claims {md.num_rows} rows, its row groups {rows}"
+    if empty and (rows or empty > 1):
+        return (f"{empty} of its {groups} row groups hold no rows (hepix's writers write none, but the one "
+                "of a file without rows): each would cost a reader a task")
     if rows > limits.rows:
         return f"its footer claims {rows} rows, the manifest allows {limits.rows}"
     if stored > max(rows, 1) * limits.row_bytes:

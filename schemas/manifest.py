@@ -32,6 +32,8 @@ TABLES = ("ciphertexts", "rejects", "metrics", "distances", "predictions", "infe
 MAX_COUNT = 2**53            # counts and sizes: integers a float64 still holds exactly
 MAX_FILES = 1_000_000
 MAX_OPS = 64
+#: The longest op spec a manifest (and a row's ``ops``) records.
+MAX_OP_CHARS = 200
 MAX_TEXT = 4096
 #: The largest manifest read: a million listed files of about 200 bytes each fit.
 MAX_BYTES = 256 * 2**20
@@ -222,9 +224,12 @@ def _conversions():
 
 def op_list(v, path):
     """Image ops that parse (hecore.ops.spec), the last possibly a ``match:`` or ``infer:`` run."""
-    specs = listing(text(200), MAX_OPS)(v, path)
+    specs = listing(text(MAX_OP_CHARS), MAX_OPS)(v, path)
+    from hecore.ops.spec import check_ascii_digits
+
     for i, spec in enumerate(specs):
         try:
+            check_ascii_digits(spec)
             if spec.startswith("match:") and i == len(specs) - 1:
                 from hecore.ops.spec import parse_match
                 parse_match(spec)
@@ -353,6 +358,14 @@ def _check_ops_of_scheme(ops: list, preset) -> None:
                     parse_op(o)
     except (ValueError, TypeError) as e:
         _fail("ops", f"are not operations of the run's scheme ({_show(preset)}): {e}")
+
+
+def check_recorded_ops(ops: list, preset) -> None:
+    """Check a run's ``ops`` (with its ``preset``) as every reader of its manifest does -- at most
+    :data:`MAX_OPS` ops of at most :data:`MAX_OP_CHARS` characters that parse, in the preset's scheme --,
+    raising :class:`ManifestInvalid` naming what fails: a job checks the chain it will record before it
+    works, so that it never commits a run its readers refuse."""
+    _check_ops_of_scheme(op_list(ops, "ops"), preset)
 
 
 def validated(d) -> RunManifest:

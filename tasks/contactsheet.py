@@ -203,6 +203,41 @@ def draw(rows: list[SheetRow], path: str, header: list[str]) -> list[dict]:
     return boxes
 
 
+#: PNG's signature, and the most bytes :func:`is_contact_sheet` reads before giving up.
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_SHEET_PROBE_BYTES = 64 * 2**20
+
+
+def is_contact_sheet(path: str) -> bool:
+    """Whether the file ``path`` is a contact sheet :func:`draw` wrote: a PNG with the :data:`LAYOUT_KEY`
+    text chunk before its image data.  Reads chunk headers and text keywords only (no pixel is decoded),
+    at most :data:`_SHEET_PROBE_BYTES`, and never follows a symbolic link."""
+    want = LAYOUT_KEY.encode("latin-1") + b"\0"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if f.read(8) != _PNG_SIGNATURE:
+            return False
+        read = 8
+        while read < _SHEET_PROBE_BYTES:
+            head = f.read(8)
+            if len(head) != 8:
+                return False
+            length, kind = int.from_bytes(head[:4], "big"), head[4:]
+            if kind in (b"IDAT", b"IEND"):
+                return False
+            if kind in (b"tEXt", b"iTXt", b"zTXt") and length >= len(want):
+                if f.read(len(want)) == want:
+                    return True
+                f.seek(length - len(want) + 4, os.SEEK_CUR)
+            else:
+                f.seek(length + 4, os.SEEK_CUR)
+            read += 12 + length
+    return False
+
+
 def read_layout(path: str) -> list[dict]:
     """The panels' boxes a sheet records: ``{"image", "panel", "box": [x0, y0, x1, y1]}`` each."""
     from PIL import Image

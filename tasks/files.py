@@ -46,6 +46,8 @@ class RowGroupWriter:
     def add(self, rb: pa.RecordBatch) -> None:
         from .checksums import xor_all
 
+        if rb.num_rows == 0:                    # never an empty row group (readers refuse files with them)
+            return
         if rb.schema != CIPHERTEXTS:            # Spark's batches: the same columns, all nullable
             rb = rb.cast(CIPHERTEXTS)
         self.rows += rb.num_rows

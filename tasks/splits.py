@@ -1,5 +1,6 @@
-"""A job's input read by the Python workers themselves: each task opens its split -- one row group of one
-file the input's manifest lists -- with pyarrow, so no ciphertext byte passes through the JVM.
+"""A job's input read by the Python workers themselves: each task opens its splits -- row groups of the
+files the input's manifest lists, a few small ones per task (:func:`plan_tasks`) -- with pyarrow, so no
+ciphertext byte passes through the JVM.
 
 The driver checked every file's footer before it planned the splits (schemas.footers); a split carries
 the file's size and the SHA-256 of the footer it checked.  The worker reads the file only if it still
@@ -25,14 +26,23 @@ from .filesystem import FileAccess
 BATCH_ROWS = 64
 
 
+#: A Spark task reads row groups until it holds this many rows or :data:`TASK_BYTES` bytes (a few small row
+#: groups -- files of a few rows -- are one task's work, not one task each).
+TASK_ROWS = 64
+TASK_BYTES = 64 * 2**20
+
+
 @dataclass(frozen=True)
 class Split:
-    """One row group of one listed file, as the driver checked the file."""
+    """One row group of one listed file, as the driver checked the file: its rows and bytes as the footer
+    says."""
 
     path: str
     size: int
     footer_sha256: str
     row_group: int
+    rows: int = 0
+    nbytes: int = 0
 
 
 def footer_digest(footer: bytes) -> str:
@@ -47,9 +57,33 @@ def footer_metadata(footer: bytes):
 
 
 def splits_of(path: str, size: int, footer: bytes) -> list[Split]:
-    """The splits of a checked file: one per row group (none for a file of no row groups)."""
+    """The splits of a checked file: one per row group that holds rows (none for a row group of no rows:
+    it has nothing to read)."""
     digest = footer_digest(footer)
-    return [Split(path, size, digest, i) for i in range(footer_metadata(footer).num_row_groups)]
+    md = footer_metadata(footer)
+    groups = (md.row_group(i) for i in range(md.num_row_groups))
+    return [Split(path, size, digest, i, g.num_rows, g.total_byte_size) for i, g in enumerate(groups)
+            if g.num_rows > 0]
+
+
+def plan_tasks(splits: list[Split], parallelism: int = 1) -> tuple[tuple[int, ...], ...]:
+    """The split indexes each Spark task reads: consecutive splits, a task closed once it holds
+    :data:`TASK_ROWS` rows (fewer when the input has fewer than that per core of ``parallelism``) or
+    :data:`TASK_BYTES` bytes.  So the tasks are bounded by the rows and bytes of the input, not by how many
+    row groups or files hold them; a split of a large row group is a task of its own, as before."""
+    total = sum(max(s.rows, 1) for s in splits)
+    target = max(1, min(TASK_ROWS, -(-total // max(1, parallelism))))
+    tasks, current, rows, nbytes = [], [], 0, 0
+    for i, s in enumerate(splits):
+        current.append(i)
+        rows += max(s.rows, 1)
+        nbytes += max(s.nbytes, 0)
+        if rows >= target or nbytes >= TASK_BYTES:
+            tasks.append(tuple(current))
+            current, rows, nbytes = [], 0, 0
+    if current:
+        tasks.append(tuple(current))
+    return tuple(tasks)
 
 
 def _first_line(e: BaseException) -> str:
@@ -98,15 +132,23 @@ def read_splits(splits: list[Split], *, access: FileAccess, schema: pa.Schema,
 @dataclass(frozen=True)
 class SplitSource:
     """The input as the Python workers read it: the checked files' splits, how to reach them, the table's
-    schema.  The driver's side plans one Spark task per split, each given the indexes of its splits."""
+    schema, and which splits each Spark task reads (``tasks``, :func:`plan_tasks`; by default one task per
+    split).  The driver's side plans one Spark task per entry of ``tasks``, each given its index."""
 
     splits: list[Split]
     access: FileAccess
     schema: pa.Schema
+    tasks: tuple = ()
+
+    @property
+    def task_count(self) -> int:
+        return len(self.tasks) if self.tasks else len(self.splits)
 
     def rows(self, ids: Iterator[pa.RecordBatch], problems: list) -> Iterator[pa.RecordBatch]:
-        """The rows of the splits whose indexes ``ids`` holds (batches of an ``id`` column; :func:`read_splits`)."""
-        mine = [self.splits[i] for rb in ids for i in rb.column("id").to_pylist()]
+        """The rows of the splits of the tasks whose indexes ``ids`` holds (batches of an ``id`` column;
+        :func:`read_splits`)."""
+        picked = [i for rb in ids for i in rb.column("id").to_pylist()]
+        mine = [self.splits[j] for i in picked for j in (self.tasks[i] if self.tasks else (i,))]
         return read_splits(mine, access=self.access, schema=self.schema, problems=problems)
 
     def partition(self, ids: Iterator[pa.RecordBatch], fn, **kwargs) -> Iterator[pa.RecordBatch]:

@@ -20,58 +20,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.clusters.options import submit_jvm_opts
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # The jobs these tests run one after the other in this process share a Spark session where they hold no
 # secret (jobs.runtime.session.KEEP_ENV): its Python workers and the JVM's warm code serve the next job.
 os.environ.setdefault("HEPIX_KEEP_SESSION", "1")
 
-
-#: Options for the JVMs the tests start themselves, all short-lived: C1 compiles alone (C2's compilations cost
-#: more of a core than they save in a run of seconds or minutes; it was 40% of the JVMs' CPU in the YARN and
-#: Airflow tests), as hepix's own local sessions do.
-TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
-
-
-def _codegen_settings() -> dict[str, str]:
-    """hepix's local sessions' settings that interpret Spark's expressions (jobs.runtime.session.LOCAL_DEFAULTS),
-    for the tests' other Spark applications."""
-    from jobs.runtime.session import LOCAL_DEFAULTS
-
-    return {k: v for k, v in LOCAL_DEFAULTS.items() if k.startswith("spark.sql.codegen.")}
+# The owner's key records (hecore.keyring) of a test run: every key set the tests make is recorded there, not in
+# the user's own records; one file for all the run's processes (a key directory one of them makes, another uses).
+os.environ.setdefault("HEPIX_KEYRING", os.path.join(
+    tempfile.gettempdir(), "hepix-test-keyrings", os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}",
+    "keyring.json"))
 
 
-def _spark_submit_options() -> None:
-    """The JVMs the tests start through ``spark-submit`` (the submit scripts, Airflow's operator): Spark's
-    classes mapped from the class-data archive ``make setup`` wrote, as the sessions hepix starts itself do
-    (jobs/runtime/jvmarchive.py; a JVM on other jars ignores it), :data:`TEST_JVM_OPTS`, and Spark's
-    expressions interpreted, as in hepix's local sessions (jobs.runtime.session.LOCAL_DEFAULTS; ``spark.*``
-    system properties are Spark settings)."""
-    from jobs.runtime import jvmarchive
-
-    codegen = [f"-D{k}={v}" for k, v in _codegen_settings().items()]
-    opts = " ".join([jvmarchive.java_options(), TEST_JVM_OPTS, *codegen]).strip()
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", opts)
-
-
-_spark_submit_options()
-
-
-def submit_jvm_env() -> dict[str, str]:
-    """The environment variable that starts a cluster test's ``spark-submit`` JVM (a client-mode application's
-    driver) as the tests' local ones: ``SPARK_SUBMIT_OPTS`` of :func:`_spark_submit_options` (the class-data
-    archive maps Spark's classes where the JVM's classpath is the archive's, as a standalone client's is)."""
-    return {"SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")}
-
-
-def cluster_spark_opts() -> tuple[str, ...]:
-    """spark-submit options for a test's cluster application (YARN, standalone): :data:`TEST_JVM_OPTS` for its
-    driver's, application master's and executors' JVMs, and Spark's expressions interpreted, as in hepix's
-    local sessions."""
-    opts = [f"spark.{jvm}JavaOptions={TEST_JVM_OPTS}"
-            for jvm in ("driver.default", "executor.default", "yarn.am.extra")]
-    opts += [f"{k}={v}" for k, v in _codegen_settings().items()]
-    return tuple(word for opt in opts for word in ("--conf", opt))
+# The JVMs the tests start through ``spark-submit`` (the submit scripts, Airflow's operator) get the options of
+# short-lived ones (bench.clusters.options.submit_jvm_opts: Spark's classes from the class-data archive, C1 only,
+# Spark's expressions interpreted), as the tests' clusters and the applications submitted to them do.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", submit_jvm_opts())
 
 
 #: The folder holding ``usc-sipi/`` and ``div2k/``.

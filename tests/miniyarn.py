@@ -2,7 +2,7 @@
 
 Not a test module.  One name node, one data node, one ResourceManager and one NodeManager, started
 by ``tests/java/HepixMiniYarn.java`` (compiled once with ``javac`` into the jar cache of
-``tests/minidfs.py``, whose jars it runs on), in a working directory of the test's.  The
+:mod:`bench.clusters.minidfs`, whose jars it runs on), in a working directory of the test's.  The
 NodeManager runs its containers as processes of this machine.  :attr:`MiniYarn.conf_dir` is a
 ``HADOOP_CONF_DIR`` for spark-submit (``core-site.xml``, ``hdfs-site.xml``, ``yarn-site.xml``).
 
@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import minidfs
 import pyspark
-from conftest import TEST_JVM_OPTS
+
+from bench.clusters import minidfs
+from bench.clusters.options import SHORT_JVM_OPTS
 
 SOURCE = Path(__file__).resolve().parent / "java" / "HepixMiniYarn.java"
 #: pyspark's jars the ResourceManager loads its log4j 1 API from.
@@ -93,7 +94,7 @@ class MiniYarn:
         self.log = self.workdir / "miniyarn.log"
         self.timeout = timeout
         self._details: dict | None = None
-        cmd = ["java", "-Xmx768m", TEST_JVM_OPTS, "-cp", classpath(), "HepixMiniYarn", str(self.conf_dir),
+        cmd = ["java", "-Xmx768m", SHORT_JVM_OPTS, "-cp", classpath(), "HepixMiniYarn", str(self.conf_dir),
                str(minidfs.free_port()), str(memory_mb), str(vcores)]
         setpriv = shutil.which("setpriv")
         if setpriv:

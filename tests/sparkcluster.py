@@ -1,6 +1,6 @@
 """Test helpers for a real Spark standalone cluster on loopback (``tests/test_cluster.py``).
 
-The cluster, the archives and the submit command line are ``tests/sparkstandalone.py``'s (the
+The cluster, the archives and the submit command line are :mod:`bench.clusters.standalone`'s (the
 cluster benchmark, ``hepix bench --suite cluster``, runs on the same); here: starting
 it for a test module and stopping it whatever happens, running a job to its end, killing a
 worker in the middle of one, and reading Spark's event log afterwards.
@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import TEST_JVM_OPTS, cluster_spark_opts, submit_jvm_env
-from sparkstandalone import (
+from bench.clusters.options import SHORT_JVM_OPTS, cluster_spark_opts, submit_jvm_env
+from bench.clusters.standalone import (
     GIB,
     StandaloneCluster,
     cluster_dist,
@@ -45,7 +45,7 @@ def started_cluster(root: Path, workers: int = 2):
     stopped and the scratch removed on the way out, also when the test failed or the start did."""
     dist = cluster_dist(root / "dist", venv=Path(sys.prefix), without=NOT_ON_THE_CLUSTER)
     scratch = Path(tempfile.mkdtemp(prefix="hepix-test-cluster-", dir=scratch_parent(root, SCRATCH_NEED)))
-    cluster = StandaloneCluster(root / "spark", workers=workers, scratch=scratch, java_options=TEST_JVM_OPTS)
+    cluster = StandaloneCluster(root / "spark", workers=workers, scratch=scratch, java_options=SHORT_JVM_OPTS)
     try:
         cluster.start(wait=False)
         yield cluster, dist

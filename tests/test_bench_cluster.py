@@ -236,3 +236,23 @@ def test_the_suite_loads_the_checkouts_hdfs_and_cluster_helpers_once():
     assert hasattr(launcher(), "StandaloneCluster")
     with pytest.raises(SystemExit, match="runs from a checkout"):
         checkout_module("no_such_helper")
+
+
+def test_the_cluster_suites_and_their_helpers_import_in_a_plain_interpreter(tmp_path):
+    """What ``hepix bench --suite cluster`` (and ``--hdfs``) imports before it starts a cluster, as the installed
+    ``hepix`` imports it: a fresh interpreter, neither pytest nor tests/ on its path, in another directory.  A
+    helper that takes anything from the tests' configuration fails here in a second, not when the suite runs."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import bench.suites.cluster, bench.suites.corpuscluster\n"
+            "from bench.checkout import HELPERS, checkout_module, launcher\n"
+            "assert hasattr(launcher(), 'StandaloneCluster') and hasattr(checkout_module('minidfs'), 'MiniDFS')\n"
+            "assert all(checkout_module(name) is module for name, module in HELPERS.items())\n"
+            "assert not {'pytest', 'conftest'} & set(sys.modules), 'the suites import the tests: pytest, conftest'\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PYTEST_")}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 0, r.stderr

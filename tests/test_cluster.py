@@ -29,8 +29,8 @@ import pyarrow.dataset as ds
 import pytest
 from PIL import Image
 from sparkcluster import Kill, events_of, executor_ids_of_tasks, kill_a_worker_mid_job, started_cluster, submit
-from sparkstandalone import java_available
 
+from bench.clusters.standalone import java_available
 from jobs.cli import main
 
 pytestmark = [pytest.mark.seconds(210), pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),

@@ -3,7 +3,7 @@
 Images, key directories and every table live on ``hdfs://``: Spark reads and writes them with
 its bundled Hadoop client, hepix's Python side fetches the keys over WebHDFS (``hdfs``
 package), and the test itself uploads and reads back over WebHDFS.  Skips with the reason
-where Java or Maven is missing (see tests/minidfs.py).
+where Java or Maven is missing (see bench/clusters/minidfs.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.seconds(70), pytest.mark.spark, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def hdfs(tmp_path_factory):
-    from minidfs import MiniDFS, unavailable
+    from bench.clusters.minidfs import MiniDFS, unavailable
 
     why = unavailable()
     if why:

@@ -8,6 +8,7 @@ references themselves are checked over every input and constant in test_tfhe_api
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import os
 import stat
@@ -268,8 +269,12 @@ def test_key_directory_modes(key_dir):
     assert stat.S_IMODE((key_dir / tfhe_keys.CLIENT).stat().st_mode) == 0o600
     assert stat.S_IMODE((key_dir / tfhe_keys.SERVER).stat().st_mode) == 0o644
     doc = json.loads((key_dir / "hepix-keys.json").read_text())
-    assert doc["scheme"] == "tfhe"
-    assert doc["fingerprint"] == tfhe_keys.fingerprint((key_dir / tfhe_keys.SERVER).read_bytes())
+    assert doc["scheme"] == "tfhe" and doc["format"] == 2
+    # the fingerprint covers the server key and the compact public key, not the server key alone
+    server, public = ((key_dir / n).read_bytes() for n in (tfhe_keys.SERVER, tfhe_keys.PUBLIC))
+    assert doc["fingerprint"] == tfhe_keys.read_public(key_dir).fingerprint() != tfhe_keys.fingerprint(server)
+    assert doc["sha256"] == {tfhe_keys.SERVER: hashlib.sha256(server).hexdigest(),
+                             tfhe_keys.PUBLIC: hashlib.sha256(public).hexdigest()}
 
 
 def test_readable_client_key_is_refused(key_dir, tmp_path):
@@ -299,8 +304,15 @@ def test_public_side_loads_without_opening_the_client_key(key_dir, monkeypatch):
         opened.append(os.fspath(self))
         return real_path_open(self, *args, **kwargs)
 
+    real_os_open = os.open
+
+    def spy_os_open(file, *args, **kwargs):     # the key files are read with os.open (hecore.keyfiles)
+        opened.append(os.fspath(file))
+        return real_os_open(file, *args, **kwargs)
+
     monkeypatch.setattr(builtins, "open", spy_open)
     monkeypatch.setattr(Path, "open", spy_path_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
     Evaluator.from_key_directory(key_dir)
     tfhe_keys.read_info(key_dir)
     assert opened and not any(p.endswith(tfhe_keys.CLIENT) for p in opened)

@@ -55,6 +55,8 @@ def old_public_dir(public_dir, tmp_path_factory) -> Path:
     doc = json.loads(manifest.read_text())
     del doc["sha256"][tfhe_keys.PUBLIC]
     doc["params"].pop("public_key")
+    doc["format"] = 1                   # then the fingerprint was the server key's sha256
+    doc["fingerprint"] = tfhe_keys.fingerprint((out / tfhe_keys.SERVER).read_bytes())
     manifest.write_text(json.dumps(doc))
     return out
 

@@ -498,7 +498,7 @@ def test_a_secret_key_on_hdfs_is_fetched_only_privately_and_only_when_hdfs_guard
 
     files = {p.name: p.read_bytes() for p in (corpus / "keys").iterdir()}
     fake = FakeWebHdfs(url, files, permission, owner)
-    monkeypatch.setattr(remote, "client", lambda uri: (fake, "/owner/keys"))
+    monkeypatch.setattr(remote, "client", lambda uri, **kw: (fake, "/owner/keys"))
     if refused:
         with pytest.raises(KeyDirectoryError, match=refused):
             with remote.remote_keys("hdfs://namenode.example:9820/owner/keys", secret=True):

@@ -15,7 +15,7 @@ ciphertext rows are exactly the clean run's, none missing, none twice.
 The Spark jars come from pyspark's installation on the node (``spark.yarn.jars`` ``local:``, in the
 spark-defaults.conf of a private ``SPARK_CONF_DIR``, the way a cluster's operator sets it) rather than
 460 MB uploaded per application.  Skipped without Java (and a JDK's javac, Maven for the first fetch
-of the jars: tests/minidfs.py).  Tiny images (32x32), the cheap ``addonly-2048`` keys.
+of the jars: bench/clusters/minidfs.py).  Tiny images (32x32), the cheap ``addonly-2048`` keys.
 """
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-from conftest import cluster_spark_opts
 from sparkcluster import NOT_ON_THE_CLUSTER, events_of, executor_ids_of_tasks, tail
-from sparkstandalone import _clean_env, cluster_dist, java_available, spark_home
 from test_cluster import decrypted, keys_of, make_corpus
 
+from bench.clusters.options import cluster_spark_opts
+from bench.clusters.standalone import clean_env, cluster_dist, java_available, spark_home
 from jobs.cli import main
 
 pytestmark = [pytest.mark.seconds(335), pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800),
@@ -86,7 +86,7 @@ def yarn_env(cluster, dist: Path, root: Path, mode: str, event_log: Path) -> dic
     opts = ["--conf", "spark.ui.enabled=false", "--conf", "spark.eventLog.enabled=true",
             "--conf", f"spark.eventLog.dir={event_log.as_uri()}", "--conf", "spark.eventLog.compress=false",
             "--conf", "spark.eventLog.rolling.enabled=false", *cluster_spark_opts()]
-    return {**_clean_env(), "HADOOP_CONF_DIR": str(cluster.conf_dir), "SPARK_CONF_DIR": str(spark_conf),
+    return {**clean_env(), "HADOOP_CONF_DIR": str(cluster.conf_dir), "SPARK_CONF_DIR": str(spark_conf),
             "HEPIX_DIST": str(dist), "HEPIX_ENV_ARCHIVE": f"{cluster.uri}{ENV_ON_HDFS}", "HEPIX_VENV": sys.prefix,
             "HEPIX_DEPLOY_MODE": mode,
             "HEPIX_DRIVER_MEMORY": "1g", "HEPIX_EXECUTORS": "2", "HEPIX_EXECUTOR_MEMORY": "512m",

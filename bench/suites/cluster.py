@@ -1,9 +1,9 @@
 """``hepix bench --suite cluster``: the encrypt job on a Spark standalone cluster, one worker against two.
 
 A real standalone cluster on this machine's loopback (a master and one-core workers from pyspark's
-own distribution, started by the tests' launcher ``tests/sparkstandalone.py``, which :func:`bench.checkout.launcher`
-loads from the checkout: like ``spark-submit/``, it is not part of the installed package, so this
-suite runs from a checkout only); jobs go through ``spark-submit/standalone.sh`` with
+own distribution, started by :mod:`bench.clusters.standalone`, the launcher the tests use too, through
+:func:`bench.checkout.launcher`: it runs ``spark-submit/``, which is not part of the installed package,
+so this suite runs from a checkout only); jobs go through ``spark-submit/standalone.sh`` with
 the archives of ``spark-submit/package.sh``, input and output on a local path that the driver and the
 workers both see -- the shared-mount case, so the Python workers write the ciphertext files (``--writer workers``).
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sparkstandalone import StandaloneCluster
+    from bench.clusters.standalone import StandaloneCluster
 
 from bench.checkout import launcher
 

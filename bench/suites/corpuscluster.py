@@ -2,10 +2,10 @@
 
 One run, on this machine's loopback:
 
-* HDFS: Hadoop's MiniDFSCluster (the tests' ``tests/minidfs.py``, loaded from the checkout as the cluster
-  suite loads its launcher), holding the images (``/corpus``), the cluster's key directory (``/cluster/keys``:
-  public-only, ``hepix export-public``) and every job's output;
-* a Spark standalone cluster with ONE worker of one core (``tests/sparkstandalone.py``), the jobs submitted
+* HDFS: Hadoop's MiniDFSCluster (:mod:`bench.clusters.minidfs`, which the tests use too, reached through
+  :mod:`bench.checkout` as the cluster suite reaches its launcher), holding the images (``/corpus``), the
+  cluster's key directory (``/cluster/keys``: public-only, ``hepix export-public``) and every job's output;
+* a Spark standalone cluster with ONE worker of one core (:mod:`bench.clusters.standalone`), the jobs submitted
   through ``spark-submit/standalone.sh``: ``hepix encrypt`` (packed, public key; the owner map stays on the
   owner's disk), ``hepix process --op brightness:60``, ``hepix verify`` of the processed table;
 * the owner's side: ``hepix decrypt --owner --images`` on ``local[1]`` with the owner's key directory on the
@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.clusters.options import conf_args, event_log_settings
 from bench.clustertree import ClusterSampler, ClusterUsage
 from bench.proctree import MemoryPeaks
 from bench.suites import corpus
@@ -357,17 +358,14 @@ def cluster_command(cluster, dist: Path, argv: list[str], webhdfs: str, events: 
     from bench.checkout import launcher
 
     cmd, env = launcher().standalone_command(cluster, dist, [*argv, "--quiet"], cores=1, driver_memory="2g",
-                                             event_log=events)
+                                             event_log=events, extra_opts=tuple(conf_args(SPARK_CONF)))
     env["HEPIX_WEBHDFS"] = webhdfs
-    env["HEPIX_SPARK_OPTS"] = " ".join([env["HEPIX_SPARK_OPTS"], *(f"--conf {k}={v}" for k, v in SPARK_CONF.items())])
     return cmd, env
 
 
 def owner_command(argv: list[str], webhdfs: str, conf: Path, events: Path) -> tuple[list[str], dict[str, str]]:
     """``hepix ARGV`` on the owner's machine: ``local[1]``, this checkout's code, its event log into ``events``."""
-    events.mkdir(parents=True, exist_ok=True)
-    settings = {**SPARK_CONF, "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
-                "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
+    settings = {**SPARK_CONF, **event_log_settings(events)}
     conf.write_text("".join(f"{k} {v}\n" for k, v in settings.items()))
     env = dict(os.environ, HEPIX_WEBHDFS=webhdfs,
                PYTHONPATH=os.pathsep.join(filter(None, [str(corpus.REPO), os.environ.get("PYTHONPATH")])))
@@ -376,7 +374,7 @@ def owner_command(argv: list[str], webhdfs: str, conf: Path, events: Path) -> tu
 
 @dataclass
 class Site:
-    """Where the jobs run: the HDFS (``tests/minidfs.py``'s ``MiniDFS``), the workers' client to it, the
+    """Where the jobs run: the HDFS (:class:`bench.clusters.minidfs.MiniDFS`), the workers' client to it, the
     standalone cluster and its archives, the owner's key directory and scratch folder."""
 
     hdfs: object

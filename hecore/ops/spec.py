@@ -84,10 +84,13 @@ from typing import ClassVar, Sequence, Union
 
 import numpy as np
 
+from hecore.spectext import check_ascii_digits
+
 __all__ = [
     "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops",
     "Chain", "parse_chain", "Match", "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets",
     "MAX_MEAN_K", "SEAL_SCHEMES", "TFHE_ONLY", "NOT_IN_TFHE", "op_name", "is_table_chain", "parse_table_chain",
+    "check_ascii_digits",
 ]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
@@ -358,6 +361,7 @@ def parse_op(spec: str) -> Op:
     """The operation of a command-line spec: ``brightness:B``, ``watermark:X,Y,V``, ``meanfilter:K``."""
     if not isinstance(spec, str):
         raise ValueError(f"operation spec must be a string like {_FORMS}, got {spec!r}")
+    check_ascii_digits(spec)
     name, sep, args = spec.strip().partition(":")
     name = name.strip().lower()
     if name in TFHE_ONLY:
@@ -441,6 +445,8 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     if isinstance(specs, str):
         raise ValueError(f"parse_chain takes a list of specs, got the single string {specs!r}")
     specs = list(specs)
+    for spec in specs:
+        check_ascii_digits(spec)
     if scheme == "tfhe":
         return _parse_tfhe_chain(specs)
     if scheme not in (None,) + SEAL_SCHEMES:

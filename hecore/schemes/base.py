@@ -141,6 +141,12 @@ class KeySet(ABC):
         """Whether this key set holds the owner's secret (TenSEAL's ``is_private``)."""
 
     @property
+    def public_key_bound(self) -> bool:
+        """Whether the fingerprint covers the key public-key encryption uses, so that the owner's record of
+        the fingerprint proves it (TFHE key directories of format 1 do not: only the client key can)."""
+        return True
+
+    @property
     def layouts(self) -> tuple:
         """The layouts these parameters can fill (the scheme's, or fewer)."""
         return self.scheme.layouts

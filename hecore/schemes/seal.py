@@ -54,7 +54,11 @@ class SealScheme(Scheme):
 
     def open(self, keys: str | os.PathLike, *, secret: bool = False, eval_keys: bool = True) -> SealKeys:
         public = seal_keys.read_public(keys, eval_keys=eval_keys)
-        return SealKeys(public, seal_keys.read_secret_key(keys) if secret else None)
+        if not secret:
+            return SealKeys(public)
+        secret_key = seal_keys.read_secret_key(keys)
+        seal_keys.check_owner_directory(keys, public, secret_key)
+        return SealKeys(public, secret_key)
 
     def plan_keys(self, specs: Sequence[str], layout: str | None, *, only: str | None = None):
         """The smallest preset that runs the chain (the planner's first), or the default preset."""

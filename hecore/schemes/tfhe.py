@@ -64,10 +64,11 @@ class TfheScheme(Scheme):
 
         public = tfhe_keys.read_public(keys)
         client = None
-        if secret:          # read with the owner-only discipline, proven to belong to the server key
+        if secret:          # read with the owner-only discipline, proven to own the server and public keys
             client = tfhe_keys.read_client_key(keys)
-            tfhe_keys.check_key_pair(client, public.server_key)
-        return TfheKeys(public.params, public.fingerprint(), public.server_key, client, public.public_key)
+            tfhe_keys.check_owner_directory(keys, public, client)
+        return TfheKeys(public.params, public.fingerprint(), public.server_key, client, public.public_key,
+                        public_key_bound=public.digests is not None)
 
     def plan_keys(self, specs: Sequence[str], layout: str | None, *, only: str | None = None):
         """The one parameter set, once TFHE is shown to run every op of the chain."""
@@ -138,6 +139,8 @@ class TfheKeys(KeySet):
     server_key: bytes | None = field(default=None, repr=False)
     client_key: bytes | None = field(default=None, repr=False)    # never in a log line or an error message
     public_key: bytes | None = field(default=None, repr=False)
+    #: Whether the fingerprint covers the compact public key (key directories of format 2).
+    public_key_bound: bool = True
 
     scheme = TFHE
 
@@ -164,7 +167,8 @@ class TfheKeys(KeySet):
         return self.server_key
 
     def public(self) -> TfheKeys:
-        return TfheKeys(self.tfhe_params, self.key_fingerprint, self.server_key, None, self.public_key)
+        return TfheKeys(self.tfhe_params, self.key_fingerprint, self.server_key, None, self.public_key,
+                        public_key_bound=self.public_key_bound)
 
     def for_checks(self) -> TfheKeys:
         return TfheKeys(self.tfhe_params, self.key_fingerprint)

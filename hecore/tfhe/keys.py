@@ -13,9 +13,13 @@ secret: :class:`~hecore.tfhe.encryptor.TfhePublicEncryptor`); the server key eva
 ciphertexts to the computation parameters, and cannot decrypt.  Key directories made before hepix made
 a compact public key have no ``public.key`` (and their server key no key-switching key for one): they
 encrypt with the client key only, and :func:`read_public_key` says so.  The fingerprint
-is the sha256 of ``server.key``'s bytes; it is recorded with every ciphertext so that ciphertexts of
-another key set are refused by name.  :func:`read_public` / :func:`read_server_key` never open
-``client.key``, so a processing job can be pointed at the owner's directory without the secret
+covers the parameters, ``server.key`` and ``public.key`` (format 2; the server key's sha256 alone for
+directories of format 1); it is recorded with every ciphertext so that ciphertexts of another key set
+are refused by name.  The manifest vouches for nothing (it sits beside the keys it describes): whenever
+the client key is read, the server and compact public keys are proven to be its own
+(:func:`check_key_set`); without it, the owner's records must name the fingerprint
+(:mod:`hecore.keyring`) before a public key encrypts.  :func:`read_public` / :func:`read_server_key`
+never open ``client.key``, so a processing job can be pointed at the owner's directory without the secret
 entering its memory (the processing job goes further and refuses such a directory);
 :func:`export_public` writes a copy without it, to hand to the cluster.  ``client.key`` is written
 and read with the same discipline as CKKS's ``secret.key`` (:mod:`hecore.secretfile`).
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import KeyDirectoryError, KeyMismatch
+from ..keyfiles import read_bounded, read_manifest
 from ..keys import MANIFEST
 from ..secretfile import make_private_directory, read_owner_only, write_private
 from .native import native_module
@@ -42,7 +47,12 @@ log = logging.getLogger(__name__)
 CLIENT = "client.key"
 SERVER = "server.key"
 PUBLIC = "public.key"
-FORMAT = 1
+#: The format of new key directories (2: the fingerprint covers the public key too); 1 is still read.
+FORMAT = 2
+FORMATS = (1, 2)
+#: The most bytes each public key file may hold (tfhe-rs's default parameters: a server key of 371 MB, a
+#: compact public key of 33 KB).
+MAX_BYTES = {SERVER: 1 << 30, PUBLIC: 16 << 20}
 
 
 @dataclass(frozen=True)
@@ -65,8 +75,13 @@ class TfheKeyInfo:
 
 
 def fingerprint(server_key: bytes) -> str:
-    """The fingerprint of a key set: sha256 of its serialized server key."""
+    """The fingerprint of a key set of format 1: sha256 of its serialized server key."""
     return hashlib.sha256(server_key).hexdigest()
+
+
+def _digests(server: bytes, public: bytes | None) -> tuple[tuple[str, str], ...]:
+    files = {SERVER: server} if public is None else {SERVER: server, PUBLIC: public}
+    return tuple(sorted((name, hashlib.sha256(data).hexdigest()) for name, data in files.items()))
 
 
 def keygen(out: str | os.PathLike, *, overwrite: bool = False, threads: int = 1,
@@ -94,21 +109,22 @@ def keygen(out: str | os.PathLike, *, overwrite: bool = False, threads: int = 1,
     write_private(out / SERVER, server, 0o644)
     write_private(out / PUBLIC, public, 0o644)
     write_private(out / CLIENT, client, 0o600)
-    info = TfheKeyInfo(params=params, fingerprint=fingerprint(server),
+    material = TfhePublicMaterial(params, server, public, digests=_digests(server, public))
+    info = TfheKeyInfo(params=params, fingerprint=material.fingerprint(),
                        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_client_key=True,
                        has_public_key=True)
-    _write_manifest(out, info, server, public)
+    _write_manifest(out, info, dict(material.digests), FORMAT)
+    from ..keyring import record
+
+    record(info.fingerprint, scheme=SCHEME, directory=out)
     log.info("generated TFHE keys %s in %s (%.1f s; server key %d bytes%s, compact public key %d bytes)",
              info.fingerprint[:16], out, seconds, len(server), ", compressed" if compressed_server_key else "",
              len(public))
     return info
 
 
-def _write_manifest(out: Path, info: TfheKeyInfo, server: bytes, public: bytes | None) -> None:
-    sums = {SERVER: hashlib.sha256(server).hexdigest()}
-    if public is not None:
-        sums[PUBLIC] = hashlib.sha256(public).hexdigest()
-    doc = {"format": FORMAT, "scheme": SCHEME, "params": info.params.to_json(),
+def _write_manifest(out: Path, info: TfheKeyInfo, sums: dict[str, str], fmt: int) -> None:
+    doc = {"format": fmt, "scheme": SCHEME, "params": info.params.to_json(),
            "parameters": info.params.parameters, "library": info.params.library,
            "fingerprint": info.fingerprint, "created": info.created, "sha256": sums}
     tmp = out / (MANIFEST + ".tmp")
@@ -116,91 +132,117 @@ def _write_manifest(out: Path, info: TfheKeyInfo, server: bytes, public: bytes |
     os.replace(tmp, out / MANIFEST)
 
 
+def _manifest(keys: Path) -> dict:
+    if not (keys / MANIFEST).exists():
+        raise KeyDirectoryError(
+            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --scheme tfhe`")
+    return read_manifest(keys / MANIFEST)
+
+
 def is_tfhe_key_directory(keys: str | os.PathLike) -> bool:
     """Whether ``keys`` holds a manifest that says scheme "tfhe" (reads no key)."""
     try:
-        return json.loads((Path(keys) / MANIFEST).read_text()).get("scheme") == SCHEME
-    except (OSError, ValueError, AttributeError):
+        return _manifest(Path(keys)).get("scheme") == SCHEME
+    except KeyDirectoryError:
         return False
 
 
 def read_info(keys: str | os.PathLike) -> TfheKeyInfo:
     """Read ``hepix-keys.json`` of a TFHE key directory (reads no key)."""
     keys = Path(keys)
+    return _info(keys, _manifest(keys))
+
+
+def _info(keys: Path, doc: dict) -> TfheKeyInfo:
     path = keys / MANIFEST
-    if not path.is_file():
+    if doc.get("scheme") != SCHEME:
         raise KeyDirectoryError(
-            f"{keys} is not a hepix key directory (no {MANIFEST}); create one with `hepix keygen --scheme tfhe`"
+            f"{path} is a key directory of scheme {str(doc.get('scheme', 'ckks/bfv/bgv (hecore.keys)'))[:40]!r}, not "
+            f"{SCHEME!r}; use a TFHE key directory (`hepix keygen --scheme tfhe`)"
         )
+    if doc.get("format") not in FORMATS:
+        raise KeyDirectoryError(f"{path}: key directory format {str(doc.get('format'))[:40]!r} is not one of "
+                                f"{', '.join(map(str, FORMATS))}")
     try:
-        doc = json.loads(path.read_text())
-        if doc.get("scheme") != SCHEME:
-            raise KeyDirectoryError(
-                f"{path} is a key directory of scheme {doc.get('scheme', 'ckks/bfv/bgv (hecore.keys)')!r}, not "
-                f"{SCHEME!r}; use a TFHE key directory (`hepix keygen --scheme tfhe`)"
-            )
-        if doc.get("format") != FORMAT:
-            raise KeyDirectoryError(f"{path}: key directory format {doc.get('format')!r} is not {FORMAT}")
         params = TfheParams.from_json(doc["params"]) if "params" in doc else _legacy_params(doc)
-        return TfheKeyInfo(params=params, fingerprint=str(doc["fingerprint"]), created=str(doc.get("created", "")),
-                           has_client_key=(keys / CLIENT).exists(), has_public_key=PUBLIC in doc.get("sha256", {}))
+        sums = doc.get("sha256", {})
+        if not isinstance(sums, dict) or not all(n in (SERVER, PUBLIC) and isinstance(v, str) and len(v) == 64
+                                                  for n, v in sums.items()):
+            raise ValueError("its sha256 record is not one per public key file")
+        if not isinstance(doc["fingerprint"], str) or len(doc["fingerprint"]) != 64:
+            raise ValueError(f"fingerprint {str(doc['fingerprint'])[:80]!r} is not 64 hex digits")
+        return TfheKeyInfo(params=params, fingerprint=doc["fingerprint"], created=str(doc.get("created", ""))[:64],
+                           has_client_key=(keys / CLIENT).exists(), has_public_key=PUBLIC in sums)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise KeyDirectoryError(f"{path} is malformed: {e}") from e
+        raise KeyDirectoryError(f"{path} is malformed: {str(e).splitlines()[0][:200]}") from None
 
 
 def _legacy_params(doc: dict) -> TfheParams:
     """Directories written before the manifest recorded ``params``: the one parameter set there was."""
     if not str(doc["parameters"]).startswith(PARAMETERS):
-        raise KeyDirectoryError(f"unknown TFHE parameters {doc['parameters']!r}; make new keys")
+        raise KeyDirectoryError(f"unknown TFHE parameters {str(doc['parameters'])[:80]!r}; make new keys")
     return TFHE_DEFAULT
 
 
-def read_server_key(keys: str | os.PathLike) -> bytes:
-    """The server key bytes, checked against the recorded fingerprint.  Never opens ``client.key``."""
-    keys = Path(keys)
-    info = read_info(keys)
-    path = keys / SERVER
-    if not path.is_file():
-        raise KeyDirectoryError(f"{keys} has no {SERVER}; the key directory is incomplete")
-    data = path.read_bytes()
-    if fingerprint(data) != info.fingerprint:
-        raise KeyDirectoryError(
-            f"{path} is not the server key of key set {info.fingerprint[:16]} (its sha256 is "
-            f"{fingerprint(data)[:16]}): the directory was modified or mixed from two key sets"
-        )
+def _read_checked(keys: Path, name: str, doc: dict, fingerprint_: str) -> bytes:
+    """Key file ``name``, within its bound, of the sha256 the manifest records."""
+    path = keys / name
+    if not path.exists() and not path.is_symlink():
+        raise KeyDirectoryError(f"{keys} has no {name} although its manifest records one; the key directory is "
+                                "incomplete: copy it again with `hepix export-public`")
+    data = read_bounded(path, MAX_BYTES[name], what=f"a TFHE {name}")
+    recorded = doc.get("sha256", {}).get(name)
+    if recorded is not None and hashlib.sha256(data).hexdigest() != recorded:
+        what = "server key" if name == SERVER else "compact public key"
+        raise KeyDirectoryError(f"{path} is not the {what} of key set {fingerprint_[:16]} (its sha256 differs from the "
+                                f"one in {MANIFEST}): the directory was modified or mixed from two key sets")
     return data
 
 
+def read_server_key(keys: str | os.PathLike) -> bytes:
+    """The server key bytes of a key directory consistent in itself (:func:`read_public`).  Never opens
+    ``client.key``."""
+    return read_public(keys).server_key
+
+
 def read_public_key(keys: str | os.PathLike) -> bytes:
-    """The compact public key bytes, checked against the sha256 the manifest records.  A key directory
-    made before hepix made one is refused, saying what to do.  Never opens ``client.key``."""
+    """The compact public key bytes of a key directory consistent in itself (:func:`read_public`).  A key
+    directory made before hepix made one is refused, saying what to do; so is one of format 1, whose
+    fingerprint does not cover it.  Never opens ``client.key``."""
     keys = Path(keys)
-    info = read_info(keys)
-    if not info.has_public_key:
+    material = read_public(keys)
+    if material.public_key is None:
         raise KeyDirectoryError(
             f"{keys} holds no TFHE compact public key ({PUBLIC}): its keys were made before hepix encrypted TFHE "
             "with a public key; encrypt on the data owner's side with the client key (`hepix encrypt "
             "--encryption symmetric` with the directory that holds client.key), or make a new key set with "
             "`hepix keygen --scheme tfhe` and hand its `hepix export-public` copy to the encrypting machine")
-    path = keys / PUBLIC
-    if not path.is_file():
-        raise KeyDirectoryError(f"{keys} has no {PUBLIC} although its manifest records one; the key directory is "
-                                "incomplete: copy it again with `hepix export-public`")
-    data = path.read_bytes()
-    recorded = json.loads((keys / MANIFEST).read_text())["sha256"][PUBLIC]
-    if hashlib.sha256(data).hexdigest() != recorded:
-        raise KeyDirectoryError(f"{path} is not the compact public key of key set {info.fingerprint[:16]}: the "
-                                "directory was modified or mixed from two key sets")
-    return data
+    return material.public_key
 
 
 def read_public(keys: str | os.PathLike) -> TfhePublicMaterial:
-    """The public material of a TFHE key directory (parameters, checked server key and compact public key
-    when it has one).  Never opens ``client.key``: what the processing side loads, like
-    :func:`hecore.keys.read_public`."""
-    info = read_info(keys)
-    return TfhePublicMaterial(params=info.params, server_key=read_server_key(keys),
-                              public_key=read_public_key(keys) if info.has_public_key else None)
+    """The public material of a TFHE key directory (parameters, server key, and the compact public key when
+    it has one), every file within its bound and of the sha256 the manifest records, and the fingerprint
+    recomputed over them equal to the recorded one: a directory consistent in itself.  Whether it is the
+    owner's is :func:`check_key_set`'s question (with the client key) or :mod:`hecore.keyring`'s.
+    Never opens ``client.key``: what the processing side loads, like :func:`hecore.keys.read_public`."""
+    keys = Path(keys)
+    doc = _manifest(keys)
+    info = _info(keys, doc)
+    server = _read_checked(keys, SERVER, doc, info.fingerprint)
+    public = _read_checked(keys, PUBLIC, doc, info.fingerprint) if info.has_public_key else None
+    if doc["format"] >= 2:
+        material = TfhePublicMaterial(info.params, server, public, digests=_digests(server, public))
+        if dict(material.digests) != doc.get("sha256"):
+            raise KeyDirectoryError(f"{keys / MANIFEST} records other key files than the directory holds; it was "
+                                    "modified or mixed from two key sets")
+    else:
+        material = TfhePublicMaterial(info.params, server, public)
+    if material.fingerprint() != info.fingerprint:
+        raise KeyDirectoryError(
+            f"{keys}: its keys' fingerprint {material.fingerprint()[:16]} is not the recorded {info.fingerprint[:16]}: "
+            "the directory was modified or mixed from two key sets")
+    return material
 
 
 def read_client_key(keys: str | os.PathLike) -> bytes:
@@ -220,6 +262,8 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> TfheKeyInf
     a new directory ``out``."""
     keys, out = Path(keys), Path(out)
     material = read_public(keys)
+    if (keys / CLIENT).exists():            # the owner's directory: its public keys proven to be the client key's
+        check_owner_directory(keys, material, read_client_key(keys))
     if out.exists() and any(out.iterdir()):
         raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +273,8 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> TfheKeyInf
     info = read_info(keys)
     info = TfheKeyInfo(info.params, info.fingerprint, info.created, has_client_key=False,
                        has_public_key=material.public_key is not None)
-    _write_manifest(out, info, material.server_key, material.public_key)
+    _write_manifest(out, info, dict(_digests(material.server_key, material.public_key)),
+                    FORMAT if material.digests is not None else 1)
     log.info("exported TFHE server key %s%s to %s", info.fingerprint[:16],
              " and compact public key" if info.has_public_key else "", out)
     return info
@@ -253,8 +298,45 @@ def check_key_pair(client_key: bytes, server_key: bytes, *, threads: int = 1) ->
     to noise, so both results come out right by chance with probability about 2^-16.  A few
     bootstraps: do it once (the driver), not per task.
     """
-    native = native_module()
-    ck, sk = native.ClientKey(client_key), native.ServerKey(server_key)
+    _check_server(_client(client_key), _server(server_key), threads)
+
+
+def check_owner_directory(keys: str | os.PathLike, public: TfhePublicMaterial, client_key: bytes) -> None:
+    """The owner's key directory ``keys`` (its ``public`` material and client key read) is the key set it
+    says: its server and public keys belong to the client key (:func:`check_key_set`), and its fingerprint
+    is the one keygen recorded for the directory, when it was made here (:func:`hecore.keyring.check_directory`)."""
+    from ..keyring import check_directory
+
+    check_key_set(client_key, public)
+    check_directory(keys, public.fingerprint())
+
+
+def check_key_set(client_key: bytes, public: TfhePublicMaterial, *, threads: int = 1) -> None:
+    """Raise :class:`KeyMismatch` unless the server key and the compact public key of ``public`` both
+    belong to ``client_key`` (:func:`check_key_pair`, then four random bytes encrypted with the public key,
+    cast with the server key, must decrypt to themselves: under another key set's public key each decodes
+    to noise, all four right by chance with probability about 2^-32).  What proves a public key is the
+    owner's whenever the client key is read; the manifest beside the keys cannot."""
+    ck, sk = _client(client_key), _server(public.server_key)
+    _check_server(ck, sk, threads)
+    if public.public_key is None:
+        return
+    probe = os.urandom(4)
+    try:
+        got = ck.decrypt(native_module().PublicKey(public.public_key).encrypt(probe, threads=threads),
+                         threads=threads, server_key=sk)
+    except ValueError as e:
+        raise KeyMismatch(f"the compact public key of key set {public.fingerprint()[:16]} does not work with the "
+                          f"client key ({str(e).splitlines()[0][:120]}): the key directory was mixed from two key "
+                          "sets") from None
+    if bytes(got) != probe:
+        raise KeyMismatch(
+            f"the compact public key of key set {public.fingerprint()[:16]} does not belong to the client key (what it "
+            "encrypts, the client key cannot decrypt): the key directory was mixed from two key sets; use the "
+            "directory `hepix keygen --scheme tfhe` made, and do not encrypt with that public key")
+
+
+def _check_server(ck, sk, threads: int) -> None:
     cts = ck.encrypt(bytes([3, 200]), threads=threads)
     got = ck.decrypt(sk.apply("ge-mask", cts, constant=128, threads=threads), threads=threads)
     if got != bytes([0, 255]):
@@ -262,3 +344,21 @@ def check_key_pair(client_key: bytes, server_key: bytes, *, threads: int = 1) ->
             "the client key does not belong to the server key (an op evaluated with the server key does not "
             "decrypt under the client key): the key directory was mixed from two key sets; use one "
             "directory made by `hepix keygen --scheme tfhe`")
+
+
+def _client(data: bytes):
+    return _load("ClientKey", CLIENT, "client key", data)
+
+
+def _server(data: bytes):
+    return _load("ServerKey", SERVER, "server key", data)
+
+
+def _load(cls: str, name: str, what: str, data: bytes):
+    """A tfhe-rs key of the native module, or a :class:`KeyDirectoryError` naming the file that does not load."""
+    try:
+        return getattr(native_module(), cls)(data)
+    except ValueError as e:
+        raise KeyDirectoryError(f"{name} does not load as a tfhe-rs {what} ({str(e).splitlines()[0][:120]}): the "
+                                "file is damaged or not a key of this kind; restore the key directory from the "
+                                "owner's copy") from None

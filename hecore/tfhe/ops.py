@@ -39,6 +39,8 @@ from typing import ClassVar, Union
 
 import numpy as np
 
+from hecore.spectext import check_ascii_digits
+
 _FORMS = "brightness:B, brightness-wrap:B, threshold:T, min:C, max:C, lut:NAME"
 
 
@@ -263,6 +265,7 @@ def parse_op(spec: str) -> TfheOp:
     """The TFHE operation of a spec such as ``brightness:60`` or ``lut:gamma-0.5``."""
     if not isinstance(spec, str):
         raise ValueError(f"operation spec must be a string like {_FORMS}, got {spec!r}")
+    check_ascii_digits(spec)
     name, sep, arg = spec.strip().partition(":")
     name, arg = name.strip().lower(), arg.strip()
     if not sep or not arg:

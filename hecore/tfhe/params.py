@@ -16,6 +16,7 @@ compact public key), as bytes: picklable and broadcastable like :class:`hecore.c
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 
 from ..errors import InvalidParameters
@@ -114,14 +115,26 @@ class TfhePublicMaterial:
     params: TfheParams
     server_key: bytes
     public_key: bytes | None = None
+    #: The sha256 of the key set's public files, ``((file name, hex), ...)`` sorted by name, as its key
+    #: directory records them: what the fingerprint covers.  None for key directories of format 1, whose
+    #: fingerprint is the server key's sha256 alone.
+    digests: tuple[tuple[str, str], ...] | None = None
 
     @property
     def scheme(self) -> str:
         return SCHEME
 
     def fingerprint(self) -> str:
-        """sha256 of the serialized server key, hex: the key set's identity in manifests and tables."""
-        return hashlib.sha256(self.server_key).hexdigest()
+        """The key set's identity in manifests and tables, hex: sha256 over the parameters and the digests
+        of the server key and the compact public key (so that neither of another key set passes under this
+        one's name); for key sets of format 1, the server key's sha256."""
+        if self.digests is None:
+            return hashlib.sha256(self.server_key).hexdigest()
+        h = hashlib.sha256(b"hepix-tfhe-key-fingerprint-v2\0")
+        h.update(json.dumps(self.params.to_json(), sort_keys=True, separators=(",", ":")).encode())
+        for name, digest in self.digests:
+            h.update(b"\0" + name.encode() + b"\0" + bytes.fromhex(digest))
+        return h.hexdigest()
 
     def __repr__(self) -> str:
         cpk = f"compact public key {len(self.public_key):,} bytes" if self.public_key else "no compact public key"

@@ -41,6 +41,10 @@ OWNER_JSON = "owner.json"
 #: The largest owner.json read (a batch record per committed batch).
 MAX_OWNER_JSON = 256 * 2**20
 FORMAT = 1
+#: The codecs the map's tables are written with (zstd; older maps: pyarrow's default, snappy).
+OWNER_CODECS = frozenset({"ZSTD", "SNAPPY", "UNCOMPRESSED"})
+#: The most images one batch of an encrypt run reads (far above --batch-images' default of 256).
+MAX_BATCH_ROWS = 10_000_000
 _TAG = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-b[0-9]{5}$")
 _ID = re.compile(IMAGE_ID)
 
@@ -134,8 +138,9 @@ class OwnerMap:
         """Every image the committed batches encrypted, by id."""
         if self._images is None:
             out = {}
-            for batch in self.doc["batches"]:
-                for r in self._read(batch["images"], OWNER_IMAGES).to_pylist():
+            tables = self._read_all([(b["images"], _batch_rows(b)) for b in self.doc["batches"]], OWNER_IMAGES)
+            for batch, table in zip(self.doc["batches"], tables):
+                for r in table.to_pylist():
                     image = OwnerImage(**{k: r[k] for k in OwnerImage.__dataclass_fields__})
                     if not _plausible(image):
                         raise OwnerMapError(f"{self.directory / batch['images']}: image "
@@ -150,14 +155,39 @@ class OwnerMap:
 
 
     def rejects_table(self) -> pa.Table:
-        parts = [self._read(b["rejects"], REJECTS) for b in self.doc["batches"] if b.get("rejects")]
+        parts = self._read_all([(b["rejects"], _batch_rows(b)) for b in self.doc["batches"] if b.get("rejects")],
+                               REJECTS)
         return pa.concat_tables(parts) if parts else REJECTS.empty_table()
 
-    def _read(self, name: str, schema: pa.Schema) -> pa.Table:
+    def _read_all(self, files: list[tuple[str, int]], schema: pa.Schema) -> list[pa.Table]:
+        """The map's tables ``files`` (name, the most rows it may hold), each through :meth:`_read`, their
+        footers checked by one child process."""
+        from schemas.footers import FooterChecker
+
+        if not files:
+            return []
+        with FooterChecker(schema) as checker:
+            return [self._read(name, schema, rows, checker) for name, rows in files]
+
+    def _read(self, name: str, schema: pa.Schema, rows: int, checker) -> pa.Table:
+        """One of the map's tables, read through the door the cluster's tables go through: the file no larger
+        than ``rows`` rows of metadata can be, its footer checked in ``checker``'s child process under a
+        memory limit (row counts, chunk sizes, codecs, dictionary pages: :mod:`schemas.footers`), then read;
+        any problem is one :class:`OwnerMapError` naming the file."""
+        from schemas.footers import ROW_METADATA_BYTES, FooterLimits, local_reader
+
         path = (self.directory / name).resolve()
         if not path.is_relative_to(self.directory.resolve()):
             raise OwnerMapError(f"{self.directory / OWNER_JSON} names {name!r}, outside the owner map")
+        limits = FooterLimits(rows=rows, row_bytes=ROW_METADATA_BYTES, codecs=OWNER_CODECS)
         try:
+            size = path.stat().st_size
+            if not path.is_file() or size > (rows + 1) * ROW_METADATA_BYTES:
+                raise OwnerMapError(f"{path}: {size:,} bytes is not a table of the {rows} rows its batch records; "
+                                    "the owner map was changed")
+            problem = checker.problem(size, local_reader(str(path)), limits)
+            if problem is not None:
+                raise OwnerMapError(f"{path}: {problem[1]}; the owner map was changed")
             return pq.read_table(path, schema=schema)
         except (OSError, pa.ArrowException) as e:
             raise OwnerMapError(f"{path}: {(str(e).splitlines() or [type(e).__name__])[0][:200]}") from None
@@ -257,6 +287,15 @@ def _check_doc(doc) -> None:
                 raise ValueError(f"batch file {name!r} is not one the owner map writes")
 
 
+def _batch_rows(batch: dict) -> int:
+    """The most rows a batch's images or rejects table can hold: the images its run read (its counts)."""
+    try:
+        n = int(batch["counts"].get("images_in", 0))
+    except (TypeError, ValueError, AttributeError):
+        n = 0
+    return max(0, min(n, MAX_BATCH_ROWS))
+
+
 def _plausible(image: OwnerImage) -> bool:
     """An owner map's image record as encrypt writes it: a valid id, a positive size, a ciphertext count."""
     sizes = (image.image_height, image.image_width, image.image_channels, image.ciphertexts)
@@ -266,6 +305,30 @@ def _plausible(image: OwnerImage) -> bool:
 
 def valid_id(image_id) -> bool:
     return isinstance(image_id, str) and bool(_ID.fullmatch(image_id))
+
+
+def _maps_in(d: Path) -> list[Path]:
+    """The owner maps a directory given as one stands for: itself, or its subdirectories that are maps."""
+    if (d / OWNER_JSON).is_file():
+        return [d]
+    return sorted(p for p in d.iterdir() if p.is_dir() and (p / OWNER_JSON).is_file())
+
+
+def owner_fingerprints(directories: list[str]) -> set[str]:
+    """The key fingerprints the owner maps in ``directories`` record (each an owner map or a directory of
+    them, as :func:`encrypted_before` reads them): the key sets the owner has encrypted under before.  A
+    directory that is not there or holds no readable map adds nothing."""
+    found: set[str] = set()
+    for given in directories:
+        d = local_path(given) if given else None
+        if d is None or not d.is_dir():
+            continue
+        for m in _maps_in(d):
+            try:
+                found.add(OwnerMap.load(str(m)).fingerprint)
+            except OwnerMapError:
+                continue
+    return found
 
 
 def encrypted_before(directories: list[str], own: Path) -> tuple[set[str], int]:
@@ -284,9 +347,8 @@ def encrypted_before(directories: list[str], own: Path) -> tuple[set[str], int]:
         if d is None or not d.is_dir():
             raise OwnerMapError(f"--skip-encrypted {given}: not a local directory; give an owner map (the --owner "
                                 "directory of an earlier encrypt) or a directory of them")
-        candidates = [d] if (d / OWNER_JSON).is_file() else sorted(p for p in d.iterdir() if p.is_dir())
-        for m in candidates:
-            if m.resolve() == own or not (m / OWNER_JSON).is_file():
+        for m in _maps_in(d):
+            if m.resolve() == own:
                 continue
             sources |= OwnerMap.load(str(m)).sources()
             maps += 1

@@ -113,9 +113,11 @@ def _file_name(path: str | None) -> str:
 
 
 def split_plan(spark, source: SplitSource, fn, schema):
-    """A Spark plan of one task per split of ``source`` running ``fn(ids)`` (``ids``: batches of the ``id``
-    column of ``spark.range``, the split indexes of the task) giving rows of the Spark ``schema``."""
-    return spark.range(0, len(source.splits), 1, max(1, len(source.splits))).mapInArrow(fn, schema)
+    """A Spark plan of one task per task of ``source`` (:func:`tasks.splits.plan_tasks`) running ``fn(ids)``
+    (``ids``: batches of the ``id`` column of ``spark.range``, the task's index) giving rows of the Spark
+    ``schema``."""
+    n = source.task_count
+    return spark.range(0, n, 1, max(1, n)).mapInArrow(fn, schema)
 
 
 def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=None, owner=None,
@@ -133,7 +135,7 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
     output is kept on the executors' local disk, not in memory (decrypt's blocks hold eight bytes per
     pixel value: in memory they would grow the JVM with the corpus), until the caller's
     :meth:`CheckedInput.release`.  With a ``source`` that pass reads the input's rows in the Python
-    workers, one task per split (:class:`SplitSource`), instead of through Spark's reader of ``df``."""
+    workers, a few row groups per task (:class:`SplitSource`), instead of through Spark's reader of ``df``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 

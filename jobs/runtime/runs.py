@@ -27,7 +27,7 @@ from schemas.manifest import RunManifest
 from . import runinfo
 from .frames import driver_frame
 from .session import spark_info
-from .storage import Output, Storage, join, listed_paths, read_manifest
+from .storage import Output, Storage, listed_paths, read_manifest
 
 
 def add_spark_arguments(p) -> None:
@@ -120,6 +120,25 @@ def same_key(manifest: RunManifest, fingerprint: str, directory: str) -> None:
     check_fingerprint(manifest.key_fingerprint or "", fingerprint, what=f"the ciphertexts in {directory}")
 
 
+def check_recordable_ops(parent: RunManifest, specs: list[str], what: str = "--op") -> None:
+    """Refuse, before any work, ops whose recorded chain -- the input's ops, then ``specs`` -- the output's
+    readers would refuse (schemas.manifest.check_recorded_ops: more than MAX_OPS ops, a spec longer than
+    a manifest records): a run ``process`` commits is one ``decrypt`` accepts."""
+    from schemas.manifest import MAX_OPS, ManifestInvalid, check_recorded_ops
+
+    ops = list(parent.ops) + list(specs)
+    if len(ops) > MAX_OPS:
+        raise HepixError(f"{what}: the input's {len(parent.ops)} ops and these {len(specs)} make a chain of "
+                         f"{len(ops)}, more than the {MAX_OPS} a run records (every reader refuses a longer one); "
+                         f"give at most {max(0, MAX_OPS - len(parent.ops))} ops here, or start from an input with "
+                         "fewer ops applied")
+    try:
+        check_recorded_ops(ops, parent.preset)
+    except ManifestInvalid as e:
+        raise HepixError(f"{what}: the output could not record this chain, its readers would refuse it ({e}); "
+                         "give ops a run can record") from None
+
+
 def refuse_secret_key_directory(keys: str) -> None:
     """The processing side never opens a key directory that holds a secret key -- SEAL's ``secret.key`` or
     TFHE's ``client.key`` -- (it only looks)."""
@@ -198,7 +217,9 @@ class Run:
         (sizes and offsets inside the file, at most the rows the manifest lists for it, at most that many
         of the largest rows the parameters allow, the table's columns): a missing file, a symbolic link, a
         file listed again, a footer that lies, and files past ``max_rows`` rows in all (what the owner
-        made, when the caller knows) are rejects rows, and the job goes on with the rest.  With
+        made, when the caller knows) are rejects rows, and the job goes on with the rest.  Files listed
+        with no rows past the first are not opened (one rejects row counts them): the files opened are
+        bounded by the rows listed, and those by what the owner made.  With
         ``with_splits``, also the checked files' splits (:class:`tasks.splits.Split`), for the Python
         workers to read themselves."""
         from schemas.footers import FooterChecker, FooterLimits, footer_bytes
@@ -210,10 +231,11 @@ class Run:
         arrow_schema = schema if schema is not None else TABLES[table]
         paths = listed_paths(self.parent, self.args.input, table)
         listed_rows = [e["rows"] for e in self.parent.files[table]]
-        present = self.storage.list_files(join(self.args.input, table))
         largest = ciphertext_bytes(self.keys)
         found, rejects, seen, splits = [], [], set(), []
         budget = max_rows
+        skipped = []            # files listed with no rows past the first: never opened
+        empty_listed = 0
 
         def refuse(name: str, reason: str, detail: str) -> None:
             rejects.append(reject_row(self.run_id, self.job, name, reason, detail))
@@ -225,7 +247,13 @@ class Run:
                     refuse(name, "duplicate-file", f"{name} is listed again in the input's manifest; it is read once")
                     continue
                 seen.add(name)
-                if name not in present:
+                if rows == 0:
+                    empty_listed += 1
+                    if empty_listed > 1:        # a table has at most one file of no rows (its schema)
+                        skipped.append(name)
+                        continue
+                size = self.storage.file_size(p)      # asked per listed file: what else lies there costs nothing
+                if size is None:
                     refuse(name, "missing-file", f"{p} is listed in the input's manifest but not there; its rows "
                                                  "are missing")
                     continue
@@ -236,16 +264,20 @@ class Run:
                     refuse(name, "unreadable-file", f"{name}: the manifest lists {rows} rows, more than the {budget} "
                                                     "left of what the owner made")
                     continue
-                footer = footer_bytes(present[name], lambda at, n, p=p: self.storage.read_at(p, at, n))
+                footer = footer_bytes(size, lambda at, n, p=p: self.storage.read_at(p, at, n))
                 problem = (("unreadable-file", footer) if isinstance(footer, str) else
-                           footers.footer_problem(present[name], footer, FooterLimits.for_table(table, rows, largest)))
+                           footers.footer_problem(size, footer, FooterLimits.for_table(table, rows, largest)))
                 if problem is not None:
                     refuse(name, problem[0], f"{name}: {problem[1]}")
                     continue
                 if budget is not None:
                     budget -= rows
                 found.append(p)
-                splits += splits_of(p, present[name], footer)
+                splits += splits_of(p, size, footer)
+        if skipped:
+            refuse(skipped[0], "unreadable-file",
+                   f"{len(skipped)} more files are listed with no rows ({skipped[0]} first); a table has at most one "
+                   "such file, so they were not opened: the files a job opens are bounded by the rows listed")
         schema = spark_schema(arrow_schema)
         reader = self.spark.read.schema(schema).option("ignoreCorruptFiles", "true")
         df = (reader.parquet(*found) if found else driver_frame(self.spark, arrow_schema)).select(*schema.names)
@@ -265,13 +297,14 @@ class Run:
         pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it), the Python workers reading
         the input's splits themselves (no ciphertext byte passes through the JVM)."""
         from schemas.tables import CIPHERTEXTS
-        from tasks.splits import SplitSource
+        from tasks.splits import SplitSource, plan_tasks
 
         from .rowcheck import inspect_rows
 
         rows = sum(i.ciphertexts for i in owner.images().values()) if owner is not None else None
         df, missing, splits = self.input_table(max_rows=rows, with_splits=True)
-        source = SplitSource(splits, self.storage.access(self.args.input), CIPHERTEXTS) if work is not None else None
+        source = (SplitSource(splits, self.storage.access(self.args.input), CIPHERTEXTS,
+                              plan_tasks(splits, self.sc.defaultParallelism)) if work is not None else None)
         checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
                                keys=keys, owner=owner, token=f"{self.run_id}/check", work=work,
                                work_schema=work_schema, source=source)
@@ -334,6 +367,10 @@ def open_run(args, job: str, *, secret: bool = False, inputs: tuple[str, ...] = 
                else plain_session(app or job, args.master, args.conf))
     with session as spark:
         storage = Storage(spark)
+        if secret:                                      # the owner's output: a new or empty directory
+            from .places import check_new_out
+
+            check_new_out(args.out, exists=storage.exists, entries=storage.names, is_file=storage.is_file)
         out = Output(storage, args.out, run_id)
         try:
             parent = complete_run(storage, args.input, inputs)

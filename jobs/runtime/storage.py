@@ -62,6 +62,21 @@ class Storage:
         if not self._fs(src).rename(self._path(src), self._path(dst)):
             raise OSError(f"could not rename {src} to {dst}")
 
+    def file_size(self, p: str) -> int | None:
+        """The size of the file ``p``, or None when there is no file there (nothing, or a directory)."""
+        try:
+            status = self._fs(p).getFileStatus(self._path(p))
+        except Exception:  # noqa: BLE001 -- py4j's FileNotFoundException
+            return None
+        return int(status.getLen()) if status.isFile() else None
+
+    def is_file(self, p: str) -> bool:
+        return bool(self._fs(p).getFileStatus(self._path(p)).isFile())
+
+    def names(self, directory: str) -> list[str]:
+        """Every name directly in ``directory`` (files and directories, hidden ones too)."""
+        return [s.getPath().getName() for s in self._fs(directory).listStatus(self._path(directory))]
+
     def list_files(self, directory: str) -> dict[str, int]:
         """Data files directly in ``directory`` -> their sizes (hidden ``_x`` and ``.x`` left out)."""
         fs = self._fs(directory)

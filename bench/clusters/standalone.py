@@ -7,9 +7,9 @@ log, work and scratch directories, and stops them all.  :func:`cluster_dist` giv
 source zip built fresh from this checkout); :func:`standalone_command` the ``spark-submit/standalone.sh``
 command line and environment of a job.
 
-Test infrastructure, not part of the installed package: the standalone-cluster tests import it
-(``tests/sparkcluster.py``), and ``hepix bench --suite cluster`` loads it from the checkout it runs
-from (:func:`bench.checkout.launcher`), as it does ``spark-submit/``.
+The standalone-cluster tests start their cluster with it (``tests/sparkcluster.py``), and ``hepix bench
+--suite cluster`` its own (through :func:`bench.checkout.launcher`).  It runs this checkout's
+``spark-submit/`` scripts, which are not installed with the package: from a checkout only.
 """
 from __future__ import annotations
 
@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+from bench.clusters.options import conf_args, event_log_settings
+
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SUBMIT = REPO / "spark-submit"
 GIB = 2**30
 
@@ -75,10 +77,15 @@ def _die_with_parent(cmd: list[str]) -> list[str]:
     return [setpriv, "--pdeathsig", "KILL", "--", *cmd] if setpriv else cmd
 
 
-def _clean_env() -> dict[str, str]:
-    """This process's environment without Spark's, PySpark's or hepix's own settings."""
+#: hepix settings a submitted job keeps: where the owner's key records are (hecore.keyring), which vouch for the
+#: public keys an encrypt on the cluster uses, as they do for one run here.
+KEPT = ("HEPIX_KEYRING",)
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without Spark's, PySpark's or hepix's own settings (but :data:`KEPT`)."""
     return {k: v for k, v in os.environ.items()
-            if not k.startswith(("PYSPARK_", "SPARK_", "HEPIX_")) and k != "PYTHONPATH"}
+            if k in KEPT or (not k.startswith(("PYSPARK_", "SPARK_", "HEPIX_")) and k != "PYTHONPATH")}
 
 
 def memory_available() -> int:
@@ -184,7 +191,7 @@ class StandaloneCluster:
         conf, logs = self.root / "conf", self.root / "logs"
         conf.mkdir(parents=True, exist_ok=True)   # empty: no spark-defaults.conf or spark-env.sh of anyone's
         logs.mkdir(parents=True, exist_ok=True)
-        env = {**_clean_env(), "SPARK_HOME": str(spark_home()), "SPARK_CONF_DIR": str(conf),
+        env = {**clean_env(), "SPARK_HOME": str(spark_home()), "SPARK_CONF_DIR": str(conf),
                "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(logs), **(extra_env or {})}
         if self.java_options:
             env["SPARK_DAEMON_JAVA_OPTS"] = self.java_options
@@ -353,7 +360,7 @@ def packed_env(cache: Path | None = None, venv: Path | None = None, without: tup
         if not archive.is_file():
             log.warning("packing the cluster environment for this dependency set into %s (minutes, once)", folder)
             t0 = time.perf_counter()
-            env = {**_clean_env(), "HEPIX_VENV": str(venv), "HEPIX_CACHE": str(cache)}
+            env = {**clean_env(), "HEPIX_VENV": str(venv), "HEPIX_CACHE": str(cache)}
             leave_out = [a for name in without for a in ("--without", name)]
             r = subprocess.run([str(SUBMIT / "package.sh"), "--dist", str(folder), *leave_out], env=env,
                                capture_output=True, text=True, check=False)
@@ -375,7 +382,7 @@ def cluster_dist(dest: Path, cache: Path | None = None, venv: Path | None = None
     dest.mkdir(parents=True, exist_ok=True)
     venv = venv or Path(sys.prefix)
     r = subprocess.run([str(SUBMIT / "package.sh"), "--src-only", "--dist", str(dest)],
-                       env={**_clean_env(), "HEPIX_VENV": str(venv)}, capture_output=True, text=True, check=False)
+                       env={**clean_env(), "HEPIX_VENV": str(venv)}, capture_output=True, text=True, check=False)
     if r.returncode:
         raise RuntimeError(f"spark-submit/package.sh --src-only failed ({r.returncode}):\n{r.stderr[-4000:]}")
     link = dest / "hepix-env.tar.gz"
@@ -402,22 +409,19 @@ def standalone_command(cluster: StandaloneCluster, dist: Path, hepix_args: list[
     driver_dir = cluster.scratch / "driver"
     # The archive is copied into a temporary directory before it is unpacked, on the driver and
     # on every executor: keep those copies in the cluster's scratch too.
-    opts = ["--driver-java-options", f"-Djava.io.tmpdir={driver_dir}",
-            "--conf", f"spark.executor.extraJavaOptions=-Djava.io.tmpdir={cluster.scratch / 'executors'}",
-            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-            "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
-            "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=900s",
-            # each worker has its own local directory, so the per-host fetch cache would only add a copy
-            "--conf", "spark.files.useFetchCache=false"]
-    opts += ["--conf", f"spark.ui.port={ui_port}"] if ui_port else ["--conf", "spark.ui.enabled=false"]
+    settings = {"spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={cluster.scratch / 'executors'}",
+                "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "900s",
+                # each worker has its own local directory, so the per-host fetch cache would only add a copy
+                "spark.files.useFetchCache": "false"}
+    settings.update({"spark.ui.port": str(ui_port)} if ui_port else {"spark.ui.enabled": "false"})
     if event_log is not None:
-        event_log.mkdir(parents=True, exist_ok=True)
-        opts += ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={event_log.as_uri()}",
-                 "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false"]
-    opts += extra_opts
+        settings.update(event_log_settings(event_log))
+    opts = ["--driver-java-options", f"-Djava.io.tmpdir={driver_dir}", *conf_args(settings), *extra_opts]
     if any(" " in o for o in opts):
         raise ValueError(f"a path with a space cannot go through HEPIX_SPARK_OPTS: {opts}")
-    env = {**_clean_env(), "SPARK_MASTER_URL": cluster.master_url, "HEPIX_DIST": str(dist),
+    env = {**clean_env(), "SPARK_MASTER_URL": cluster.master_url, "HEPIX_DIST": str(dist),
            "HEPIX_VENV": str(venv), "HEPIX_DRIVER_MEMORY": driver_memory, "HEPIX_TOTAL_CORES": str(cores),
            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(driver_dir), "HEPIX_SPARK_OPTS": " ".join(opts)}
     return [str(SUBMIT / "standalone.sh"), *hepix_args], env

@@ -1,10 +1,11 @@
-"""A real HDFS for tests: Hadoop's MiniDFSCluster, from Maven Central jars.
+"""A real HDFS on loopback, for the tests and ``hepix bench --suite cluster --hdfs``: Hadoop's
+MiniDFSCluster, from Maven Central jars.
 
-Not a test module.  The jars (hadoop-client-minicluster and friends, at the
-Hadoop version PySpark bundles) are fetched once by Maven into ``~/.m2`` and
-copied to ``$HEPIX_CACHE/minidfs/<version>/lib`` (default ``~/.cache/hepix``);
-later runs start the cluster straight from there (~15 s).  Needs ``java``, and
-``mvn`` for the first fetch; :func:`unavailable` says why a test must skip.
+The jars (hadoop-client-minicluster and friends, at the Hadoop version PySpark bundles) are fetched
+once by Maven into ``~/.m2`` and copied to ``$HEPIX_CACHE/minidfs/<version>/lib`` (default
+``~/.cache/hepix``); later runs start the cluster straight from there (~15 s).  Needs ``java``, and
+``mvn`` for the first fetch; :func:`unavailable` says why it cannot run here (a test skips with that
+reason, the benchmark stops with it).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import time
 from pathlib import Path
 
 import pyspark
-from conftest import TEST_JVM_OPTS
+
+from bench.clusters.options import SHORT_JVM_OPTS
 
 #: (groupId, artifactId, version or None for Hadoop's).  jaxb-api and activation: without them WebHDFS
 #: answers 500 on Java 17; junit-jupiter-api: Hadoop 3.5's test utilities load its Assertions class;
@@ -52,9 +54,9 @@ def cache_dir() -> Path:
 def unavailable() -> str | None:
     """Why no MiniDFSCluster can run here, or None."""
     if not shutil.which("java"):
-        return "no java on PATH: the HDFS integration test needs a JRE and Maven"
+        return "no java on PATH: a MiniDFSCluster needs a JRE, and Maven once for its jars"
     if not _complete(cache_dir() / "lib", hadoop_version()) and not shutil.which("mvn"):
-        return "no mvn on PATH and no cached MiniDFSCluster jars: the HDFS integration test needs Maven once"
+        return "no mvn on PATH and no cached MiniDFSCluster jars: a MiniDFSCluster needs Maven once to fetch them"
     return None
 
 
@@ -128,7 +130,7 @@ class MiniDFS:
         self.log = self.workdir / "minidfs.log"
         details = self.workdir / "nn.json"
         self.proc = subprocess.Popen(
-            ["java", "-Xmx512m", TEST_JVM_OPTS, "-cp", f"{lib}/*", "org.apache.hadoop.test.MiniDFSClusterManager",
+            ["java", "-Xmx512m", SHORT_JVM_OPTS, "-cp", f"{lib}/*", "org.apache.hadoop.test.MiniDFSClusterManager",
              "-format", "-nnport", str(self.nn_port), "-httpport", str(self.http_port), "-datanodes", "1",
              "-writeConfig", str(self.workdir / "core-site.xml"), "-writeDetails", str(details)],
             cwd=self.workdir, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
