@@ -7,7 +7,8 @@
 # It lives in CACHE_DIR/airflow/<key>/venv, the key covering conf/airflow/requirements.txt, this script and
 # the Python version, so a changed pin builds a new one beside the old.  Apart from hepix's .venv because
 # Airflow pins its own dependency tree (see conf/airflow/requirements.txt).  A finished build is marked by
-# a stamp written last, so an interrupted one is redone.
+# a stamp written last, so an interrupted one is redone.  The Spark provider is installed without its
+# dependencies (pyspark-client, never imported); the build ends by importing what the DAG imports.
 set -euo pipefail
 
 cache=${1:?usage: tools/setup_airflow.sh CACHE_DIR [--check]}
@@ -38,8 +39,8 @@ mkdir -p "$cache/airflow"
   grep -v '^apache-airflow-providers-apache-spark' "$reqs" > "$dir/core.txt"
   "$py" -m pip install --quiet -r "$dir/core.txt" >&2
   "$py" -m pip install --quiet --no-deps "$(grep '^apache-airflow-providers-apache-spark' "$reqs")" >&2
-  AIRFLOW_HOME=$dir/check "$py" -c \
-    'from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator' >&2
+  AIRFLOW_HOME=$dir/check "$py" -c 'from airflow.sdk import DAG, BaseOperator, CronDataIntervalTimetable, Param
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator' >&2
   rm -rf "$dir/check"
   touch "$dir/.built"
 ) 9>"$cache/airflow/.lock"
