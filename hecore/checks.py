@@ -62,6 +62,11 @@ class CiphertextChecker:
                                                                                    int(exact_scale[1]))
         self.max_bytes = _PREFIX_ALLOWANCE + _MAX_COMPONENTS * params.data_primes * params.n * 8
 
+    @property
+    def context(self):
+        """The Pyfhel object the checker loads ciphertexts on (what :meth:`checked`'s ciphertexts belong to)."""
+        return self._he
+
     @classmethod
     def for_context(cls, ctx, *, fixed_format: bool = False,
                     exact_scale: tuple[int, int] | None = None) -> "CiphertextChecker":
@@ -80,37 +85,49 @@ class CiphertextChecker:
 
     def problem(self, ct) -> Problem | None:
         """None when ``ct`` is a ciphertext this context takes, else what is wrong with it."""
+        return self.checked(ct)[0]
+
+    def checked(self, ct) -> tuple[Problem | None, object | None]:
+        """What :meth:`problem` says of ``ct``, and the ciphertext SEAL loaded to say it (a Pyfhel ``PyCtxt`` of
+        this checker's context, its level set as :meth:`hecore.context.HEContext.load_ciphertext` sets it), or
+        None where nothing was loaded (a refused ciphertext; the fixed format, checked on its bytes).  The
+        job's work on the same context takes the loaded ciphertext as it is: each ciphertext is loaded once."""
         if ct is None or len(ct) == 0:
-            return Problem("empty-ciphertext", "the ct value is empty")
+            return Problem("empty-ciphertext", "the ct value is empty"), None
         n = len(ct)
         if n > self.max_bytes:
             return Problem("ciphertext-size", f"ct has {n} bytes; no ciphertext of {self.params.name} has more "
-                                              f"than {self.max_bytes}")
+                                              f"than {self.max_bytes}"), None
         if self.fixed is not None:
-            return self._fixed_problem(ct)
+            return self._fixed_problem(ct), None
         compact = is_compact(ct)
         if compact:                         # hepix's at-rest format: checked and expanded to SEAL's bytes first
             try:
                 ct = Compactor.for_params(self.params).expand_one(ct)
             except MalformedCiphertext as e:
-                return Problem("compact-refused", f"the compact ciphertext ({n} bytes) is malformed: {e}")
-        bomb = self._inflates_too_far(ct)
-        if bomb is not None:
-            return bomb
+                return Problem("compact-refused", f"the compact ciphertext ({n} bytes) is malformed: {e}"), None
+        inflated = self._inflated(ct)
+        if isinstance(inflated, Problem):
+            return inflated, None
         try:
             from Pyfhel import PyCtxt
 
-            loaded = PyCtxt(pyfhel=self._he, bytestring=bytes(ct))
+            loaded = PyCtxt(pyfhel=self._he, bytestring=inflated)
         except Exception as e:  # noqa: BLE001 -- SEAL's refusals arrive as RuntimeError, ValueError, ...
-            return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): {str(e).splitlines()[0][:160]}")
+            return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): "
+                                           f"{str(e).splitlines()[0][:160]}"), None
+        primes = None
+        if not self.params.is_integer:
+            # Pyfhel counts levels in Python (0 on load): a ciphertext stored below the first level says so
+            primes = self._primes(loaded)
+            loaded.mod_level = self.params.data_primes - primes
         if self.exact_scale is not None:
             scale, want = self.exact_scale
-            primes = self._primes(loaded)
             if float(loaded.scale) != scale or primes != want:
                 return Problem("scale-mismatch", f"the ciphertext's scale is {float(loaded.scale):.6g} over "
                                                  f"{primes} primes; the run's ciphertexts have "
-                                                 f"{scale:.6g} over {want}")
-        return None
+                                                 f"{scale:.6g} over {want}"), None
+        return None, loaded
 
     def _primes(self, loaded) -> int:
         """The primes a loaded ciphertext is over (its level), from the size of its uncompressed form:
@@ -121,6 +138,11 @@ class CiphertextChecker:
     def problems(self, cts) -> list[Problem | None]:
         """:meth:`problem` of every ciphertext of ``cts`` (the interface the row checks call per batch)."""
         return [self.problem(ct) for ct in cts]
+
+    def checked_all(self, cts) -> list[tuple[Problem | None, object | None]]:
+        """:meth:`checked` of every ciphertext of ``cts``: the row checks' per-batch call when the job's work
+        takes the loaded ciphertexts (tasks.handoff)."""
+        return [self.checked(ct) for ct in cts]
 
     # --- the fixed, uncompressed format of fresh ciphertexts (pixel layout) ---------------------------
     def _fixed_problem(self, ct) -> Problem | None:
@@ -142,31 +164,49 @@ class CiphertextChecker:
         return None
 
     # --- compressed serializations ------------------------------------------------------------------
-    def _inflates_too_far(self, ct) -> Problem | None:
-        """A compressed serialization that inflates past :attr:`max_bytes`, checked with a bounded
-        decompression before SEAL sees it (SEAL inflates the whole stream first)."""
+    def _inflated(self, ct) -> bytes | Problem:
+        """The uncompressed SEAL serialization of ``ct`` -- what SEAL itself would inflate a compressed one to,
+        after a bounded decompression (SEAL would inflate the whole stream before looking at it) -- or the
+        ``decompression-bomb`` problem of a stream that inflates past :attr:`max_bytes`.  Bytes that are not
+        SEAL's, and corrupt streams, pass unchanged: SEAL refuses them itself."""
         head = bytes(memoryview(ct)[:_SEAL_HEADER])
         if len(head) < _SEAL_HEADER or struct.unpack_from("<H", head, 0)[0] != _MAGIC:
-            return None                                     # not SEAL's: SEAL refuses it itself
+            return bytes(ct)                                # not SEAL's: SEAL refuses it itself
         mode = head[5]
+        if mode == _COMPR_NONE:
+            return bytes(ct)
         payload = memoryview(ct)[_SEAL_HEADER:]
         limit = self.max_bytes
         if mode == _COMPR_ZLIB:
             d = zlib.decompressobj()
             try:
-                d.decompress(payload, limit + 1)
+                body = d.decompress(payload, limit + 1)
             except zlib.error:
-                return None                                 # corrupt: SEAL refuses it
+                return bytes(ct)                            # corrupt: SEAL refuses it
             if d.unconsumed_tail:
                 return Problem("decompression-bomb", f"the zlib-compressed ciphertext inflates past {limit} bytes")
+            if not d.eof:
+                return bytes(ct)                            # truncated: SEAL refuses it
         elif mode == _COMPR_ZSTD:
             import pyarrow as pa
 
             try:
-                pa.Codec("zstd").decompress(payload, decompressed_size=limit)
-            except OSError as e:
-                if "too small" in str(e):
-                    return Problem("decompression-bomb", f"the zstd-compressed ciphertext inflates past {limit} bytes")
-        elif mode != _COMPR_NONE:
+                with pa.CompressedInputStream(pa.BufferReader(pa.py_buffer(payload)), "zstd") as stream:
+                    body = stream.read(limit + 1)
+            except (OSError, pa.ArrowException):
+                return bytes(ct)                            # corrupt or truncated: SEAL refuses it
+            if len(body) > limit:
+                return Problem("decompression-bomb", f"the zstd-compressed ciphertext inflates past {limit} bytes")
+        else:
             return Problem("seal-refused", f"unknown SEAL compression mode {mode}")
-        return None
+        # SEAL's compressed serialization is its uncompressed one with the body compressed: the same header,
+        # the mode and total size aside
+        header = bytearray(head)
+        header[5] = _COMPR_NONE
+        header[8:16] = struct.pack("<Q", _SEAL_HEADER + len(body))
+        return bytes(header) + body
+
+    def _inflates_too_far(self, ct) -> Problem | None:
+        """A compressed serialization that inflates past :attr:`max_bytes` (:meth:`_inflated`), or None."""
+        inflated = self._inflated(ct)
+        return inflated if isinstance(inflated, Problem) else None

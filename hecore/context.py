@@ -23,7 +23,7 @@ from .seal import pyfhel_for
 
 log = logging.getLogger(__name__)
 
-COMPRESSION = "zstd"   # for keys and context; ciphertexts are stored uncompressed
+COMPRESSION = "zstd"   # for keys and context; ciphertexts: see hecore.atrest (SEAL's zstd mode by default)
 _COMPACT_MAGIC = b"HPXC"   # hecore.atrest's format (SEAL bytes start with 5E A1)
 
 
@@ -192,13 +192,25 @@ class HEContext:
         """Public-key encryption of one value in slot 0, serialized uncompressed."""
         return self.encrypt_vector(np.array([value], dtype=np.float64))
 
-    def encrypt_vector(self, values: np.ndarray, *, scale_bits: int | None = None) -> bytes:
+    def encrypt_vector(self, values: np.ndarray, *, scale_bits: int | None = None, level: int = 0) -> bytes:
         """Public-key encryption of up to ``params.slots`` values (one per slot), serialized uncompressed.
 
         BFV/BGV take integers (floats that are whole numbers are accepted); CKKS encodes at
-        ``2^scale_bits`` (default the preset's scale).
+        ``2^scale_bits`` (default the preset's scale) and, with ``level`` > 0, moves the ciphertext down
+        that many primes (mod-switching: the scale stays; fewer bytes for chains that spend fewer levels).
         """
-        return self._encrypt(values, scale_bits).to_bytes(compr_mode="none")
+        return self._at_level(self._encrypt(values, scale_bits), level).to_bytes(compr_mode="none")
+
+    def _at_level(self, c: PyCtxt, level: int) -> PyCtxt:
+        """``c`` moved down ``level`` primes from the first data level (CKKS)."""
+        if not level:
+            return c
+        if self.params.is_integer or not 0 < level < self.params.data_primes:
+            raise HepixError(f"cannot store a ciphertext of {self.params.describe()} at level {level}: "
+                             f"CKKS levels 0 to {self.params.data_primes - 1}")
+        for _ in range(level):
+            self._he.mod_switch_to_next(c)
+        return c
 
     def _encrypt(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
         if not self.params.is_integer:
@@ -209,10 +221,10 @@ class HEContext:
             return self._he.encryptBGV(ints)
         return self._he.encryptInt(ints)
 
-    def encrypt_complex(self, values: np.ndarray, *, scale_bits: int | None = None) -> bytes:
+    def encrypt_complex(self, values: np.ndarray, *, scale_bits: int | None = None, level: int = 0) -> bytes:
         """CKKS: public-key encryption of up to N/2 complex values (two reals per slot), serialized
-        uncompressed (at ``2^scale_bits``, default the preset's scale)."""
-        return self._encrypt_complex(values, scale_bits).to_bytes(compr_mode="none")
+        uncompressed (at ``2^scale_bits``, default the preset's scale; ``level`` as :meth:`encrypt_vector`)."""
+        return self._at_level(self._encrypt_complex(values, scale_bits), level).to_bytes(compr_mode="none")
 
     def _encrypt_complex(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
         if self.params.is_integer:

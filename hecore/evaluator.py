@@ -62,14 +62,12 @@ class Evaluator:
         return c.to_bytes(compr_mode="none")
 
     def dump_like(self, c: PyCtxt, original) -> bytes:
-        """``c`` serialized as ``original`` (the stored ciphertext it was computed from) was: SEAL bytes, or
-        for a compact original lossless compact bytes (:meth:`hecore.atrest.Compactor.compact_like`)."""
-        raw = self.dump(c)
-        if bytes(memoryview(original)[:4]) != b"HPXC":
-            return raw
-        from .atrest import Compactor
+        """``c`` serialized as ``original`` (the stored ciphertext it was computed from) was: SEAL bytes in the
+        original's compression mode, or for a compact original lossless compact bytes
+        (:func:`hecore.atrest.stored_like`)."""
+        from .atrest import stored_like
 
-        return Compactor.for_public(self.ctx.public).compact_like([raw], [original])[0]
+        return stored_like(self.dump(c), original, self.ctx.public)
 
     @staticmethod
     def level(c: PyCtxt) -> int:

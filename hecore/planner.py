@@ -29,8 +29,8 @@ from .layouts import Layout
 from .params import PRESETS, Params
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "at_rest",
-           "at_rest_problems", "check_at_rest", "rounding_bound", "ALL_SCHEMES", "Support", "support",
-           "chain_support", "describe_support"]
+           "at_rest_problems", "check_at_rest", "rounding_bound", "storage_layout", "ALL_SCHEMES", "Support",
+           "support", "chain_support", "describe_support"]
 
 #: Every scheme hepix runs: the SEAL ones (presets in hecore.params) and TFHE (hecore.tfhe).
 ALL_SCHEMES = SEAL_SCHEMES + ("tfhe",)
@@ -325,33 +325,42 @@ def _q0_scale_bits(params: Params, raw_bound: float, layout: Layout) -> int:
 
 
 def at_rest(params: Params, ops: Sequence[Op], layout: "Layout | str", match: Match | None = None, *,
-            seeded: bool = True, declared: bool = True):
+            seeded: bool = True, declared: bool = True, store: str = "compact"):
     """How to store ciphertexts that will run ``ops`` (and ``match``): the lowest level that still affords the
     chain's depth, the scale that fits its raw values there, and the low bits of c0 (and of c1, unless it is
     kept as its seed: ``seeded``) that can be dropped while the rounding error stays below
     :data:`ROUNDING_SHARE` of the chain's tolerance (see :func:`rounding_bound`).
 
-    Without a declared chain (``declared=False``) the ciphertexts stay at the first level, at the preset's
-    scale, losslessly packed: any chain the preset allows can run on them later.  Raises
-    :class:`InvalidParameters` when the preset cannot run the chain at all (as :func:`check`).
+    ``store="seal"``: the same level and scale for SEAL's own serialization (:class:`hecore.atrest.SealStoreEncryptor`),
+    which drops no bits.  Without a declared chain (``declared=False``) the ciphertexts stay at the first
+    level, at the preset's scale, losslessly stored: any chain the preset allows can run on them later.
+    Raises :class:`InvalidParameters` when the preset cannot run the chain at all (as :func:`check`).
     """
-    from hecore.atrest import AtRest
+    from hecore.atrest import STORES, AtRest
 
     layout = Layout.parse(layout)
+    if store not in STORES:
+        raise InvalidParameters(f"unknown store {store!r}; choose one of {', '.join(STORES)}")
     if params.is_integer:
+        if store == "seal":
+            raise InvalidParameters(f"levels and scales are planned for CKKS; {params.name} is "
+                                    f"{params.scheme.upper()}, whose ciphertexts are stored at the first level")
         raise InvalidParameters(f"the compact at-rest format is for CKKS; {params.name} is {params.scheme.upper()}: "
                                 "store with --store seal")
     chain = tuple([op.spec for op in ops] + ([match.spec] if match else []))
     if not declared:
-        return AtRest(level=0, primes=params.data_primes, scale_bits=params.scale_bits, chain=())
+        return AtRest(level=0, primes=params.data_primes, scale_bits=params.scale_bits, chain=(), format=store)
     check(params, ops, layout.value, match)
     req = requirements(ops, layout, match)
     level = params.data_primes - 1 - req.depth
     primes = params.data_primes - level
     if primes > 1:      # levels left to spend: the preset's scale (its rescaling primes are sized for it), lossless
-        return AtRest(level=level, primes=primes, scale_bits=params.scale_bits, chain=chain)
+        return AtRest(level=level, primes=primes, scale_bits=params.scale_bits, chain=chain, format=store)
     # One prime, q0: the largest scale under which every raw value of the chain still decodes.
     scale_bits = _q0_scale_bits(params, req.raw_bound, layout)
+    if store == "seal":     # SEAL's bytes keep every bit: nothing rounded, no error of the storage's own
+        return AtRest(level=level, primes=1, scale_bits=scale_bits, tolerance=_tolerance(ops), chain=chain,
+                      format=store)
     tolerance = _tolerance(ops)
     window, n = _window(ops), params.n
     drop0 = drop1 = 0
@@ -366,6 +375,27 @@ def at_rest(params: Params, ops: Sequence[Op], layout: "Layout | str", match: Ma
     bound = rounding_bound(n, scale_bits, drop0, window) + rounding_bound(n, scale_bits, drop1, window, _key_norm(n))
     return AtRest(level=level, primes=1, scale_bits=scale_bits, drop0=drop0, drop1=drop1, error_bound=bound,
                   tolerance=tolerance, chain=chain)
+
+
+def storage_layout(params: Params, ops: Sequence, match: Match | None = None) -> tuple[Layout, int]:
+    """The packed layout and halo that store ciphertexts for ``ops`` (and ``match``) in the fewest ciphertexts,
+    what ``hepix encrypt --for-op`` picks when ``--layout`` and ``--halo`` are not given: ``packed-complex``
+    (two pixels per slot) where the chain allows it -- CKKS keys, no match (it squares differences), no
+    frequency-domain filter, no 8-bit table (those need one pixel per slot) -- else ``packed``; and the halo
+    the chain's widest mean filter reaches (0 without one: no slot is spent on neighbours)."""
+    from hecore.ops.spec import window_offsets
+
+    halo = max((max(-lo, hi) for lo, hi in (window_offsets(op.k) for op in ops if isinstance(op, MeanFilter))),
+               default=0)
+    if params.is_integer or match is not None or any(_is_table_op(op) for op in ops):
+        return Layout.PACKED, halo
+    try:
+        req = requirements(ops, Layout.PACKED_COMPLEX)
+    except InvalidParameters:
+        return Layout.PACKED, halo
+    if req.wrong_layout or problems(params, req):
+        return Layout.PACKED, halo
+    return Layout.PACKED_COMPLEX, halo
 
 
 def at_rest_problems(params: Params, stored, ops: Sequence[Op], layout: "Layout | str",
@@ -403,6 +433,11 @@ def check_at_rest(params: Params, stored, ops: Sequence[Op], layout: "Layout | s
         return
     chain = " | ".join([op.spec for op in ops] + ([match.spec] if match else [])) or "(no ops)"
     planned = " | ".join(stored.chain) or "(any chain)"
+    if getattr(stored, "format", "compact") == "seal":
+        raise InvalidParameters(
+            f"{chain} cannot run on ciphertexts stored for {planned} ({stored.describe()}, SEAL bytes): "
+            f"{'; '.join(why)}; encrypt again with --for-op for this chain (or without --for-op: the first "
+            "level, any chain the keys run)")
     raise InvalidParameters(
         f"{chain} cannot run on ciphertexts stored compact for {planned} ({stored.describe()}): {'; '.join(why)}; "
         f"encrypt again with --store compact --for-op for this chain (or --store seal)")

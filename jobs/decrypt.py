@@ -16,6 +16,10 @@ The originals of ``--images`` are found through the owner map (by the SHA-256 of
 the owner recorded); without one, by what decrypts: each decrypted image, rounded, is matched to the
 original whose plaintext processing by the run's ops rounds to exactly the same pixels (so only where the
 encrypted pipeline is exact, and never by a name the cluster could have given).
+
+Each image is read, checked, decrypted, judged, assembled and scored in one task, planned by the row
+groups that hold it (jobs/imagedecrypt.py); an input whose row groups do not allow that goes through
+Spark's shuffle of the decrypted blocks instead (:func:`through_spark`).
 """
 from __future__ import annotations
 
@@ -194,12 +198,21 @@ def references(run, owner: OwnerMap, ids: list[str]):
     return found.join(F.broadcast(by_id), "content_sha256").select(*REFERENCES.names)
 
 
-def decrypt_work(run):
+def decrypt_work(run, keys=None):
     """The partition function that decrypts ciphertext rows into DECRYPTED blocks (the secret key goes to
-    the owner's own executors in a broadcast): run in the row checks' task (tasks/rowchecks.py)."""
-    bc, token = run.broadcast(run.keys.for_decryption())
+    the owner's own executors in a broadcast of ``keys``, by default :meth:`for_decryption`): run in the row
+    checks' task (tasks/rowchecks.py)."""
+    bc, token = run.broadcast(keys if keys is not None else run.keys.for_decryption())
     return functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds, tasks=run.tasks,
                              flood_std=run.args.flood_std)
+
+
+def decrypt_states(run, keys) -> tuple:
+    """What :func:`decrypt_work` builds in each worker from ``keys`` (for the warm-up)."""
+    from tasks.decrypt import build_decryptor
+
+    bc, token = run.broadcast(keys)
+    return ((token, bc, build_decryptor),)
 
 
 def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
@@ -275,9 +288,41 @@ def metrics_plan(run, values, png_dir: str | None, owner: OwnerMap | None, ids: 
                                                sheet_ids=drawn), spark_schema(SCORED))
 
 
+def through_spark(run, png_dir: str | None, progress):
+    """Decrypt through Spark's shuffle, where the input's row groups do not allow a task per image
+    (jobs/imagedecrypt.py): one pass reads every ciphertext, checks it and decrypts it if it passes
+    (tasks/rowchecks.py) into a block of its tile's values; the blocks of each good image are then grouped
+    by image, assembled and scored (:func:`metrics_plan`).  ``check_seconds`` covers the pass and the
+    per-image decisions, ``scored_seconds`` assembling and scoring."""
+
+    from .imagedecrypt import Decrypted
+
+    owner, t0 = run.owner, time.perf_counter()
+    keys = run.keys.for_decryption()
+    checked = run.checked_input("decrypt", expectation(run, owner), keys=keys, owner=owner,
+                                work=decrypt_work(run, keys), work_schema=DECRYPTED, broadcast=run.broadcast(keys),
+                                states=decrypt_states(run, keys))
+    timings = {"check_seconds": time.perf_counter() - t0}
+    progress.stage("assembling and scoring")
+    scored_dir = run.out.table("_scored")
+    try:
+        run.write(metrics_plan(run, checked.df, png_dir, owner, checked.good_ids), "_scored", "metrics")
+    finally:
+        checked.release()
+    timings["scored_seconds"] = time.perf_counter() - t0 - timings["check_seconds"]
+    # the scored rows (one per image and reference) read once: the metrics rows, the images rejected while
+    # they were assembled and scored, and the panels of the contact sheet
+    every = [r.asDict() for r in run.spark.read.parquet(scored_dir).collect()]
+    drawn = {} if run.args.contact_sheet is None else {
+        r["image_id"]: r["sheet_panels"] for r in every if r["sheet_panels"] is not None}
+    return Decrypted(checked, every, drawn, timings)
+
+
 def run(run) -> int:
-    """``hepix decrypt`` of images (the key owner's job): ``metrics`` (and PNGs) from an encrypt or process run."""
-    from pyspark.sql import functions as F
+    """``hepix decrypt`` of images (the key owner's job): ``metrics`` (and PNGs) from an encrypt or process run:
+    by image (jobs/imagedecrypt.py) where the input's row groups allow it, else through Spark's shuffle
+    (:func:`through_spark`)."""
+    from .imagedecrypt import by_image
 
     args, parent, owner = run.args, run.parent, run.owner
     png_dir = None
@@ -286,30 +331,18 @@ def run(run) -> int:
         os.makedirs(png_dir, exist_ok=True)
     with Progress(run.spark, "decrypt", enabled=not args.quiet) as progress:
         t0 = time.perf_counter()
-        progress.stage("checking and decrypting the input rows")
-        # one pass reads every ciphertext: checks it and decrypts it if it passes (tasks/rowchecks.py);
-        # check_seconds covers that pass and the per-image decisions, scored_seconds assembling and scoring
-        checked = run.checked_input("decrypt", expectation(run, owner), keys=run.keys.for_checks(), owner=owner,
-                                    work=decrypt_work(run), work_schema=DECRYPTED)
-        run.timings["check_seconds"] = time.perf_counter() - t0
-        progress.stage("assembling and scoring")
-        scored_dir = run.out.table("_scored")
-        try:
-            run.write(metrics_plan(run, checked.df, png_dir, owner, checked.good_ids), "_scored", "metrics")
-        finally:
-            checked.release()
-        run.timings["scored_seconds"] = time.perf_counter() - t0 - run.timings["check_seconds"]
-        scored = run.spark.read.parquet(scored_dir)
-        run.write(scored.where(F.col("reject_reason").isNull()).select(*METRICS.names), "metrics")
-        # the scored rows (one per image and reference) read once: the metrics rows, the images rejected
-        # while they were assembled and scored, and the panels of the contact sheet
-        every = [r.asDict() for r in scored.collect()]
+        progress.stage("checking, decrypting and scoring the images")
+        done = by_image(run, png_dir)
+        if done is None:
+            progress.stage("checking and decrypting the input rows")
+            done = through_spark(run, png_dir, progress)
+        checked, every, drawn = done.checked, done.every, done.drawn
+        run.timings.update(done.timings)
+        run.timings["decrypt_seconds"] = time.perf_counter() - t0
         rows = sorted(({n: r[n] for n in METRICS.names} for r in every if r["reject_reason"] is None),
                       key=lambda r: r["source"])
+        run.write_rows("metrics", rows, METRICS)
         late = [r for r in every if r["reject_reason"] is not None]
-        drawn = {} if args.contact_sheet is None else {
-            r["image_id"]: r["sheet_panels"] for r in every if r["sheet_panels"] is not None}
-        run.timings["decrypt_seconds"] = time.perf_counter() - t0
         rejects = list(checked.rejects)
         rejects += [reject_row(run.run_id, "decrypt", "", r["reject_reason"], r["reject_detail"],
                                {"image_id": r["image_id"]}) for r in late]

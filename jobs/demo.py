@@ -1,8 +1,9 @@
 """`hepix demo`: the product on local Spark, on sample images that ship with scikit-image.
 
-Part one runs what a first corpus run runs, with the defaults: keygen -> export-public -> encrypt (the
-packed layout, public-key encryption, the samples at full size) -> process (brightness, a watermark, a
-3x3 mean filter) with public keys only -> decrypt with metrics against the plaintext-processed
+Part one runs what a first corpus run runs, with the defaults: keygen -> export-public -> encrypt (public-key
+encryption, the samples at full size, the chain declared with ``--for-op``, so that the ciphertexts are
+stored as it needs: complex packing, one prime, SEAL's zstd serialization) -> process (brightness, a
+watermark, a 3x3 mean filter) with public keys only -> decrypt with metrics against the plaintext-processed
 originals and a contact sheet (``--out``/demo.png, tasks/contactsheet.py).  A summary follows: each
 job's time, pixel values per second, bytes at rest, where each table is, and a DuckDB query over the
 metrics.  Part two shows the iCHEETAH paper's pixel layout and caching strategies against fresh
@@ -107,7 +108,7 @@ def steps(p: Paths, args, ops: list[str]) -> list[list[str]]:
         ["keygen", "--out", str(p.keys), "--preset", args.preset],
         ["export-public", "--keys", str(p.keys), "--out", str(p.public)],
         ["encrypt", "--keys", str(p.public), "--input", str(p.images), "--out", str(p.encrypted),
-         "--owner", str(p.owner), *resize_args, "--master", args.master],
+         "--owner", str(p.owner), *resize_args, *[a for op in ops for a in ("--for-op", op)], "--master", args.master],
         ["process", "--keys", str(p.public), "--input", str(p.encrypted), "--out", str(p.processed),
          *[a for op in ops for a in ("--op", op)], "--master", args.master],
         ["decrypt", "--keys", str(p.keys), "--input", str(p.processed), "--out", str(p.decrypted),
@@ -218,7 +219,8 @@ def run(args) -> int:
     size = f"{args.size}x{args.size}" if args.size else "full size"
     print(f"hepix demo: {len(names)} scikit-image samples ({', '.join(names)}) at {size}, preset {args.preset}, "
           f"Spark {args.master}; everything goes to {p.out}/\n\nPart one: a first corpus run, with the defaults "
-          "(the packed layout, public-key encryption).\n")
+          "(public-key encryption; the chain declared with --for-op, so the ciphertexts are stored as it needs:\n"
+          "two pixels per slot, one prime, SEAL's zstd serialization).\n")
     seconds = {}
     for step in steps(p, args, op_chain(sample_arrays(args.size))):
         print(f"$ hepix {' '.join(step)}")

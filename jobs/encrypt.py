@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from hecore.atrest import STORES
 from hecore.encrypt.strategies import strategy_class, strategy_names
-from hecore.encrypt.symmetric import COMPRESSIONS, DEFAULT_COMPRESSION, ENCRYPTIONS
-from hecore.errors import HepixError
+from hecore.encrypt.symmetric import COMPRESSIONS, ENCRYPTIONS
+from hecore.errors import HepixError, InvalidParameters
 from hecore.images import CONVERSIONS, DEFAULT_MAX_PIXELS
 from hecore.layouts import Layout
 from hecore.layouts.packed import check_tile_fits, default_tile
@@ -50,7 +50,10 @@ from .runtime.storage import Output, Storage
 log = logging.getLogger(__name__)
 
 DEFAULT_TILE = "16x16"
-DEFAULT_HALO = 1            # enough for the paper's 3x3 mean filter
+DEFAULT_HALO = 1            # enough for the paper's 3x3 mean filter (with --for-op: what the chain needs)
+#: SEAL's serialization of the packed layouts' ciphertexts unless --compression says otherwise (the pixel
+#: layout's byte-level ops need the uncompressed bytes; TFHE's encodings are compact already)
+PACKED_COMPRESSION = "zstd"
 DEFAULT_BATCH_IMAGES = 256  # a crashed run loses at most one batch of work
 
 
@@ -75,14 +78,15 @@ def add_arguments(p) -> None:
                         "(by source path, encrypted or rejected); an owner map directory, or a directory of them "
                         "(OWNER_ROOT with night=YYYY-MM-DD/ maps).  Nothing new: an empty complete run")
     p.add_argument("--layout", choices=Layout.names(), default=None,
-                   help="packed: one fresh ciphertext per tile channel, a pixel per slot (default; TFHE keys: "
-                        "pixel, their only layout); "
+                   help="packed: one fresh ciphertext per tile channel, a pixel per slot (default; with --for-op: "
+                        "packed-complex where the chain allows it; TFHE keys: pixel, their only layout); "
                         "packed-complex: the same with two pixels per slot (CKKS only, twice the pixels per "
                         "ciphertext; no matching); pixel: one ciphertext per pixel value (iCHEETAH, with its "
                         "caching strategies)")
     p.add_argument("--halo", type=int, default=None, metavar="R",
                    help=f"packed layout: pixels of the neighbouring tiles each ciphertext also holds, for filters "
-                        f"reaching R pixels (meanfilter:K needs K//2; default {DEFAULT_HALO})")
+                        f"reaching R pixels (meanfilter:K needs K//2; default {DEFAULT_HALO}, with --for-op what "
+                        "its mean filter needs)")
     p.add_argument("--strategy", default="fresh", choices=strategy_names(),
                    help="pixel-layout strategy (default fresh; others leak and need --allow-leaky)")
     p.add_argument("--allow-leaky", action="store_true",
@@ -92,19 +96,23 @@ def add_arguments(p) -> None:
                         "seeded secret-key encryption, about 2x faster and half the bytes (reads secret.key, which "
                         "must be mode 0600, and ships it to its executors: a local master only unless "
                         "--trusted-cluster; needs the native extension make setup builds)")
-    p.add_argument("--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
-                   help="--encryption symmetric: serialization of the seeded ciphertexts (default %(default)s; "
-                        "zstd stores about a third fewer bytes at N=4096 at 1.2-1.8x the encryption time)")
+    p.add_argument("--compression", choices=COMPRESSIONS, default=None,
+                   help=f"--store seal: SEAL's compression of the serialized ciphertexts (default {PACKED_COMPRESSION} "
+                        "for the packed layouts: SEAL and Pyfhel read it as any serialization, about a quarter to "
+                        "a third fewer bytes; none: SEAL's uncompressed bytes, the pixel layout's only mode)")
     p.add_argument("--store", choices=STORES, default="seal",
-                   help="how the ciphertexts are stored: seal (default; SEAL's serialization, readable by Pyfhel "
-                        "alone) or compact (hepix's at-rest format: the level the --for-op chain needs, low bits "
-                        "below the noise dropped, residues bit-packed, c1 as its seed; CKKS, packed layouts; every "
-                        "hepix job reads it, with the native extension make setup builds)")
+                   help="how the ciphertexts are stored: seal (default; SEAL's own serialization, which Pyfhel "
+                        "reads alone: at the level the --for-op chain needs, compressed as --compression says) or "
+                        "compact (hepix's at-rest format: also low bits below the noise dropped, residues "
+                        "bit-packed, c1 as its seed; the fewest bytes; CKKS, packed layouts; every hepix job "
+                        "reads it, with the native extension make setup builds)")
     p.add_argument("--for-op", action="append", default=[], metavar="SPEC",
-                   help="--store compact: an op the stored ciphertexts must serve (as for `hepix process --op`; "
-                        "repeat for a chain, match:QUERY last).  Without it they stay at the first level, "
-                        "nothing dropped, and any chain the keys allow runs on them; with it `hepix process` "
-                        "refuses chains the storage cannot run exactly")
+                   help="an op the stored ciphertexts must serve (as for `hepix process --op`; repeat for a chain, "
+                        "match:QUERY last): encrypt stores what the chain needs and no more -- packed-complex "
+                        "where the chain allows it (unless --layout), the halo its mean filter reaches (unless "
+                        "--halo), CKKS ciphertexts at the lowest level that affords the chain, at the scale its "
+                        "values need -- and `hepix process` refuses chains the storage cannot run exactly.  "
+                        "Without it: the packed layout at the first level, and any chain the keys allow runs")
     p.add_argument("--pool-size", type=int, help="randomness pool size for scan/full (default 64)")
     p.add_argument("--top-k", type=int, help="values cached by scan (default: all values found)")
     p.add_argument("--radix", type=int, help="base of radix/radix-rand (default 2)")
@@ -158,9 +166,6 @@ def secret_encryption(args, keys, layout: Layout) -> bool:
     tile channel fresh, or TFHE's client key; the secret proven to belong to the public key), or keys whose
     scheme encrypts with its secret alone.  Public encryption is checked to be possible with these keys."""
     if args.encryption != "symmetric":
-        if args.compression != DEFAULT_COMPRESSION:
-            raise HepixError("--compression is for --encryption symmetric; public-key ciphertexts are stored "
-                             "uncompressed")
         use_secret = not keys.scheme.public_encryption
         try:
             keys.check_encryption(use_secret=use_secret)
@@ -171,7 +176,8 @@ def secret_encryption(args, keys, layout: Layout) -> bool:
         names = " or ".join(f"--layout {lay}" for lay in keys.scheme.symmetric_layouts)
         raise HepixError(f"--encryption symmetric encrypts {keys.scheme.title} values fresh in {names}: use it "
                          "without --strategy")
-    keys.encryptor(layout=layout, use_secret=True, compression=args.compression)   # refuses another key set's secret
+    # refuses another key set's secret
+    keys.encryptor(layout=layout, use_secret=True, compression=compression_for(args, keys.scheme, layout))
     return True
 
 
@@ -186,8 +192,9 @@ class EncryptSettings:
     strategy: str
     strategy_options: dict
     use_secret: bool            # the owner's secret encrypts (--encryption symmetric, or TFHE's client key)
-    compression: str
-    store: object = None        # hecore.atrest.AtRest with --store compact; None: the library's own bytes
+    compression: str            # SEAL's serialization of the ciphertexts (none for the pixel layout and TFHE)
+    store: object = None        # hecore.atrest.AtRest: the compact format, or SEAL's bytes at a planned level
+                                # (--for-op); None: the library's own bytes at the first level
 
     @property
     def params(self):
@@ -203,7 +210,7 @@ class EncryptSettings:
         p = self.params
         return {"key_fingerprint": fingerprint, "preset": p.name, "params": p.to_json(), "layout": self.layout.value,
                 "strategy": self.strategy, "strategy_options": self.strategy_options, "tile": list(self.tile),
-                "encryption": args.encryption, "compression": args.compression, "halo": self.halo,
+                "encryption": args.encryption, "compression": self.compression, "halo": self.halo,
                 "store": self.store.to_json() if self.store is not None else "seal",
                 "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels}
 
@@ -232,18 +239,43 @@ def settings_from(args, keys) -> EncryptSettings:
     """The run's settings from ``args`` and the keys (a :class:`hecore.schemes.KeySet`), or a clear error naming
     what to change."""
     check_numbers(args)
-    layout = scheme_layout(args, keys.scheme)
+    chain = declared_chain(args) if "compact" in keys.scheme.stores else None    # TFHE's keys: no plan
+    layout = scheme_layout(args, keys.scheme, keys.params, chain)
     refuse_foreign_flags(args, keys.scheme)
     use_secret = secret_encryption(args, keys, layout)
-    tile, halo = tile_and_halo(args, keys, layout)
+    tile, halo = tile_and_halo(args, keys, layout, chain)
+    compression = compression_for(args, keys.scheme, layout)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
-                           strategy_options=strategy_options(args), use_secret=use_secret,
-                           compression=args.compression, store=storage(args, keys.params, layout, use_secret))
+                           strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
+                           store=storage(args, keys.params, layout, use_secret, chain))
 
 
-def scheme_layout(args, scheme) -> Layout:
-    """``--layout``, or the default of the keys' scheme; one its ciphertexts come in."""
+def declared_chain(args):
+    """``--for-op``'s chain: ``(ops, match)``, or None when no chain is declared."""
+    if not args.for_op:
+        return None
+    from hecore.ops.spec import is_table_chain, parse_match, parse_ops, parse_table_chain
+
+    specs, match = list(args.for_op), None
+    try:
+        if is_table_chain(specs):
+            return parse_table_chain(specs), None
+        if specs and specs[-1].strip().lower().startswith("match:"):
+            match = parse_match(specs.pop())
+        return parse_ops(specs), match
+    except ValueError as e:
+        raise HepixError(f"--for-op: {e}") from None
+
+
+def scheme_layout(args, scheme, params=None, chain=None) -> Layout:
+    """``--layout``, or the default: with a declared chain the packed layout that stores it in the fewest
+    ciphertexts (:func:`hecore.planner.storage_layout`), else the default of the keys' scheme; one its
+    ciphertexts come in."""
     if args.layout is None:
+        if chain is not None and params is not None and Layout.PACKED_COMPLEX in scheme.layouts:
+            from hecore.planner import storage_layout
+
+            return storage_layout(params, *chain)[0]
         return scheme.layouts[0]
     layout = Layout.parse(args.layout)
     if layout not in scheme.layouts:
@@ -258,7 +290,7 @@ def refuse_foreign_flags(args, scheme) -> None:
     for flag, given in (("--strategy", args.strategy not in scheme.strategies),
                         ("--halo", bool(args.halo) and not any(lay.packed for lay in scheme.layouts)),
                         ("--encryption symmetric", args.encryption == "symmetric" and "symmetric" not in scheme.encryptions),
-                        ("--compression", args.compression != DEFAULT_COMPRESSION
+                        ("--compression", args.compression not in (None, "none")
                          and not any(lay.packed for lay in scheme.symmetric_layouts)),
                         ("--store compact", args.store == "compact" and "compact" not in scheme.stores),
                         ("--for-op", bool(args.for_op) and "compact" not in scheme.stores)):
@@ -266,18 +298,22 @@ def refuse_foreign_flags(args, scheme) -> None:
             raise HepixError(f"{flag} does not apply to {scheme.title} keys: {scheme.encrypts}; drop it")
 
 
-def tile_and_halo(args, keys, layout: Layout) -> tuple[tuple[int, int], int]:
+def tile_and_halo(args, keys, layout: Layout, chain=None) -> tuple[tuple[int, int], int]:
     """The tile and halo: for the packed layouts the largest tile that fills a ciphertext (or ``--tile``,
-    checked to fit) and the halo filters need; for the pixel layout ``--tile`` or the default, no halo."""
+    checked to fit) and the halo filters need (with a declared chain, what its mean filter reaches); for the
+    pixel layout ``--tile`` or the default, no halo."""
     params, tile_spec = keys.params, parse_tile(args.tile)
     if layout.packed:
         if args.strategy != "fresh":
             raise HepixError(f"--strategy {args.strategy} is a pixel-layout mode (iCHEETAH); the packed layout "
                              "encrypts each tile channel fresh with the public key: drop --strategy or use "
                              "--layout pixel")
-        halo = DEFAULT_HALO if args.halo is None else args.halo
+        halo = chain_halo(params, chain) if args.halo is None else args.halo
         if halo < 0:
             raise HepixError(f"--halo {halo}: must be 0 or more")
+        if chain is not None and chain_halo(params, chain) > halo:
+            raise HepixError(f"--halo {halo}: the --for-op chain's mean filter reaches {chain_halo(params, chain)} "
+                             f"pixels beyond each tile; give --halo {chain_halo(params, chain)} (or drop --halo)")
         try:
             tile = tile_spec or default_tile(params, halo, layout.complex_packing)
             check_tile_fits(params, *tile, halo, layout.complex_packing)
@@ -292,27 +328,56 @@ def tile_and_halo(args, keys, layout: Layout) -> tuple[tuple[int, int], int]:
     return tuple(tile_spec or parse_tile_spec(DEFAULT_TILE)), 0
 
 
-def storage(args, params, layout, use_secret: bool):
-    """``--store compact``: the planner's storage for the ``--for-op`` chain (hecore.planner.at_rest); None for SEAL bytes."""
-    if args.store != "compact":
-        if args.for_op:
-            raise HepixError("--for-op plans the compact storage; add --store compact (or drop --for-op)")
+def chain_halo(params, chain) -> int:
+    """The halo of a run without ``--halo``: :data:`DEFAULT_HALO`, or what the declared chain's mean filter
+    reaches (:func:`hecore.planner.storage_layout`)."""
+    if chain is None:
+        return DEFAULT_HALO
+    from hecore.planner import storage_layout
+
+    return storage_layout(params, *chain)[1]
+
+
+def compression_for(args, scheme, layout: Layout) -> str:
+    """SEAL's serialization of the run's ciphertexts: ``--compression``, or by default
+    :data:`PACKED_COMPRESSION` for SEAL's packed layouts and none otherwise (the pixel layout's byte-level
+    ops need SEAL's uncompressed bytes; TFHE's encodings are compact already; the compact format packs
+    itself)."""
+    packed_seal = layout.packed and "compact" in scheme.stores
+    if args.compression is None:
+        return PACKED_COMPRESSION if packed_seal and args.store == "seal" else "none"
+    if args.compression != "none":
+        if args.store == "compact":
+            raise HepixError("--store compact packs the ciphertexts itself; drop --compression")
+        if not layout.packed:
+            raise HepixError(f"--compression {args.compression}: the pixel layout's byte-level ops read SEAL's "
+                             "uncompressed bytes; drop --compression (or use a packed layout)")
+    return args.compression
+
+
+def storage(args, params, layout, use_secret: bool, chain=None):
+    """The planner's storage (hecore.planner.at_rest): ``--store compact``, for the ``--for-op`` chain or none;
+    ``--store seal`` with ``--for-op``, SEAL's bytes at the level and scale the chain needs (CKKS; BFV and BGV
+    stay at the first level).  None: SEAL's bytes at the first level."""
+    if args.store != "compact" and chain is None:
         return None
     if not layout.packed:
-        raise HepixError("--store compact stores whole tile channels (the packed layouts); the pixel layout's "
-                         "byte-level ops read SEAL bytes: use --store seal")
-    if args.compression != DEFAULT_COMPRESSION:
-        raise HepixError("--store compact packs the ciphertexts itself; drop --compression")
-    from hecore.ops.spec import parse_match, parse_ops
-    from hecore.planner import at_rest
+        what = "--store compact stores" if args.store == "compact" else "--for-op plans the storage of"
+        raise HepixError(f"{what} whole tile channels (the packed layouts); the pixel layout's byte-level ops read "
+                         "fresh SEAL bytes: drop it, or use a packed layout")
+    from hecore.planner import at_rest, check
 
-    specs, match = list(args.for_op), None
+    ops, match = chain if chain is not None else ([], None)
     try:
-        if specs and specs[-1].strip().lower().startswith("match:"):
-            match = parse_match(specs.pop())
-        return at_rest(params, parse_ops(specs), layout, match, seeded=use_secret,
-                       declared=bool(args.for_op))
-    except ValueError as e:
+        if args.store == "compact":
+            return at_rest(params, ops, layout, match, seeded=use_secret, declared=chain is not None)
+        check(params, ops, layout.value, match)
+        if params.is_integer:           # no levels to plan: the chain is checked, the bytes stay at the first level
+            return None
+        return at_rest(params, ops, layout, match, seeded=use_secret, store="seal")
+    except (ValueError, InvalidParameters) as e:
+        if chain is None:
+            raise
         raise HepixError(f"--for-op: {e}") from None
 
 

@@ -18,9 +18,17 @@
   quantisation).  It prints the layout the digits were encrypted in.
 * ``hepix decrypt``: the key holder decrypts the head outputs into ``predictions`` (one row per digit,
   with its label) and ``inference_metrics`` (accuracy per batch and overall, bytes per sample, times).
+
+Every job here reads and writes its ciphertexts with pyarrow, never through Spark's JVM: encrypt-digits
+writes its table on the driver; ``process`` and ``decrypt`` run in the Python workers, which read their
+splits, check every row, and (process) send each batch's rows to one task through files of their own
+before it runs the model and writes the outputs (tasks/infer.py, tasks/exchange.py); the owner's
+workers (the driver itself for a few, one task's worth) decrypt the head outputs into small rows that
+the driver judges batch by batch.
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -28,13 +36,15 @@ import pyarrow as pa
 
 from hecore.errors import HepixError, InvalidParameters
 from schemas.manifest import Counts, RunManifest
-from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PREDICTIONS, spark_schema
+from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PREDICTIONS
+from tasks.infer import OPENED, InferPlan, OutputExpect, batch_number, decrypt_partition, output_problem, shape_problem
 
 from .runtime import runinfo
 from .runtime.console import table
+from .runtime.exchange import driver_rows, one_task, worker_rows, write_table
 from .runtime.frames import driver_frame
 from .runtime.rowcheck import reject_row
-from .runtime.runs import add_spark_arguments, exit_status, open_run, table_function
+from .runtime.runs import add_spark_arguments, exit_status, open_run
 from .runtime.session import plain_session, spark_info
 from .runtime.storage import Output, Storage
 from .runtime.tablefiles import describe_table, table_checksums
@@ -108,10 +118,8 @@ def run_encrypt(args) -> int:
     with plain_session("encrypt-digits", args.master, args.conf) as spark:
         out = Output(Storage(spark), args.out, run_id)
         try:
-            driver_frame(spark, CIPHERTEXTS, rows).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
-                "overwrite").parquet(out.table("ciphertexts"))
+            files = {"ciphertexts": _write_digits(spark, out, rows)}
             nbytes = sum(len(r["ct"]) for r in rows)
-            files = {"ciphertexts": describe_table(spark, out.storage, out.table("ciphertexts"), checksums=True)}
             manifest = RunManifest(
                 job="encrypt", run_id=run_id, status="complete", created=started.isoformat(),
                 finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
@@ -128,6 +136,41 @@ def run_encrypt(args) -> int:
     print(f"encrypted {n} digits (task {args.task}) in the {_layout_label(layout, args.pack, n, params)} layout into {len(rows)} ciphertexts, {nbytes / 2**20:.1f} MB "
           f"({nbytes / n:,.0f} bytes per sample) in {enc_secs:.2f} s with {params.name}; key {ctx.fingerprint[:16]}")
     return 0
+
+
+#: Rows per row group of an encrypt-digits table (the checking pass of ``process`` reads a few row groups
+#: per task: several tasks for a few hundred digits).
+DIGITS_GROUP_ROWS = 64
+
+
+def _write_digits(spark, out, rows: list[dict]) -> list[dict]:
+    """The digits' ciphertext rows as the staged ``ciphertexts`` table of ``out``: one Parquet file written
+    here with pyarrow (tasks.files.RowGroupWriter), so no ciphertext byte passes through the JVM; its
+    entry as the manifest records it.  Spark's writer only on a path the workers' file systems cannot
+    reach."""
+    import uuid
+
+    from tasks.files import RowGroupWriter
+
+    directory = out.table("ciphertexts")
+    try:
+        fs, base = out.storage.access(directory).open(directory)
+    except HepixError:
+        driver_frame(spark, CIPHERTEXTS, rows).write.options(**PARQUET_OPTIONS["ciphertexts"]).mode(
+            "overwrite").parquet(directory)
+        return describe_table(spark, out.storage, directory, checksums=True)
+    fs.create_dir(base, recursive=True)
+    name = f"part-00000-{uuid.uuid4().hex[:8]}.parquet"
+    writer = RowGroupWriter(fs, f"{base}/.{name}.tmp")
+    try:
+        for start in range(0, len(rows), DIGITS_GROUP_ROWS):
+            writer.add(pa.RecordBatch.from_pylist(rows[start:start + DIGITS_GROUP_ROWS], schema=CIPHERTEXTS))
+            writer.flush()
+    finally:
+        writer.close()
+    fs.move(writer.path, f"{base}/{name}")
+    return [{"name": name, "rows": writer.rows, "bytes": fs.get_file_info(f"{base}/{name}").size,
+             "xxh3_xor": writer.xxh3_xor}]
 
 
 def _encrypt_layout(args, params, task, n: int):
@@ -205,43 +248,12 @@ def _check_fits(op, model, params, pack: bool) -> None:
     raise InvalidParameters(f"{op.spec} cannot run on {params.name}: needs {need}; {hint}")
 
 
-def infer_group(tbl: pa.Table, *, token: str, broadcast, model_bc, spec: str, run_id: str, rebuilds=None,
-                layout: str | None = None) -> pa.Table:
-    """One batch's ciphertexts (sorted by index) -> one row per head output (one sample per ciphertext
-    layouts: one row holding all of the sample's outputs)."""
-    from hecore.infer import encrypted, layouts
-    from hecore.infer import models as infer
-    from tasks.process import build_evaluator
-    from tasks.worker import worker_state
-
-    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
-    if tbl.num_rows == 0:
-        return CIPHERTEXTS.empty_table()
-    rows = sorted(tbl.to_pylist(), key=lambda r: r["index"])
-    first = rows[0]
-    model = model_bc.value
-    t0 = time.perf_counter()
-    cts = [ev.load(r["ct"]) for r in rows]
-    q = infer.quantise(model, ev.params.plain_modulus) if ev.params.is_integer else None
-    if layout is None:
-        outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=first["tile_h"])
-    else:
-        outs = layouts.infer(ev, model, layouts.parse_layout(layout), cts, quantised=q)
-    secs = time.perf_counter() - t0
-    out = []
-    for i, c in enumerate(outs):
-        r = dict(first)
-        r.update(run_id=run_id, index=i, ops=list(first["ops"]) + [spec],
-                 post_scale=(1.0 / q.divisor) if q else 1.0, level=ev.level(c),
-                 process_seconds=secs / len(outs), ct=ev.dump(c))
-        out.append(r)
-    return pa.Table.from_pylist(out, schema=CIPHERTEXTS)
-
-
 def run_process(args, chain) -> int:
-    """``hepix process --op infer:MODEL``: the model on encrypted digits, public keys only (``chain.infer``)."""
-    from pyspark.sql import functions as F
+    """``hepix process --op infer:MODEL``: the model on encrypted digits, public keys only (``chain.infer``).
 
+    The Python workers read, check and write everything: the checking pass sends each good row to its
+    batch's bucket (tasks.infer.bucket_partition), then one task per bucket checks each kept batch's shape
+    and runs the model on it, writing the head outputs itself (tasks.infer.infer_partition)."""
     from hecore.infer import models as infer
     from hecore.params import Params
 
@@ -275,26 +287,20 @@ def run_process(args, chain) -> int:
               f"the public training split); key {run.fingerprint[:16]} (public only)")
         print(f"layout {_layout_label(layout, pack, int(parent.options.get('samples') or 1), params)} "
               f"(chosen when the digits were encrypted)")
-        bc, token = run.broadcast(run.keys)
-        model_bc, _ = run.broadcast(model)
         t0 = time.perf_counter()
-        checked = run.checked_input("process", keys=run.keys.for_checks())
-        df = checked.df
-        misfit = _input_shapes(run, df, layout, pack, params.slots, checked.rejects)
-        if misfit:                                  # batches the layout cannot run: left out, each a rejects row
-            checked.bad_images |= misfit
-            df = df.where(~F.col("image_id").isin(sorted(misfit)))
-        res = df.groupBy("image_id").applyInArrow(
-            table_function(infer_group, token=token, broadcast=bc, model_bc=model_bc, spec=op.spec,
-                           run_id=run.run_id, rebuilds=run.rebuilds, layout=str(layout) if layout else None),
-            spark_schema(CIPHERTEXTS))
-        run.write(res, "ciphertexts")
+        checked, parts = _bucketed_input(run)
+        plan = InferPlan(parts=[], keep=[], spec=op.spec, run_id=run.run_id, layout=str(layout) if layout else None,
+                         pack=pack, slots=params.slots)
+        entries, misfit = _inferred(run, parts, checked.good_ids, plan, model)
+        for batch_id, why in misfit:            # batches the layout cannot run: left out, each a rejects row
+            checked.bad_images.add(batch_id)
+            checked.rejects.append(reject_row(run.run_id, "process", "", "bad-batch", why, {"image_id": batch_id}))
         run.write_rejects(checked.rejects)
         secs = time.perf_counter() - t0
-        stats = run.spark.read.parquet(run.out.table("ciphertexts")).agg(
-            F.count("*").alias("n"), F.sum(F.length("ct")).alias("bytes")).collect()[0]
-        files, checksums = run.describe({"ciphertexts": True, "rejects": False})
+        files, checksums = run.describe({"ciphertexts": True, "rejects": False}, {"ciphertexts": [
+            {k: e[k] for k in ("name", "rows", "bytes", "xxh3_xor")} for e in entries]})
         run.timings.update(train_seconds=train_secs, process_seconds=secs)
+        n = sum(e["rows"] for e in entries)
         manifest = run.manifest(
             layout=LAYOUT, ops=[op.spec],
             options={**parent.options, "model": op.model, "binary": bool(model.binary),
@@ -302,73 +308,72 @@ def run_process(args, chain) -> int:
                      "encrypt_seconds": parent.timings.get("encrypt_seconds")},
             counts=Counts(images_in=checked.images, images_encrypted=checked.images - len(checked.bad_images),
                           images_rejected=len(checked.bad_images), rejects=len(checked.rejects),
-                          ciphertexts=int(stats["n"]), ciphertext_bytes=int(stats["bytes"] or 0)),
+                          ciphertexts=n, ciphertext_bytes=sum(e["ct_bytes"] for e in entries)),
             workers={"cache_rebuilds": len(run.rebuilds.value)}, files=files, checksums=checksums)
         run.commit(manifest, ["ciphertexts", "rejects"])
-    print(f"{op.spec}: {parent.options.get('samples')} digits in {secs:.1f} s, {stats['n']} output ciphertexts"
+    print(f"{op.spec}: {parent.options.get('samples')} digits in {secs:.1f} s, {n} output ciphertexts"
           + (f"; {len(checked.bad_images)} batches rejected, listed in {args.out}/rejects/" if checked.rejects else ""))
     return exit_status(args, len(checked.rejects))
 
 
-def batch_number(image_id) -> int | None:
-    """The number of a digits batch from its id (``digits-<task>-<number>``), or None."""
-    tail = image_id.rpartition("-")[2] if isinstance(image_id, str) else ""
-    return int(tail) if tail.isascii() and tail.isdigit() and len(tail) <= 9 else None
+def _bucketed_input(run):
+    """The checking pass, the workers reading the input's splits: every row checked and, in the same task,
+    each good row sent to its batch's bucket (tasks.infer.bucket_partition).  The checked input, and where
+    each bucket's rows are."""
+    from tasks.exchange import EXCHANGED
+    from tasks.infer import bucket_partition
+
+    from .runtime.exchange import exchange_directory, kept_exchange
+    from .runtime.sparktask import task_attempt
+
+    exchanged, access = exchange_directory(run)
+    work = functools.partial(bucket_partition, buckets=max(1, run.sc.defaultParallelism), directory=exchanged,
+                             attempt=task_attempt, access=access, tasks=run.tasks)
+    checked = run.checked_input("process", keys=run.keys.for_checks(), work=work, work_schema=EXCHANGED,
+                                collect=True)
+    reports = checked.df.to_pylist()
+    return checked, kept_exchange(exchanged, [r for r in reports if r["file"] is not None], access)
 
 
-def shape_problem(layout, pack: bool, slots: int, number: int, n, start, block, cts) -> str | None:
-    """Why batch ``number`` whose rows say ``n`` samples from ``start``, ``block`` slots per pixel position
-    (``tile_h``) and ``cts`` ciphertexts (``tile_w``) is not a batch of the layout the run's manifest
-    names (``infer_layout``, ``pack``), as encrypt-digits lays them out; or None.  The manifest is
-    untrusted: a layout that does not fit the ciphertexts is refused here, before it indexes anything."""
-    from hecore.infer import encrypted
-    from hecore.infer.models import PIXELS
+def _inferred(run, parts: dict, good: list[str], plan, model) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The model run on every good batch by one task per bucket, each writing its head outputs itself
+    (tasks.infer.infer_partition): the output table's entries as the manifest records them, and the
+    batches whose rows are not a batch of the run's layout, with why, in id order."""
+    import dataclasses
 
-    if any(not isinstance(v, int) for v in (n, start, block, cts)):
-        return "h, y, tile_h or tile_w is missing"
-    said = f"{n} samples from {start}, block {block}, {cts} ciphertexts"
-    if layout is not None and layout.per_sample:
-        if (n, start, block, cts) != (1, number, 0, 1):
-            return (f"the run's layout {layout} holds one sample per batch (batch {number}: sample {number}, block "
-                    f"0, one ciphertext); its rows say {said}")
-        return None
-    if start != number * slots or not 1 <= n <= slots:
-        return f"batch {number} of {slots}-slot batches starts at sample {number * slots}; its rows say {said}"
-    want = (layout.block or slots) if layout is not None else encrypted.block_for(n, slots, pack)
-    need = -(-PIXELS // (slots // want)) if 1 <= want <= slots else -1
-    if (block, cts) != (want, need):
-        name = str(layout) if layout is not None else ("packed" if pack else "pixel-per-ciphertext")
-        return f"the run's layout {name} has block {want} and {need} ciphertexts per batch; its rows say {said}"
-    return None
+    from tasks.exchange import bucket_of
+    from tasks.files import keep_reported, keep_schema
+    from tasks.infer import INFERRED, infer_partition
 
+    from .runtime.exchange import task_plan
+    from .runtime.sparktask import task_attempt
 
-def _input_shapes(run, df, layout, pack: bool, slots: int, rejects: list[dict]) -> set[str]:
-    """The batches of the checked digits rows ``df`` whose rows do not make a batch of the run's layout
-    (:func:`shape_problem`, and one row per ciphertext index of the batch), each a rejects row in
-    ``rejects``.  Aggregated by Spark without the ciphertexts."""
-    from pyspark.sql import functions as F
-
-    bad = set()
-    stats = df.groupBy("image_id").agg(
-        F.count("*").alias("rows"), F.countDistinct("index").alias("indexes"), F.min("index").alias("lo"),
-        F.max("index").alias("hi"), *[agg(c).alias(f"{name}_{c}") for c in ("h", "y", "tile_h", "tile_w")
-                                      for name, agg in (("lo", F.min), ("hi", F.max))]).collect()
-    for r in stats:
-        iid = r["image_id"]
-        number = batch_number(iid)
-        vals = [r[f"lo_{c}"] for c in ("h", "y", "tile_h", "tile_w")]
-        if number is None:
-            why = f"batch id {str(iid)[:80]!r} does not end in its number"
-        elif vals != [r[f"hi_{c}"] for c in ("h", "y", "tile_h", "tile_w")]:
-            why = "its rows disagree on the batch's samples, block or ciphertexts"
-        elif (r["rows"], r["indexes"], r["lo"], r["hi"]) != (vals[3], vals[3], 0, vals[3] - 1):
-            why = f"{r['rows']} rows with {r['indexes']} indexes {r['lo']}..{r['hi']}, for {vals[3]} ciphertexts"
-        else:
-            why = shape_problem(layout, pack, slots, number, *vals)
-        if why is not None:
-            bad.add(iid)
-            rejects.append(reject_row(run.run_id, "process", "", "bad-batch", why, {"image_id": iid}))
-    return bad
+    directory = run.out.table("ciphertexts")
+    access = run.storage.access(directory)
+    fs, base = access.open(directory)
+    fs.create_dir(base, recursive=True)
+    keep: dict[int, set] = {}
+    for batch_id in good:
+        keep.setdefault(bucket_of(batch_id, max(1, run.sc.defaultParallelism)), set()).add(batch_id)
+    buckets = sorted(b for b in keep if b in parts)
+    rows = []
+    if buckets:
+        plan = dataclasses.replace(plan, parts=[parts[b] for b in buckets],
+                                   keep=[frozenset(keep[b]) for b in buckets])
+        plan_bc, _ = run.broadcast(plan)
+        bc, token = run.broadcast(run.keys)
+        model_bc, _ = run.broadcast(model)
+        fn = functools.partial(infer_partition, plan_broadcast=plan_bc, token=token, broadcast=bc,
+                               model_broadcast=model_bc, exchanged=run.out.table("_exchange"), directory=directory,
+                               attempt=task_attempt, access=access, rebuilds=run.rebuilds, tasks=run.tasks)
+        rows = [r.asDict() for r in task_plan(run.spark, len(buckets), fn, INFERRED).collect()]
+    misfit = sorted((r["batch"], r["detail"]) for r in rows if r["batch"] is not None)
+    entries = keep_reported(directory, [r for r in rows if r["batch"] is None and r["file"] is not None], access)
+    if not entries:                             # no output: the table still reads as one of its schema
+        keep_schema(directory, access)
+        entries = [{"name": n, "rows": 0, "bytes": b, "xxh3_xor": 0, "ct_bytes": 0}
+                   for n, b in run.storage.list_files(directory).items()]
+    return [{k: e[k] for k in ("name", "rows", "bytes", "xxh3_xor", "ct_bytes")} for e in entries], misfit
 
 
 # --- decrypt ---------------------------------------------------------------------------------
@@ -397,43 +402,43 @@ MAX_SCORE = 1e6
 
 
 def _row_problem(r: dict, run, task_name: str, most_batches: int) -> tuple[str, str] | None:
-    """Why one head-output row (without its bytes) is not one this run made, or None."""
-    from .runtime.owner import valid_id
-
-    iid = r["image_id"]
-    if not valid_id(iid) or not iid.startswith(f"digits-{task_name}-") \
-            or not iid.rpartition("-")[2].isdigit() or not 0 <= int(iid.rpartition("-")[2]) < most_batches:
-        return "bad-image-id", f"batch id {str(iid)[:80]!r} is not one of the {most_batches} batches of this task"
-    if r["key_fingerprint"] != run.fingerprint:
-        return "key-mismatch", f"made with key {str(r['key_fingerprint'])[:16]}, this key is {run.fingerprint[:16]}"
-    ps = r["post_scale"]
-    if ps is None or not np.isfinite(ps) or not 1e-12 <= abs(ps) <= 1.0 or r["h"] is None or r["y"] is None \
-            or r["index"] is None:
-        return "malformed-row", "post_scale (finite, 1e-12..1), h, y or index is missing or out of range"
-    return None
+    """Why one head-output row (without its bytes) is not one this run made, or None
+    (:func:`tasks.infer.output_problem`, which the workers that decrypt run first)."""
+    return output_problem(r, fingerprint=run.fingerprint, task=task_name, most_batches=most_batches)
 
 
 def _checked_outputs(run, df, rejects: list[dict], task_name: str, most_batches: int, outputs: int):
     """The head-output rows of ``df`` by batch, streamed and checked one at a time: the good batches' rows
     (at most ``outputs`` each, one per index), the bad batch ids (a rejects row each, at most a few per
-    batch), and how many rows were read."""
+    batch), and how many rows were read.
+
+    A row is checked here (:func:`_row_problem`, a repeated or unknown index) and its ciphertext by the
+    keys' checker: here when the row holds it, or, for a row the workers decrypted (tasks.infer.OPENED),
+    by their verdict; a file they could not read is a rejects row of its own."""
     from .runtime.rowcheck import RejectLog
 
-    checker = run.keys.checker()
+    checker = None
     log = RejectLog(rejects)
     batches: dict[str, dict[int, dict]] = {}
     bad: set[str] = set()
     n = 0
     for r in df.toLocalIterator():
-        n += 1
         r = r.asDict()
+        if r.get("stage") == "file":            # a file that changed or could not be read after its footer's check
+            log.add(reject_row(run.run_id, "decrypt", (r["file"] or "").rsplit("/", 1)[-1], r["reason"],
+                               r["detail"]))
+            continue
+        n += 1
         iid = r["image_id"] if isinstance(r["image_id"], str) else ""
         problem = _row_problem(r, run, task_name, most_batches)
         if problem is None and (r["index"] in batches.get(iid, {}) or not 0 <= r["index"] < outputs):
             problem = ("duplicate-row", f"head output {r['index']} repeats or is not one of {outputs}")
-        if problem is None:
+        if problem is None and "ct" in r:
+            checker = checker or run.keys.checker()
             p = checker.problem(r["ct"])
             problem = (p.reason, p.detail) if p else None
+        elif problem is None and r.get("stage") == "ct":
+            problem = (r["reason"], r["detail"])
         if problem is not None:
             log.add(reject_row(run.run_id, "decrypt", iid[:80], *problem,
                                {"image_id": iid[:80] or None, "index": r.get("index")}))
@@ -446,11 +451,21 @@ def _checked_outputs(run, df, rejects: list[dict], task_name: str, most_batches:
     return {b: list(rs.values()) for b, rs in batches.items() if b not in bad}, bad, n
 
 
+def _scores(rs: list[dict], per_sample: bool) -> np.ndarray:
+    """The decrypted scores of a batch's head outputs (sorted by index), as the workers sent them: one
+    sample's (one sample per ciphertext), or each output's samples side by side."""
+    if per_sample:
+        r = rs[0]
+        values = np.asarray(r["scores"], dtype=np.float64)
+        return values.reshape(r["score_rows"], -1) if r["score_rows"] and r["score_rows"] > 0 else values
+    return np.stack([np.asarray(r["scores"], dtype=np.float64) for r in rs], axis=1)
+
+
 def decrypt(run) -> int:
     """``hepix decrypt`` of an inference run (the key holder's side): head outputs -> predictions (with
     labels) and accuracy.  Every row is checked first (its key, SEAL's validation, the batch's samples
     within the task); a bad batch is a rejects row.  ``--flood-std`` floods the scores."""
-    args, parent, ctx, spark, run_id = run.args, run.parent, run.keys.context(), run.spark, run.run_id
+    args, parent, params, run_id = run.args, run.parent, run.keys.params, run.run_id
     if not (parent.ops and parent.ops[-1].startswith("infer:")):
         raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
                          "run `hepix process --op infer:MODEL` first")
@@ -469,29 +484,36 @@ def decrypt(run) -> int:
     per_sample = layout is not None and layout.per_sample
     outputs = 1 if per_sample else classes              # head-output rows per batch
     t0 = time.perf_counter()
-    most_batches = len(task.y_test) if per_sample else -(-len(task.y_test) // ctx.params.slots)
-    df, rejects = run.input_table(max_rows=most_batches * outputs)
-    batches, bad, rows = _checked_outputs(run, df, rejects, op.task, most_batches, outputs)
+    most_batches = len(task.y_test) if per_sample else -(-len(task.y_test) // params.slots)
+    _, rejects, splits = run.input_table(max_rows=most_batches * outputs, with_splits=True)
+    expect = OutputExpect(fingerprint=run.fingerprint, task=op.task, most_batches=most_batches,
+                          layout=str(layout) if per_sample else None, classes=classes)
+    if one_task(splits):                        # a few head outputs: the driver reads and decrypts them itself
+        fn = functools.partial(decrypt_partition, token="", broadcast=None, expect=expect,
+                               opener=(run.keys.context(), run.keys.checker()))
+        opened = driver_rows(run, splits, CIPHERTEXTS, fn, OPENED)
+    else:
+        bc, token = run.broadcast(run.keys.for_decryption())
+        fn = functools.partial(decrypt_partition, token=token, broadcast=bc, expect=expect, rebuilds=run.rebuilds,
+                               tasks=run.tasks)
+        opened = worker_rows(run, splits, CIPHERTEXTS, fn, OPENED)
+    batches, bad, rows = _checked_outputs(run, opened, rejects, op.task, most_batches, outputs)
     preds, metrics = [], []
     for batch_id in sorted(batches):
         if batch_id in bad:
             continue
         rs = sorted(batches[batch_id], key=lambda r: r["index"])
-        why = _batch_problem(rs, task, ctx.params.slots, outputs, layout, pack)
+        why = _batch_problem(rs, task, params.slots, outputs, layout, pack)
         if why is not None:
             rejects.append(reject_row(run_id, "decrypt", batch_id, "bad-batch", why, {"image_id": batch_id}))
             bad.add(batch_id)
             continue
         n, start = rs[0]["h"], rs[0]["y"]
-        if per_sample:
-            from hecore.infer import layouts
-
-            s = layouts.decrypt(ctx, layout, [rs[0]["ct"]], 1, classes=classes, binary=False) * rs[0]["post_scale"]
-        else:
-            s = np.stack([ctx.decrypt_slots(r["ct"], n) * r["post_scale"] for r in rs], axis=1)
+        s = _scores(rs, per_sample)                 # decrypted by the workers, in the row's post_scale
         if s.shape != (n, classes):                 # what the rows' shape checks already make sure of
             rejects.append(reject_row(run_id, "decrypt", batch_id, "bad-batch",
-                                      f"decrypts to {s.shape[0]}x{s.shape[1]} scores, not {n} samples x {classes}",
+                                      f"decrypts to {'x'.join(str(d) for d in s.shape)} scores, not {n} samples x "
+                                      f"{classes}",
                                       {"image_id": batch_id}))
             bad.add(batch_id)
             continue
@@ -506,7 +528,7 @@ def decrypt(run) -> int:
             from hecore.flooding import flood
 
             s = flood(s, args.flood_std)
-        if binary and ctx.params.is_integer:
+        if binary and params.is_integer:
             s = infer.sigmoid_poly(s)              # BFV returns the score; the sigmoid line after decryption
         p = infer.predictions(s, binary)
         labels = task.y_test[start:start + n]
@@ -520,8 +542,8 @@ def decrypt(run) -> int:
     total = sum(m["samples"] for m in metrics)
     correct = sum(m["correct"] for m in metrics)
     opts = parent.options
-    common = {"run_id": run_id, "model": op.model, "task": op.task, "scheme": ctx.params.scheme,
-              "preset": ctx.params.name}
+    common = {"run_id": run_id, "model": op.model, "task": op.task, "scheme": params.scheme,
+              "preset": params.name}
     rows_m = [{**common, **m, "accuracy": m["correct"] / m["samples"]} for m in metrics]
     rows_m.append({**common, "batch_id": "all", "samples": total, "correct": correct,
                    "accuracy": correct / max(1, total), "input_ciphertexts": opts.get("input_ciphertexts"),
@@ -529,11 +551,13 @@ def decrypt(run) -> int:
                    "bytes_per_sample": (opts.get("input_bytes") or 0) / max(1, total),
                    "encrypt_seconds": opts.get("encrypt_seconds"),
                    "process_seconds": parent.timings.get("process_seconds"), "decrypt_seconds": secs})
-    run.write(spark.createDataFrame(preds, spark_schema(PREDICTIONS)), "predictions")
-    run.write(spark.createDataFrame(rows_m, spark_schema(INFERENCE_METRICS)), "inference_metrics")
+    written = {name: write_table(run, name, schema, rs, PARQUET_OPTIONS[name]["compression"])
+               for name, schema, rs in (("predictions", PREDICTIONS, preds), ("inference_metrics", INFERENCE_METRICS,
+                                                                              rows_m))}
     run.write_rejects(rejects)
     run.timings["decrypt_seconds"] = secs
-    files, checksums = run.describe({"predictions": False, "inference_metrics": False, "rejects": False})
+    files, checksums = run.describe({"predictions": False, "inference_metrics": False, "rejects": False},
+                                    {name: e for name, e in written.items() if e is not None})
     manifest = run.manifest(counts=Counts(images_in=total, images_decrypted=total, ciphertexts=rows,
                                           images_rejected=len(bad), rejects=len(rejects)),
                             options={**parent.options, "flood_std": args.flood_std}, workers={}, files=files,

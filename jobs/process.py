@@ -8,9 +8,12 @@ input's manifest lists and checks every row before it is used (tasks/rowchecks.p
 SEAL refuses, or of the wrong size, parameters or key, is a rejects row and
 its image is left out; the rest is processed.  A ciphertext is read, checked,
 processed and written in one task by the Python workers (local paths, a
-shared mount or hdfs://: no ciphertext byte passes through the JVM), and the
-images found bad are taken out of the written files afterwards
-(:func:`process_in_one_pass`).  The pixel layout's mean filter, which needs
+shared mount or hdfs://: no ciphertext byte passes through the JVM; SEAL loads
+it once, for its check, and the chain takes it from there), the images are
+judged from what each task sums its checked rows up to, and the images found
+bad are taken out of the written files afterwards (:func:`process_in_one_pass`).
+The workers are started and their keys loaded while the driver checks the
+input's footers (jobs/runtime/warmup.py).  The pixel layout's mean filter, which needs
 a shuffle, scatters in the reading task and sums its windows after Spark's
 shuffle, where the tasks write the files.
 
@@ -32,7 +35,14 @@ from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 from tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, work_to_file
-from tasks.process import chain_partition, chained, mean_filter_group, pointwise_partition, scatter_partition
+from tasks.process import (
+    chain_partition,
+    chain_state,
+    chained,
+    mean_filter_group,
+    pointwise_partition,
+    scatter_partition,
+)
 
 from .runtime.progress import Progress
 from .runtime.runs import (
@@ -65,14 +75,18 @@ def add_arguments(p) -> None:
     add_reject_arguments(p)
 
 
-def check_ops_fit(df, ops) -> None:
-    """Refuse ops that do not fit some image (a watermark outside it), naming the images."""
+def check_ops_fit(df, ops, sizes: dict | None = None) -> None:
+    """Refuse ops that do not fit some image (a watermark outside it), naming the images: the images of
+    ``sizes`` (id -> (width, height), as the checking tasks summed them up), else of the rows ``df``."""
     from hecore.ops.spec import Watermark
 
     marks = [op for op in ops if isinstance(op, Watermark)]
     if not marks:
         return
-    sizes = df.select("image_id", "image_width", "image_height").distinct().collect()   # no ct column read
+    if sizes is not None:
+        sizes = [{"image_id": i, "image_width": w, "image_height": h} for i, (w, h) in sorted(sizes.items())]
+    else:
+        sizes = df.select("image_id", "image_width", "image_height").distinct().collect()   # no ct column read
     for op in marks:
         outside = [r for r in sizes if not (0 <= op.x < r["image_width"] and 0 <= op.y < r["image_height"])]
         if outside:
@@ -102,6 +116,13 @@ def process_work(run, ops):
     bc, token = run.broadcast(run.keys)
     return chain_partition(run.keys.scheme, run.parent.layout, [o.spec for o in ops], token=token, broadcast=bc,
                            run_id=run.run_id, rebuilds=run.rebuilds, tasks=run.tasks)
+
+
+def work_states(run) -> tuple:
+    """What the chain's tasks build from the broadcast keys (:func:`tasks.process.chain_state`), for the
+    warm-up that builds it while the driver checks the footers."""
+    bc, token = run.broadcast(run.keys)
+    return ((token, bc, chain_state(run.keys.scheme, run.parent.layout)),)
 
 
 HALO_SCHEMA = pa.schema(list(CIPHERTEXTS) + [pa.field(name, type_, nullable=False) for name, type_ in HALO_COLUMNS])
@@ -145,10 +166,13 @@ def shuffle_steps(run, ops):
 def process_in_one_pass(run, expect, ops):
     """Read, check, process and write every ciphertext in one pass, the Python workers reading their input
     split and writing the Parquet files (:func:`jobs.runtime.rowcheck.inspect_rows` with the chain as its
-    work); the checked input and the ciphertext bytes written (None when they must be counted again).
+    work); the checked input and the written files' entries as the workers reported them (None when they
+    must be described again: images were taken out of them).
 
-    A chain without a shuffle writes in the reading task (:func:`tasks.files.work_to_file`); the rows
-    of the images found bad are then taken out of the written files.  The pixel layout's mean filter
+    A chain without a shuffle writes in the reading task (:func:`tasks.files.work_to_file`), each row group
+    of one image; the rows of the images found bad are then taken out of the written files.  The checks
+    and the work share the keys' broadcast (one SEAL context per worker: the work takes the ciphertexts the
+    checks loaded), and the images are judged from the tasks' summaries.  The pixel layout's mean filter
     (:func:`shuffle_steps`) scatters in the reading task; the good images' rows then go through Spark's
     shuffle and the tasks after it write the files."""
     work = process_work(run, ops)
@@ -156,29 +180,31 @@ def process_in_one_pass(run, expect, ops):
     access = run.storage.access(directory)
     fs, base = access.open(directory)
     fs.create_dir(base, recursive=True)
-    keys = run.keys.for_checks()
+    shared = run.broadcast(run.keys)
     if work is not None:
-        checked = run.checked_input("process", expect, keys=keys, work_schema=WRITTEN,
+        checked = run.checked_input("process", expect, keys=run.keys, work_schema=WRITTEN, broadcast=shared,
+                                    collect=True, states=work_states(run),
                                     work=functools.partial(work_to_file, work=work, directory=directory,
-                                                           attempt=task_attempt, access=access))
-        written = checked.df
+                                                           attempt=task_attempt, access=access, by_image=True))
+        written = checked.df.to_pylist()
     else:
         reading, rest = shuffle_steps(run, ops)
-        checked = run.checked_input("process", expect, keys=keys, work=reading, work_schema=HALO_SCHEMA)
+        checked = run.checked_input("process", expect, keys=run.keys.for_checks(), work=reading,
+                                    work_schema=HALO_SCHEMA)
         written = rest(checked.df).mapInArrow(functools.partial(rows_to_file, directory=directory,
                                                                 attempt=task_attempt, access=access),
-                                              spark_schema(WRITTEN))
+                                              spark_schema(WRITTEN)).collect()
     try:
-        entries = keep_reported(directory, written.collect(), access)
+        entries = keep_reported(directory, written, access)
     finally:
         checked.release()
-    ct_bytes = sum(e["ct_bytes"] for e in entries)
+    reported = entries
     if checked.bad_images and work is not None:
         drop_images(directory, [e["name"] for e in entries], checked.bad_images, access)
-        ct_bytes = None
+        reported = None
     keep_schema(directory, access)
-    check_ops_fit(checked.input, ops)
-    return checked, ct_bytes
+    check_ops_fit(None, ops, checked.sizes)
+    return checked, reported
 
 
 def run(args, chain) -> int:
@@ -201,15 +227,20 @@ def run(args, chain) -> int:
             expect = run.expectation(fixed_format=not Layout.parse(parent.layout).packed)
             t0 = time.perf_counter()
             progress.stage("checking and processing the input rows")
-            checked, ct_bytes = process_in_one_pass(run, expect, ops)
+            checked, reported = process_in_one_pass(run, expect, ops)
             run.timings["process_seconds"] = time.perf_counter() - t0
             run.write_rejects(checked.rejects)
-            # the files, their rows and checksums, and the images they hold, in one read of the small columns
-            described, images = describe_files(run.spark, run.storage, run.out.table("ciphertexts"),
-                                               checksums=True, count_distinct="image_id")
-            if ct_bytes is None:
-                # the ciphertext bytes as the workers reported them, or (their files changed, or Spark wrote
-                # them) a read of every ``ct`` value
+            if reported is not None and reported:
+                # the files as the workers reported them (each checked against what the driver sees), and the
+                # images they hold: every good image, no other (no second read of the table)
+                described = [{k: e[k] for k in ("name", "rows", "bytes", "xxh3_xor")} for e in reported]
+                images, ct_bytes = len(checked.good_ids), sum(e["ct_bytes"] for e in reported)
+            else:
+                # the files, their rows and checksums, and the images they hold, in one read of the small
+                # columns; the ciphertext bytes in a read of every ``ct`` value (images were taken out of the
+                # files, or Spark wrote them)
+                described, images = describe_files(run.spark, run.storage, run.out.table("ciphertexts"),
+                                                   checksums=True, count_distinct="image_id")
                 written = run.spark.read.parquet(run.out.table("ciphertexts"))
                 ct_bytes = int(written.agg(F.sum(F.length("ct"))).collect()[0][0] or 0)
             files, checksums = run.describe({"ciphertexts": True, "rejects": False}, {"ciphertexts": described})

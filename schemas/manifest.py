@@ -257,10 +257,12 @@ def _parse_image_op(spec: str) -> None:
             raise seal_error from None
 
 
-#: How a run's ciphertexts are stored (hecore.atrest.AtRest.to_json; ``hepix encrypt --store compact``).
+#: How a run's ciphertexts are stored (hecore.atrest.AtRest.to_json; ``hepix encrypt --store compact``, or
+#: ``--for-op``: ``format`` seal, SEAL's bytes at the planned level).
 AT_REST = record({"level": integer(0, 64), "primes": integer(1, 64), "scale_bits": integer(0, 128),
                   "drop0": integer(0, 64), "drop1": integer(0, 64), "error_bound": number(0, 1e300),
-                  "tolerance": number(0, 1e300), "chain": op_list})
+                  "tolerance": number(0, 1e300), "chain": op_list,
+                  "format": text(16, choices=lambda: {"seal", "compact"})})
 
 
 def store(v, path):

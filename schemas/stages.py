@@ -4,7 +4,8 @@
 wrote; ``HALO_COLUMNS``: the target tile a pixel ciphertext is sent to by the pixel layout's mean filter;
 ``DECRYPTED``, ``IMAGES``, ``ORIGINALS``, ``REFERENCES``: decrypt's blocks of values, assembled images and
 reference images (by content and result; by image id);
-``CHECKED``: one row per checked ciphertext row (verify, and before process and decrypt use a table).
+``CHECKED``: one row per checked ciphertext row (verify, and before process and decrypt use a table);
+``IMAGE_SUMMARY``: what one task's checked rows say of each image (what process and decrypt decide from).
 """
 from __future__ import annotations
 
@@ -100,4 +101,21 @@ CHECKED = pa.schema([
     ("image_height", pa.int32()), ("image_width", pa.int32()), ("image_channels", pa.int32()),
     ("tile_h", pa.int32()), ("tile_w", pa.int32()), ("ct_bytes", pa.int64()), ("stored", pa.int64()),
     ("reason", pa.string()), ("detail", pa.string()),
+])
+
+
+#: One row per image (id, or null for rows without one) of one checking task: what its CHECKED rows say,
+#: aggregated in the task (tasks.summaries), so that the driver decides each image from these rows alone --
+#: no second pass over the checked rows.  ``keys``: the distinct (channel, tile_y, tile_x, index) of its rows,
+#: four little-endian int32 each, sorted; ``bad``: how many of its rows failed their checks (the first few of
+#: them travel as CHECKED rows beside this one).
+IMAGE_SUMMARY = pa.schema([
+    ("image_id", pa.string()), ("file", pa.string()), ("rows", pa.int64()), ("bad", pa.int64()),
+    ("layout", pa.string()),
+    ("lo_image_height", pa.int32()), ("hi_image_height", pa.int32()),
+    ("lo_image_width", pa.int32()), ("hi_image_width", pa.int32()),
+    ("lo_image_channels", pa.int32()), ("hi_image_channels", pa.int32()),
+    ("lo_tile_h", pa.int32()), ("hi_tile_h", pa.int32()),
+    ("lo_tile_w", pa.int32()), ("hi_tile_w", pa.int32()),
+    ("keys", pa.binary()),
 ])

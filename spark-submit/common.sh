@@ -12,6 +12,10 @@
 #   HEPIX_ENV_ARCHIVE  standalone.sh and yarn.sh: the packed environment already on the
 #                      cluster's file system (hdfs://..., s3a://...), shipped by URL
 #                      instead of HEPIX_DIST's copy being uploaded with every application
+#   HEPIX_NODE_ENV     standalone.sh, yarn.sh and k8s.sh: the packed environment already
+#                      unpacked at this absolute path on every node (install-env.sh prints
+#                      it; in the image for k8s.sh): nothing is shipped with --archives,
+#                      the Python workers run HEPIX_NODE_ENV/bin/python (hepix_env_choice)
 #   HEPIX_PROPERTIES   Spark properties file (default: conf/spark-hepix.conf)
 #   HEPIX_DRIVER_MEMORY  driver memory (default 4g)
 #   HEPIX_SPARK_OPTS   extra spark-submit options, split on whitespace
@@ -25,8 +29,10 @@ hepix_dist=${HEPIX_DIST:-$hepix_root/dist}
 hepix_props=${HEPIX_PROPERTIES:-$hepix_root/conf/spark-hepix.conf}
 hepix_main=$hepix_here/hepix_main.py
 hepix_driver_memory=${HEPIX_DRIVER_MEMORY:-4g}
-# The packed virtualenv, unpacked by Spark as ./env in every container (--archives ...#env).
+# The packed virtualenv, unpacked by Spark as ./env in every container (--archives ...#env),
+# or already unpacked on every node (HEPIX_NODE_ENV; see hepix_env_choice).
 hepix_env_python=./env/bin/python
+hepix_node_env=''
 
 hepix_die() {
   # shellcheck disable=SC2154  # set by the sourcing script
@@ -141,13 +147,39 @@ hepix_cluster_spark_submit() {
   fi
 }
 
-# The archives package.sh builds; a cluster run needs both.  Sets `hepix_env_archive`:
-# HEPIX_ENV_ARCHIVE when it is set (a URL the cluster reads; YARN localizes an
-# archive that everyone may read, in directories everyone may enter, once per
-# node and shares it between applications), else HEPIX_DIST's local copy.
+# Where the Python workers' environment comes from.  With HEPIX_NODE_ENV, from a
+# directory already unpacked on every node (spark-submit/install-env.sh): sets
+# `hepix_node_env` and `hepix_env_python` (its bin/python) and ships nothing; Spark's
+# spark.pyspark.python then names that interpreter.  Else from the packed archive,
+# which every application ships with --archives ...#env and every container unpacks
+# as ./env.  Sets `hepix_archive_opts` to the --archives words (none with a node env).
+hepix_env_choice() {
+  hepix_archive_opts=()
+  if [[ -n ${HEPIX_NODE_ENV:-} ]]; then
+    [[ -z ${HEPIX_ENV_ARCHIVE:-} ]] \
+      || hepix_die "set HEPIX_NODE_ENV (an environment unpacked on every node) or HEPIX_ENV_ARCHIVE" \
+                   "(an archive shipped with each application), not both"
+    [[ $HEPIX_NODE_ENV =~ ^/[^[:space:]=,#]*$ ]] \
+      || hepix_die "HEPIX_NODE_ENV must be the absolute path of the environment on every node" \
+                   "(what spark-submit/install-env.sh printed), without spaces, '=', ',' or '#', got '$HEPIX_NODE_ENV'"
+    hepix_node_env=${HEPIX_NODE_ENV%/}
+    hepix_env_python=$hepix_node_env/bin/python
+  else
+    hepix_archive_opts=(--archives "$1#env")
+  fi
+}
+
+# The archives package.sh builds; a cluster run needs both, or with HEPIX_NODE_ENV only
+# the zip.  Sets `hepix_env_archive`: HEPIX_ENV_ARCHIVE when it is set (a URL the
+# cluster reads; YARN localizes an archive that everyone may read, in directories
+# everyone may enter, once per node and shares it between applications), else
+# HEPIX_DIST's local copy (empty with HEPIX_NODE_ENV); then hepix_env_choice.
 hepix_need_dist() {
   local f files=()
-  if [[ -n ${HEPIX_ENV_ARCHIVE:-} ]]; then
+  hepix_env_archive=''
+  if [[ -n ${HEPIX_NODE_ENV:-} ]]; then
+    :
+  elif [[ -n ${HEPIX_ENV_ARCHIVE:-} ]]; then
     [[ $HEPIX_ENV_ARCHIVE =~ ^[A-Za-z][A-Za-z0-9+.-]*://[^[:space:]#]+$ ]] \
       || hepix_die "HEPIX_ENV_ARCHIVE must be the URL of the archive on the cluster's file system" \
                    "(hdfs://..., s3a://...), without spaces or '#', got '$HEPIX_ENV_ARCHIVE'"
@@ -160,6 +192,7 @@ hepix_need_dist() {
   for f in "${files[@]}"; do
     [[ -f $hepix_dist/$f ]] || hepix_die "$hepix_dist/$f is missing: run spark-submit/package.sh first"
   done
+  hepix_env_choice "$hepix_env_archive"
 }
 
 # hepix_conf_args FILE: the properties of FILE (spark-defaults format) as

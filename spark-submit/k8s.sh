@@ -17,6 +17,13 @@
 # same version and path as the one the env was packed from (or pack with
 # HEPIX_PYTHON_PREFIX, see package.sh), plus the zlib and zstd libraries.
 #
+# Every pod fetches and unpacks the env archive again, for every application.
+# Unpack it into the image instead (spark-submit/install-env.sh in the image's
+# build, or a volume every pod mounts) and name that directory in HEPIX_NODE_ENV:
+# hepix-env.tar.gz is then neither fetched nor unpacked, the driver and the Python
+# workers run HEPIX_NODE_ENV/bin/python (spark.pyspark.python), and only
+# hepix-src.zip and hepix_main.py need uploading.
+#
 # Paths: the driver pod reads --keys (the key material reaches the executors as
 # a broadcast): bake the PUBLIC key directory into the image or mount it into
 # the driver pod (spark.kubernetes.driver.volumes.* through HEPIX_SPARK_OPTS).
@@ -45,6 +52,7 @@
 #   HEPIX_IMAGE_PULL_POLICY  IfNotPresent (default), Always or Never
 #   HEPIX_EXECUTORS      executor pods (default 2)
 #   HEPIX_EXECUTOR_MEMORY / HEPIX_EXECUTOR_CORES  per executor pod (default: Spark's)
+#   HEPIX_NODE_ENV       the environment already unpacked in the image (see above)
 #   SPARK_HOME / SPARK_SUBMIT  the Spark to submit with (default: the venv's pyspark)
 #   HEPIX_DRIVER_MEMORY, HEPIX_VENV, HEPIX_PROPERTIES, HEPIX_SPARK_OPTS,
 #   HEPIX_DRY_RUN: see common.sh
@@ -62,12 +70,17 @@ hepix_check_args \
 [[ -n ${K8S_API:-} ]] || hepix_die "set K8S_API to the Kubernetes API server, https://HOST:PORT"
 [[ -n ${HEPIX_IMAGE:-} ]] || hepix_die "set HEPIX_IMAGE to a Spark 4.x image with Python"
 [[ -n ${HEPIX_ARTIFACTS:-} ]] \
-  || hepix_die "set HEPIX_ARTIFACTS to the URI you uploaded dist/hepix-env.tar.gz, dist/hepix-src.zip and dist/hepix_main.py to"
+  || hepix_die "set HEPIX_ARTIFACTS to the URI you uploaded dist/hepix-env.tar.gz (unless HEPIX_NODE_ENV)," \
+               "dist/hepix-src.zip and dist/hepix_main.py to"
 [[ $HEPIX_ARTIFACTS == *://* ]] \
   || hepix_die "HEPIX_ARTIFACTS must be a URI the pods can fetch (s3a://, hdfs://, https://), got '$HEPIX_ARTIFACTS'"
 hepix_refuse_secret_jobs "$hepix_command" "$@"
 master=${K8S_API#k8s://}
 artifacts=${HEPIX_ARTIFACTS%/}
+hepix_env_choice "$artifacts/hepix-env.tar.gz"
+node_env_confs=()
+[[ -n $hepix_node_env ]] && node_env_confs=(--conf "spark.pyspark.python=$hepix_env_python"
+                                            --conf "spark.pyspark.driver.python=$hepix_env_python")
 executors=${HEPIX_EXECUTORS:-2}
 [[ $executors =~ ^[1-9][0-9]*$ ]] || hepix_die "HEPIX_EXECUTORS must be a positive number, got '$executors'"
 submit=$(hepix_cluster_spark_submit)
@@ -98,10 +111,11 @@ hepix_run "$submit" \
   --conf "spark.kubernetes.namespace=${HEPIX_K8S_NAMESPACE:-default}" \
   --conf "spark.kubernetes.authenticate.driver.serviceAccountName=${HEPIX_K8S_SERVICE_ACCOUNT:-spark}" \
   --conf "spark.executor.instances=$executors" \
-  --archives "$artifacts/hepix-env.tar.gz#env" \
+  "${hepix_archive_opts[@]}" \
   --py-files "$artifacts/hepix-src.zip" \
   --conf "spark.kubernetes.driverEnv.PYSPARK_PYTHON=$hepix_env_python" \
   --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \
+  "${node_env_confs[@]}" \
   --conf spark.kubernetes.driverEnv.XDG_CACHE_HOME=.cache \
   --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
   "${hepix_confs[@]}" \

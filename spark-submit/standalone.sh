@@ -8,7 +8,11 @@
 # Run spark-submit/package.sh first: the executors get hecore/jobs/schemas/tasks from
 # dist/hepix-src.zip (--py-files) and Python with every dependency from
 # dist/hepix-env.tar.gz, unpacked as ./env (--archives ...#env,
-# PYSPARK_PYTHON=./env/bin/python).
+# PYSPARK_PYTHON=./env/bin/python) by every application, on the driver and on each
+# executor.  Unpack it once per node instead with spark-submit/install-env.sh and
+# name the directory it prints in HEPIX_NODE_ENV: nothing is then shipped or
+# unpacked per application, and the Python workers run HEPIX_NODE_ENV/bin/python
+# (spark.pyspark.python).
 #
 # The driver runs here, in client mode (a standalone cluster cannot run a
 # Python driver in cluster mode), with the project's virtualenv.  --keys is
@@ -36,6 +40,8 @@
 #   SPARK_HOME / SPARK_SUBMIT  the cluster's Spark (default: the venv's pyspark)
 #   HEPIX_TOTAL_CORES    --total-executor-cores (default: what the master gives)
 #   HEPIX_EXECUTOR_MEMORY  --executor-memory (default: Spark's)
+#   HEPIX_NODE_ENV       the environment install-env.sh unpacked on every worker node
+#   HEPIX_ENV_ARCHIVE    the packed environment at a URL the workers fetch (see common.sh)
 #   HEPIX_DRIVER_MEMORY, HEPIX_VENV, HEPIX_DIST, HEPIX_PROPERTIES,
 #   HEPIX_SPARK_OPTS, HEPIX_DRY_RUN: see common.sh
 set -euo pipefail
@@ -63,9 +69,14 @@ resources=()
 [[ -n ${HEPIX_TOTAL_CORES:-} ]] && resources+=(--total-executor-cores "$HEPIX_TOTAL_CORES")
 [[ -n ${HEPIX_EXECUTOR_MEMORY:-} ]] && resources+=(--executor-memory "$HEPIX_EXECUTOR_MEMORY")
 
-# The driver: this machine's venv.  The Python workers: the packed env.
+# The driver: this machine's venv.  The Python workers: the packed env, unpacked by
+# each application or already on every node (then named in spark.pyspark.python,
+# which outranks PYSPARK_PYTHON wherever it is read; the driver's is kept apart).
 export PYSPARK_DRIVER_PYTHON=$py
 export PYSPARK_PYTHON=$hepix_env_python
+node_env_confs=()
+[[ -n $hepix_node_env ]] && node_env_confs=(--conf "spark.pyspark.python=$hepix_env_python"
+                                            --conf "spark.pyspark.driver.python=$py")
 
 # XDG_CACHE_HOME: hecore's numba kernels cache their machine code; imported
 # from the --py-files zip, numba caches under $XDG_CACHE_HOME/numba (default
@@ -77,9 +88,10 @@ hepix_run "$submit" \
   --name "hepix-$hepix_command" \
   --driver-memory "$hepix_driver_memory" \
   "${resources[@]}" \
-  --archives "$hepix_env_archive#env" \
+  "${hepix_archive_opts[@]}" \
   --py-files "$hepix_dist/hepix-src.zip" \
   --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \
+  "${node_env_confs[@]}" \
   --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
   "${hepix_confs[@]}" \
   "${hepix_extra[@]}" \

@@ -13,6 +13,9 @@
 # environment on HDFS once, readable by all, and name it in HEPIX_ENV_ARCHIVE
 # (hdfs:///apps/hepix/hepix-env.tar.gz): it is then no longer uploaded with
 # every application, and each NodeManager unpacks it once for all of them.
+# Or, where the environment is already unpacked on every node
+# (spark-submit/install-env.sh), name that directory in HEPIX_NODE_ENV: nothing
+# is shipped, the containers run HEPIX_NODE_ENV/bin/python.
 #
 # Deploy mode (HEPIX_DEPLOY_MODE):
 #   client (default)  the driver runs here, with the project's virtualenv;
@@ -42,6 +45,7 @@
 #   HEPIX_EXECUTORS      --num-executors (default: dynamic allocation or Spark's default)
 #   HEPIX_EXECUTOR_MEMORY / HEPIX_EXECUTOR_CORES  --executor-memory / --executor-cores
 #   HEPIX_ENV_ARCHIVE    the packed environment on the cluster (see above)
+#   HEPIX_NODE_ENV       the environment install-env.sh unpacked on every node (see above)
 #   SPARK_HOME / SPARK_SUBMIT  the cluster's Spark (default: the venv's pyspark)
 #   HEPIX_DRIVER_MEMORY, HEPIX_VENV, HEPIX_DIST, HEPIX_PROPERTIES,
 #   HEPIX_SPARK_OPTS, HEPIX_DRY_RUN: see common.sh
@@ -76,11 +80,16 @@ resources=()
 [[ -n ${HEPIX_EXECUTOR_MEMORY:-} ]] && resources+=(--executor-memory "$HEPIX_EXECUTOR_MEMORY")
 [[ -n ${HEPIX_EXECUTOR_CORES:-} ]] && resources+=(--executor-cores "$HEPIX_EXECUTOR_CORES")
 
-# The Python workers use the packed env; so does the driver in cluster mode.
+# The Python workers use the packed env; so does the driver in cluster mode.  An env
+# already on every node is named in spark.pyspark.python too (it outranks PYSPARK_PYTHON
+# wherever it is read), the client-mode driver's venv in spark.pyspark.driver.python.
 export PYSPARK_PYTHON=$hepix_env_python
+node_env_confs=()
+[[ -n $hepix_node_env ]] && node_env_confs=(--conf "spark.pyspark.python=$hepix_env_python")
 if [[ $mode == client ]]; then
   export PYSPARK_DRIVER_PYTHON
   PYSPARK_DRIVER_PYTHON=$(hepix_venv_python)
+  [[ -n $hepix_node_env ]] && node_env_confs+=(--conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON")
 else
   unset PYSPARK_DRIVER_PYTHON   # a local interpreter path means nothing in the application master
 fi
@@ -95,10 +104,11 @@ hepix_run "$submit" \
   --name "hepix-$hepix_command" \
   --driver-memory "$hepix_driver_memory" \
   "${resources[@]}" \
-  --archives "$hepix_env_archive#env" \
+  "${hepix_archive_opts[@]}" \
   --py-files "$hepix_dist/hepix-src.zip" \
   --conf "spark.yarn.appMasterEnv.PYSPARK_PYTHON=$hepix_env_python" \
   --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \
+  "${node_env_confs[@]}" \
   --conf spark.yarn.appMasterEnv.XDG_CACHE_HOME=.cache \
   --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
   "${hepix_confs[@]}" \

@@ -2,9 +2,11 @@
 out (its tile's block of raw values, or one value in the pixel layout), then one row per image with its
 blocks put in place.
 
-A ciphertext is decrypted in the task that read it and its values leave that task as one float64 block:
-what is grouped by image is one row per tile channel, not one per pixel value (which cost a
-shuffle of every pixel and most of the job's time)."""
+A ciphertext is decrypted in the task that read it (the ciphertext as its row check loaded it,
+tasks.handoff) into one float64 block of its tile channel's values.  Decrypt by image puts the blocks of
+an image together in that same task (tasks/imagedecrypt.py); otherwise they leave the task, and what is
+grouped by image is one row per tile channel, not one per pixel value (which cost a shuffle of every
+pixel and most of the job's time)."""
 from __future__ import annotations
 
 import os
@@ -20,6 +22,7 @@ from hecore.layouts import Layout
 from hecore.ops.spec import recorded_finish
 from schemas.stages import DECRYPTED, IMAGES
 
+from . import handoff
 from .decode import result_sha256
 from .rows import pc_unique, pixel_positions
 from .worker import worker_state
@@ -66,13 +69,16 @@ def blocks_column(blocks) -> pa.Array:
 def _values_batch(rb: pa.RecordBatch, keep: np.ndarray, y, x, h, w, blocks,
                   seconds: np.ndarray) -> pa.RecordBatch:
     """DECRYPTED rows of the ciphertexts ``keep`` of ``rb``: their metadata, block positions and values."""
-    idx = pa.array(keep, type=pa.int64())
-    cols = {name: rb.column(name).take(idx) for name in DECRYPTED.names if name in rb.schema.names}
     n = len(keep)
+    whole = n == rb.num_rows            # every row kept (the usual case): the columns as they are, no copy
+    idx = None if whole else pa.array(keep, type=pa.int64())
+    cols = {name: rb.column(name) if whole else rb.column(name).take(idx)
+            for name in DECRYPTED.names if name in rb.schema.names}
+    lengths = pc.binary_length(rb.column("ct"))         # the lengths alone: the ciphertexts are never copied
     cols.update(y=pa.array(y, type=pa.int32()), x=pa.array(x, type=pa.int32()), h=pa.array(h, type=pa.int32()),
                 w=pa.array(w, type=pa.int32()), raw=blocks_column(blocks),
                 cts=pa.array(np.ones(n, dtype=np.int64)),
-                ct_bytes=pc.binary_length(cols.pop("ct", rb.column("ct").take(idx))).cast(pa.int64()),
+                ct_bytes=(lengths if whole else lengths.take(idx)).cast(pa.int64()),
                 decrypt_seconds=pa.array(seconds, type=pa.float64()), error=pa.nulls(n, pa.string()))
     return pa.RecordBatch.from_arrays([cols[n].cast(DECRYPTED.field(n).type) for n in DECRYPTED.names],
                                       schema=DECRYPTED)
@@ -89,14 +95,18 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     ctx, refused = worker_state(token, broadcast, build_decryptor, rebuilds)
     if tasks is not None:
         tasks.add([os.getpid()])
+    context = getattr(ctx, "_he", None)
     for rb in batches:
         if rb.num_rows == 0:
             continue
+        # the row checks of this task loaded the ciphertexts already, on this context (tasks.handoff)
+        given = handoff.take(rb, context)
         bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, refused, flood_std)
         else:
-            yield from _decrypt_packed_rows(ctx, rb, bounds, refused, flood_std)
+            yield from _decrypt_packed_rows(ctx, rb, bounds, refused, flood_std,
+                                            loaded=given[1] if given is not None else None)
 
 
 def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float = 0.0):
@@ -136,8 +146,10 @@ def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std
     yield _values_batch(rb, keep, pos[:, 0], pos[:, 1], ones, ones, raw.reshape(-1, 1), np.full(keep.size, dt))
 
 
-def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float = 0.0):
-    """Packed layouts: each ciphertext -> the block of its tile channel's valid values (or one error row)."""
+def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float = 0.0,
+                         loaded: list | None = None):
+    """Packed layouts: each ciphertext -> the block of its tile channel's valid values (or one error row);
+    ``loaded``: the ciphertexts as the row checks loaded them on ``ctx`` (None where they did not)."""
     from hecore.flooding import flood
     from hecore.layouts.packed import decrypt_block
 
@@ -150,7 +162,8 @@ def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
         t = time.perf_counter()
         h, w = int(cols["h"][i]), int(cols["w"][i])
         try:
-            slots = decrypt_block(ctx, ct[i].as_buffer(), int(cols["tile_h"][i]), int(cols["tile_w"][i]),
+            c = loaded[i] if loaded is not None and loaded[i] is not None else ct[i].as_buffer()
+            slots = decrypt_block(ctx, c, int(cols["tile_h"][i]), int(cols["tile_w"][i]),
                                   int(cols["halo"][i]), complex_packing[i])[:h, :w]
         except Exception as e:  # noqa: BLE001 -- the library refused it
             yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")

@@ -32,8 +32,9 @@ class EncryptPayload:
     strategy_state: bytes | None
     allow_leaky: bool
     use_secret: bool = False
-    compression: str = "none"
-    store: object = None        # hecore.atrest.AtRest: ciphertexts stored compact (hepix encrypt --store compact)
+    compression: str = "none"   # SEAL's serialization (hepix encrypt --compression; zstd for the packed layouts)
+    store: object = None        # hecore.atrest.AtRest: stored compact (--store compact), or SEAL's bytes at the
+                                # level and scale of the --for-op chain; None: the first level
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -46,10 +47,17 @@ def build_encryptor(payload: EncryptPayload):
     enc = payload.keys.encryptor(layout=payload.layout, strategy=payload.strategy,
                                  strategy_state=payload.strategy_state, allow_leaky=payload.allow_leaky,
                                  use_secret=payload.use_secret, compression=payload.compression, check_key=False)
-    if payload.store is not None:
+    store = payload.store
+    if store is not None and store.format == "compact":
         from hecore.atrest import CompactEncryptor
 
-        enc = CompactEncryptor(enc, payload.store)
+        return CompactEncryptor(enc, store)
+    from hecore.layouts import Layout
+
+    if Layout.parse(payload.layout).packed and (store is not None or payload.compression != "none"):
+        from hecore.atrest import SealStoreEncryptor
+
+        enc = SealStoreEncryptor(enc, store, payload.compression)
     return enc
 
 

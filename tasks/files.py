@@ -37,11 +37,16 @@ WRITER_OPTIONS = dict(compression="none", use_dictionary=False, write_statistics
 
 class RowGroupWriter:
     """A Parquet file of ciphertext rows written in row groups of about :data:`ROW_GROUP_BYTES`, counting
-    its rows, its ciphertext bytes and the XOR of their checksums as it goes (what the driver records)."""
+    its rows, its ciphertext bytes and the XOR of their checksums as it goes (what the driver records).
 
-    def __init__(self, fs, path: str):
+    ``by_image``: every row group holds the rows of one image only (the buffered rows grouped by image id,
+    in the order the images came, when they are written): a reader then finds an image's rows by the row
+    groups that hold them (``hepix decrypt`` reads each image in one task, tasks.imagesplits)."""
+
+    def __init__(self, fs, path: str, *, by_image: bool = False):
         self.fs, self.path, self.rows, self.ct_bytes, self.xxh3_xor = fs, path, 0, 0, 0
         self._writer, self._sink, self._pending, self._pending_bytes = None, None, [], 0
+        self.by_image = by_image
 
     def add(self, rb: pa.RecordBatch) -> None:
         from .checksums import xor_all
@@ -68,7 +73,8 @@ class RowGroupWriter:
             self._sink = self.fs.open_output_stream(self.path)
             self._writer = pq.ParquetWriter(self._sink, CIPHERTEXTS, **WRITER_OPTIONS)
         table = pa.Table.from_batches(self._pending, schema=CIPHERTEXTS)
-        self._writer.write_table(table, row_group_size=table.num_rows)
+        for part in (_by_image(table) if self.by_image else [table]):
+            self._writer.write_table(part, row_group_size=part.num_rows)
         self._pending, self._pending_bytes = [], 0
 
     def close(self) -> None:
@@ -79,10 +85,29 @@ class RowGroupWriter:
             self._sink.close()
 
 
+def _by_image(table: pa.Table) -> list[pa.Table]:
+    """``table``'s rows as one table per image id, in the order the ids first come (rows of one image keep
+    their order): slices of ``table`` where each image's rows are one run (no copy), else gathered."""
+    ids = table.column("image_id").to_pylist()
+    runs = []                                   # (image, start, end)
+    for i, image in enumerate(ids):
+        if runs and runs[-1][0] == image:
+            runs[-1][2] = i + 1
+        else:
+            runs.append([image, i, i + 1])
+    if len({r[0] for r in runs}) == len(runs):
+        return [table.slice(start, end - start) for _, start, end in runs]
+    order: dict = {}
+    for i, image in enumerate(ids):
+        order.setdefault(image, []).append(i)
+    return [table.take(pa.array(rows, type=pa.int64())) for rows in order.values()]
+
+
 def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str, attempt: Callable[[], tuple[int, int]],
-                 access: FileAccess = FileAccess()) -> Iterator[pa.RecordBatch]:
+                 access: FileAccess = FileAccess(), by_image: bool = False) -> Iterator[pa.RecordBatch]:
     """Write the CIPHERTEXTS batches ``rows`` of one task as one Parquet file in ``directory`` (reached
     through ``access``): one WRITTEN row describing it (or a null file when there were no rows).
+    ``by_image``: each row group holds one image's rows (:class:`RowGroupWriter`).
 
     The file is written under a temporary name and renamed when complete; its name carries the task's
     partition and attempt (``attempt()``: Spark's, given by the driver's side), so a retried or speculative
@@ -92,7 +117,7 @@ def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str, attempt: Cal
     partition, number = attempt()
     name = f"part-{partition:05d}-{number}-{uuid.uuid4().hex[:8]}.parquet"
     fs, base = access.open(directory)
-    out = RowGroupWriter(fs, f"{base}/.{name}.tmp")
+    out = RowGroupWriter(fs, f"{base}/.{name}.tmp", by_image=by_image)
     try:
         for rb in rows:
             out.add(rb)
@@ -110,10 +135,11 @@ def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str, attempt: Cal
 
 
 def work_to_file(batches: Iterator[pa.RecordBatch], *, work: Callable, directory: str,
-                 attempt: Callable[[], tuple[int, int]], access: FileAccess = FileAccess()) -> Iterator[pa.RecordBatch]:
+                 attempt: Callable[[], tuple[int, int]], access: FileAccess = FileAccess(),
+                 by_image: bool = False) -> Iterator[pa.RecordBatch]:
     """Run the partition function ``work`` (rows in, CIPHERTEXTS rows out) and write what it gives with
     :func:`rows_to_file`."""
-    yield from rows_to_file(work(batches), directory=directory, attempt=attempt, access=access)
+    yield from rows_to_file(work(batches), directory=directory, attempt=attempt, access=access, by_image=by_image)
 
 
 # --- the driver's side ------------------------------------------------------------------------------
@@ -188,17 +214,23 @@ def drop_images(directory: str, names: list[str], image_ids: set[str], access: F
         if kept.num_rows == 0:
             fs.delete_file(path)
             continue
-        replace_file(kept, fs, path, **WRITER_OPTIONS)
+        replace_file(kept, fs, path, by_image=True, **WRITER_OPTIONS)
 
 
-def replace_file(table: pa.Table, fs, path: str, **options) -> None:
+def replace_file(table: pa.Table, fs, path: str, *, by_image: bool = False, **options) -> None:
     """Write ``table`` as the Parquet file ``path`` of ``fs`` under a hidden temporary name, renamed when
-    complete: a reader never sees a partial file (``options``: pyarrow's writer options)."""
+    complete: a reader never sees a partial file (``options``: pyarrow's writer options; ``by_image``: one
+    row group per image, as :class:`RowGroupWriter` writes them)."""
     import pyarrow.parquet as pq
 
     folder, _, name = path.rpartition("/")
     tmp = f"{folder}/.{name}.tmp"
-    pq.write_table(table, tmp, filesystem=fs, **options)
+    if by_image:
+        with pq.ParquetWriter(tmp, table.schema, filesystem=fs, **options) as writer:
+            for part in _by_image(table):
+                writer.write_table(part, row_group_size=part.num_rows)
+    else:
+        pq.write_table(table, tmp, filesystem=fs, **options)
     fs.move(tmp, path)
 
 

@@ -19,6 +19,7 @@ from hecore.schemes.tfhe import PROCESSED, TFHE
 from schemas.stages import HALO_COLUMNS
 from schemas.tables import CIPHERTEXTS
 
+from . import handoff
 from .checksums import ct_checksums
 from .rows import RowMeta, ciphertext_rows, constant_column, pc_unique, pixel_positions, replace_columns, single_value
 from .worker import work_failed, worker_state
@@ -112,22 +113,28 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
     if tasks is not None:
         tasks.add([os.getpid()])
     ops = None if is_table_chain(specs) else parse_ops(specs)
+    context = getattr(ev, "_he", None)
     for rb in batches:
         if rb.num_rows == 0:
             continue
         cts, scales, secs, done = [], [], [], []
-        rows = rb.to_pylist()
+        # the row checks of this task converted the rows and loaded their ciphertexts already (tasks.handoff)
+        given = handoff.take(rb, context)
+        rows, loaded = given if given is not None else (rb.drop_columns(["ct"]).to_pylist(), None)
+        stored = rb.column("ct")
         for i, r in enumerate(rows):
             t = time.perf_counter()
             try:
-                c, ps = ev.load(r["ct"]), r["post_scale"]
+                original = stored[i].as_buffer()
+                c = loaded[i] if loaded is not None and loaded[i] is not None else ev.load(original)
+                ps = r["post_scale"]
                 if ops is None or is_table_chain(r["ops"]):
                     c = evaluate_chain(ev, c, specs)
                 else:
                     geom = packed_geometry(r)
                     for op in ops:
                         c, ps = apply_op(ev, c, op, geom, ps)
-                cts.append(ev.dump_like(c, r["ct"]))     # compact in, compact out (hecore.atrest)
+                cts.append(ev.dump_like(c, original))     # stored as the original was (hecore.atrest)
             except Exception as e:  # noqa: BLE001 -- SEAL's refusals (a forged scale: "values too large") vary
                 if not work_failed(r, e):
                     raise
@@ -295,6 +302,15 @@ def _per_value_chain(layout: str, specs: list[str], **common):
 
 #: How each scheme runs a whole op chain in one task: the one place the process stage routes by scheme.
 CHAINS = {SEAL: _seal_chain, TFHE: _per_value_chain}
+
+
+def chain_state(scheme, layout: str):
+    """What the partition function of :func:`chain_partition` builds in each worker from the broadcast keys
+    (for a warm-up that builds it before the tasks ask): the byte format for the pixel layout's byte-level
+    ops, else the evaluator."""
+    if scheme == SEAL and not Layout.parse(layout).packed:
+        return build_ct_format
+    return build_evaluator
 
 
 def chain_partition(scheme, layout: str, specs: list[str], **common):

@@ -9,10 +9,12 @@ ciphertext bytes (the checker of the keys' scheme, :meth:`hecore.schemes.KeySet.
 validation).
 
 Each row becomes a CHECKED row: its key, sizes, and why it is bad (or null) (:func:`check_partition`).
-``decrypt`` and, where its workers write the output, ``process`` do their own work in the same task as the
-checks (:func:`check_and_work_partition`), so that they read every ciphertext once; ``audit`` runs the
-same row function with pyarrow (:func:`check_batch`).  Which images are then left out, and the rejects
-rows, the driver decides from all the CHECKED rows.
+``decrypt`` and ``process`` do their own work in the same task as the checks
+(:func:`check_and_work_partition`), so that they read every ciphertext once -- and SEAL loads it once:
+the work takes each good row's metadata as the checks converted it and its ciphertext as the checker
+loaded it (:func:`inspect_batch`, tasks.handoff) --; ``audit`` runs the same row function with pyarrow
+(:func:`check_batch`).  Which images are then left out, and the rejects rows, the driver decides from the
+CHECKED rows, or from what each task summed them up to (tasks.summaries).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from hecore.layouts import Layout
 from schemas.stages import CHECKED
 from schemas.tables import IMAGE_ID
 
+from . import handoff
 from .checksums import ALGORITHM, ct_checksums
 
 KEY = ("image_id", "channel", "tile_y", "tile_x", "index")
@@ -214,6 +217,24 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
     """The problem of every row of ``rb`` (None for a good one): metadata first, then the checksum,
     then the ciphertext (``checker``: :class:`hecore.checks.CiphertextChecker` or
     :class:`hecore.tfhe.checks.TfheCiphertextChecker`, asked once for the batch; or None to skip it)."""
+    return inspect_batch(rb, expect, checker).problems
+
+
+@dataclass
+class Inspected:
+    """One batch after its row checks (:func:`inspect_batch`)."""
+
+    rb: pa.RecordBatch                      # the batch, its oversized values nulled (bounded_values)
+    rows: list[dict]                        # each row's metadata as Python values (no ``ct``, ``ct_xxh3``)
+    problems: list                          # each row's (reason, detail), or None for a good one
+    loaded: list | None = None              # each good row's ciphertext as the checker loaded it (load=True)
+
+
+def inspect_batch(rb: pa.RecordBatch, expect: RowExpect, checker, *, load: bool = False) -> Inspected:
+    """:func:`check_batch`, keeping what the checks made on the way: the rows' metadata converted to Python
+    values and, with ``load`` (and a checker that loads, :meth:`hecore.checks.CiphertextChecker.checked_all`),
+    each good row's loaded ciphertext -- what the job's work in the same task takes instead of converting
+    and loading again (tasks.handoff)."""
     names = rb.schema.names
     rb, oversized = bounded_values(rb)
     meta = rb.select([n for n in names if n not in ("ct", "ct_xxh3")]).to_pylist()
@@ -236,11 +257,21 @@ def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[st
         if p is None and checker is not None:
             unchecked.append(i)
         out.append(p)
+    loaded = None
     if unchecked:
-        for i, bad in zip(unchecked, checker.problems([ct[i].as_buffer() for i in unchecked])):
-            if bad is not None:
-                out[i] = (bad.reason, bad.detail)
-    return out
+        buffers = [ct[i].as_buffer() for i in unchecked]
+        if load and hasattr(checker, "checked_all"):
+            loaded = [None] * rb.num_rows
+            for i, (bad, c) in zip(unchecked, checker.checked_all(buffers)):
+                if bad is not None:
+                    out[i] = (bad.reason, bad.detail)
+                else:
+                    loaded[i] = c
+        else:
+            for i, bad in zip(unchecked, checker.problems(buffers)):
+                if bad is not None:
+                    out[i] = (bad.reason, bad.detail)
+    return Inspected(rb, meta, out, loaded)
 
 
 #: The longest string a row's column holds (ids: 64, key fingerprints: 64, labels: a few dozen), and the most
@@ -301,6 +332,14 @@ def _ciphertext_checker(expect: RowExpect, keys):
     return keys.checker(fixed_format=expect.fixed_format, exact_scale=exact)
 
 
+def checker_builder(expect: RowExpect):
+    """What builds a worker's checker from the broadcast keys (as :func:`check_and_work_partition` does),
+    for a warm-up that builds it before the job's tasks ask (jobs/runtime/warmup.py)."""
+    import functools
+
+    return functools.partial(_ciphertext_checker, expect)
+
+
 def _keeps_scale(ops: tuple[str, ...]) -> bool:
     """Whether ciphertexts after ``ops`` are still at their stored scale and level: no op multiplies
     (additions and rotations only -- brightness, contrast, watermark, the mean filter's sums)."""
@@ -312,9 +351,12 @@ def _keeps_scale(ops: tuple[str, ...]) -> bool:
         return False
 
 
-def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None]) -> pa.RecordBatch:
-    """The CHECKED rows of ``rb``: each row's key, sizes, and why it is bad (or null)."""
-    rb = bounded_values(rb)[0]
+def _checked_batch(rb: pa.RecordBatch, problems: list[tuple[str, str] | None], *,
+                   bounded: bool = False) -> pa.RecordBatch:
+    """The CHECKED rows of ``rb`` (``bounded``: its oversized values already nulled, :class:`Inspected`'s
+    ``rb``): each row's key, sizes, and why it is bad (or null)."""
+    if not bounded:
+        rb = bounded_values(rb)[0]
     cols = {name: rb.column(name) for name in CHECKED.names if name in rb.schema.names}
     cols.update(ct_bytes=pc.binary_length(rb.column("ct")).cast(pa.int64()),
                 stored=rb.column("ct_xxh3"),
@@ -355,15 +397,19 @@ def _fused_batch(batch: pa.RecordBatch, schema: pa.Schema, side: str) -> pa.Reco
 
 def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowExpect, token: str, broadcast,
                              work, work_schema: pa.Schema, rebuilds=None,
-                             problems: list | None = None) -> Iterator[pa.RecordBatch]:
+                             problems: list | None = None, checked_to: list | None = None
+                             ) -> Iterator[pa.RecordBatch]:
     """:func:`check_partition` and the job's own work in the same task, so every ciphertext is read once.
 
     ``work`` (a partition function: batches of input rows in, batches of ``work_schema`` out) is given
-    the rows that pass their row checks, as they are checked; its output and the CHECKED rows leave the
-    task side by side (:func:`fused_schema`).  Whether a row's image is kept is decided later, on the
-    driver, from all the CHECKED rows: the work of an image found bad then is dropped unused.
+    the rows that pass their row checks, as they are checked -- with their metadata as the checks converted
+    it and their ciphertexts as the checker loaded them (tasks.handoff) --; its output and the CHECKED rows
+    leave the task side by side (:func:`fused_schema`).  Whether a row's image is kept is decided later, on
+    the driver, from all the CHECKED rows: the work of an image found bad then is dropped unused.
     ``problems``: ``(file, reason, detail)`` of what the input's reader could not read
-    (:func:`tasks.splits.read_splits`), each a CHECKED row of no image at the end."""
+    (:func:`tasks.splits.read_splits`), each a CHECKED row of no image at the end.  With ``checked_to`` (a
+    list) the CHECKED batches are appended to it when the input is done, and the work's batches are given
+    as they are (``work_schema``), not fused (:func:`tasks.summaries.checked_and_summarized`)."""
     from collections import deque
 
     from .worker import collect_failures, worker_state
@@ -372,19 +418,35 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
     schema = fused_schema(work_schema)
     checked: deque = deque()
     failures: list = []
+    context = getattr(checker, "context", None)
 
     def good_rows():
         for rb in batches:
             if rb.num_rows == 0:
                 continue
-            problems = check_batch(rb, expect, checker)
-            checked.append(_checked_batch(rb, problems))
-            good = rb.filter(pa.array([p is None for p in problems]))
-            if good.num_rows:
-                yield good.drop_columns(["file"]) if "file" in good.schema.names else good
+            seen = inspect_batch(rb, expect, checker, load=True)
+            checked.append(_checked_batch(seen.rb, seen.problems, bounded=True))
+            keep = [i for i, p in enumerate(seen.problems) if p is None]
+            if not keep:
+                continue
+            good = rb if len(keep) == rb.num_rows else rb.take(pa.array(keep, type=pa.int64()))
+            if "file" in good.schema.names:
+                good = good.drop_columns(["file"])
+            # the work takes the rows' metadata and loaded ciphertexts instead of making them again
+            handoff.give(good, [seen.rows[i] for i in keep],
+                         None if seen.loaded is None else [seen.loaded[i] for i in keep], context)
+            yield good
 
     collect_failures(failures)
     try:
+        if checked_to is not None:
+            for out in work(good_rows()):
+                if out.num_rows:
+                    yield out
+            checked_to.extend(_with_failures(b, failures) for b in checked)
+            if problems:
+                checked_to.append(_problem_batch(problems))
+            return
         for out in work(good_rows()):
             while checked:
                 yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
@@ -396,6 +458,7 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
             yield _fused_batch(_problem_batch(problems), schema, "check")
     finally:
         collect_failures(None)
+        handoff.clear()
 
 
 def _problem_batch(problems: list) -> pa.RecordBatch:

@@ -3,7 +3,8 @@
 Expensive worker state (an HE context, an encryptor and its cache, an evaluator with its keys) is built
 from broadcast bytes once per Python worker and kept in a module-level cache keyed by the broadcast's
 token -- not once per task.  A worker can outlive its job (a session kept for the next job of the same
-process): the cache holds the states of the last few tokens only.
+process): the cache holds the states of the last few tokens only.  A job can have its workers build their
+states before its tasks come (:func:`warm_partition`, jobs/runtime/warmup.py).
 """
 from __future__ import annotations
 
@@ -76,3 +77,21 @@ def collect_failures(into: list | None) -> None:
     """Start (a list) or stop (None) collecting :func:`work_failed`'s records in this worker."""
     global _failures
     _failures = into
+
+
+# --- warming up -----------------------------------------------------------------------------------------
+
+def warm_partition(batches, *, states, rebuilds=None):
+    """Build the worker states ``states`` (``(token, broadcast, build)`` each, as the job's tasks will ask
+    :func:`worker_state` for them) in this Python worker, before the job's tasks come: one row (the pid)
+    per task.  What fails here is left for the job's own tasks to meet and report."""
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    for token, broadcast, build in states:
+        try:
+            worker_state(token, broadcast, build, rebuilds)
+        except Exception:  # noqa: BLE001 -- the job's task that needs the state raises it where Spark reports it
+            break
+    yield pa.RecordBatch.from_pydict({"pid": pa.array([os.getpid()], pa.int64())})

@@ -3,7 +3,10 @@
 The cluster, the archives and the submit command line are :mod:`bench.clusters.standalone`'s (the
 cluster benchmark, ``hepix bench --suite cluster``, runs on the same); here: starting
 it for a test module and stopping it whatever happens, running a job to its end, killing a
-worker in the middle of one, and reading Spark's event log afterwards.
+worker in the middle of one, and reading Spark's event log afterwards.  The cluster's node has the
+packed environment unpacked once (``spark-submit/install-env.sh``, kept beside the cached archive for
+later runs), so its applications ship and unpack none (``HEPIX_NODE_ENV``); the archive path is
+``tests/test_yarn.py``'s.
 """
 from __future__ import annotations
 
@@ -23,14 +26,15 @@ from bench.clusters.standalone import (
     cluster_dist,
     free_port,
     get_json,
+    node_env,
     scratch_parent,
     standalone_command,
 )
 
-#: Generous: a loaded two-core machine runs each application's start-up (three unpacked copies of
-#: the packed environment) and its job slowly.
+#: Generous: a loaded two-core machine runs each application's start-up and its job slowly.
 JOB_TIMEOUT = 1200.0
-#: tmpfs the cluster may use (an application unpacks the packed environment three times).
+#: tmpfs the cluster may use (its work and local directories; room for an application that ships the
+#: packed environment and unpacks it three times).
 SCRATCH_NEED = 4 * GIB
 #: What the test's jobs (encrypt and process in the packed layout, decrypt here) never import on the
 #: cluster, left out of its packed environment (``package.sh --without``; SciPy goes with scikit-image
@@ -41,11 +45,14 @@ NOT_ON_THE_CLUSTER = ("duckdb", "matplotlib", "scikit-learn", "numba", "scikit-i
 @contextlib.contextmanager
 def started_cluster(root: Path, workers: int = 2):
     """A master and ``workers`` one-core workers on 127.0.0.1, launched but not waited for (call
-    ``wait_for_workers``), and a ``HEPIX_DIST`` directory for ``standalone.sh``; every daemon
-    stopped and the scratch removed on the way out, also when the test failed or the start did."""
+    ``wait_for_workers``), with the packed environment unpacked on the node (:func:`node_env`), and a
+    ``HEPIX_DIST`` directory for ``standalone.sh``; every daemon stopped and the scratch removed on the
+    way out, also when the test failed or the start did."""
     dist = cluster_dist(root / "dist", venv=Path(sys.prefix), without=NOT_ON_THE_CLUSTER)
+    env = node_env(dist / "hepix-env.tar.gz")
     scratch = Path(tempfile.mkdtemp(prefix="hepix-test-cluster-", dir=scratch_parent(root, SCRATCH_NEED)))
-    cluster = StandaloneCluster(root / "spark", workers=workers, scratch=scratch, java_options=SHORT_JVM_OPTS)
+    cluster = StandaloneCluster(root / "spark", workers=workers, scratch=scratch, java_options=SHORT_JVM_OPTS,
+                                node_env=env.path)
     try:
         cluster.start(wait=False)
         yield cluster, dist

@@ -438,6 +438,6 @@ def test_store_options_are_checked_before_spark_starts(tmp_path):
     keys = tmp_path / "keys"
     assert main(["keygen", "--out", str(keys), "--preset", "paper-4096", "--no-rotations"]) == 0
     base = ["encrypt", "--keys", str(keys), "--input", str(tmp_path), "--out", str(tmp_path / "o")]
-    assert main(base + ["--for-op", "brightness:5"]) == 2
+    assert main(base + ["--for-op", "brightness:x"]) == 2           # a chain that does not parse
     assert main(base + ["--store", "compact", "--layout", "pixel"]) == 2
     assert main(base + ["--store", "compact", "--for-op", "match:q.png,l2"]) == 2   # paper-4096 cannot match

@@ -73,7 +73,8 @@ def test_demo_runs_the_default_chain_draws_the_sheet_and_shows_every_strategy(tm
     assert "pixel values/s" in printed and "B/pixel value" in printed
     assert "read_parquet(" in printed and "camera.png" in printed.split("duckdb.sql(")[-1]   # the query, and its answer
     metrics = pq.read_table(out / "decrypted" / "metrics").to_pylist()
-    assert {(m["layout"], m["strategy"], m["width"], m["height"]) for m in metrics} == {("packed", "fresh", 16, 16)}
+    assert {(m["layout"], m["strategy"], m["width"], m["height"]) for m in metrics} == {
+        ("packed-complex", "fresh", 16, 16)}
     for table_dir in ("encrypted/ciphertexts", "processed/ciphertexts", "owner/images", "decrypted/metrics"):
         assert (out / table_dir).is_dir()
     assert not (out / "encrypted" / "rejects").exists()          # rejects name files: they are the owner's

@@ -50,7 +50,15 @@ OP = "brightness:20"
 #: (``image_id`` is random per encrypt run, ``max_abs_err`` is measured before rounding, the
 #: timings and ``run_id`` differ from run to run).
 SAME = ("source", "content_sha256", "channel", "ops", "reference", "layout", "strategy", "security", "preset",
-        "width", "height", "channels", "mse", "psnr", "ssim", "exact_fraction", "ciphertexts", "ciphertext_bytes")
+        "width", "height", "channels", "mse", "psnr", "ssim", "exact_fraction", "ciphertexts")
+
+
+def assert_same_counts(got: dict, want: dict) -> None:
+    """Two runs' counts: equal, but for the ciphertexts' bytes, within 1%: fresh ciphertexts stored compressed
+    (SEAL's zstd, the default) differ by a few bytes from one encryption to the next."""
+    assert {k: v for k, v in got.items() if k != "ciphertext_bytes"} == \
+        {k: v for k, v in want.items() if k != "ciphertext_bytes"}
+    assert abs(got["ciphertext_bytes"] - want["ciphertext_bytes"]) <= 0.01 * want["ciphertext_bytes"]
 
 
 def owner_of(enc: Path) -> Path:
@@ -166,7 +174,8 @@ def test_a_worker_killed_mid_encrypt_leaves_exactly_the_rows_of_the_clean_run(ru
 
     m, want = manifest(run.enc), manifest(local / "enc")
     assert m["status"] == "complete" and m["spark"]["master"] == run.master_url
-    assert m["counts"] == want["counts"] and m["counts"]["images_rejected"] == 1
+    assert_same_counts(m["counts"], want["counts"])
+    assert m["counts"]["images_rejected"] == 1
     got = keys_of(run.enc, owner_of(run.enc))
     assert got == keys_of(local / "enc", owner_of(local / "enc"))      # none missing ...
     assert max(got.values()) == 1                                       # ... none twice
@@ -178,7 +187,7 @@ def test_process_on_the_cluster_decrypts_to_the_rows_of_the_local_run(runs):
     run, local = runs, runs.local
     m, want = manifest(run.proc), manifest(local / "proc")
     assert m["status"] == "complete" and m["spark"]["master"] == run.master_url
-    assert m["counts"] == want["counts"]
+    assert_same_counts(m["counts"], want["counts"])
     got = keys_of(run.proc, owner_of(run.enc))
     assert got == keys_of(local / "proc", owner_of(local / "enc")) and max(got.values()) == 1
     # both workers' executors ran tasks of the process job

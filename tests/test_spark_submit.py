@@ -201,6 +201,78 @@ def test_an_environment_already_on_the_cluster_is_shipped_by_its_url(fake_dist, 
         assert r.returncode == 1 and "HEPIX_ENV_ARCHIVE must be the URL" in r.stderr and bad in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("script", ["standalone.sh", "yarn.sh", "k8s.sh"])
+def test_an_environment_unpacked_on_every_node_is_not_shipped(fake_dist, script):
+    (fake_dist / "hepix-env.tar.gz").unlink()           # not needed with a node environment
+    env = {**CLUSTER_ENV[script], "HEPIX_DIST": str(fake_dist), "HEPIX_NODE_ENV": "/opt/hepix/envs/hepix-env-0123/"}
+    words = dry_run(script, "encrypt", "--keys", "PUB", env=env)
+    assert "--archives" not in words
+    confs = conf_values(words)
+    assert confs["spark.pyspark.python"] == "/opt/hepix/envs/hepix-env-0123/bin/python"
+    assert confs["spark.executorEnv.PYSPARK_PYTHON"] == "/opt/hepix/envs/hepix-env-0123/bin/python"
+    if script != "k8s.sh":
+        assert "PYSPARK_PYTHON=/opt/hepix/envs/hepix-env-0123/bin/python" in words
+        assert confs["spark.pyspark.driver.python"] == f"{VENV}/bin/python"   # the driver keeps this venv
+    for bad in ("relative/env", "/opt/a b", "/opt/env#x"):
+        r = run([SUBMIT / script, "encrypt"], env={**env, "HEPIX_NODE_ENV": bad})
+        assert r.returncode == 1 and "HEPIX_NODE_ENV must be the absolute path" in r.stderr and bad in r.stderr, \
+            r.stderr
+    if script != "k8s.sh":
+        both = {**env, "HEPIX_ENV_ARCHIVE": "hdfs://nn.invalid:8020/env.tar.gz"}
+        r = run([SUBMIT / script, "encrypt"], env=both)
+        assert r.returncode == 1 and "not both" in r.stderr, r.stderr
+
+
+def _env_archive(tmp_path: Path) -> Path:
+    """A packed environment as package.sh's, with a bin/python that runs this test's interpreter."""
+    import tarfile
+
+    src = tmp_path / "src"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (src / "bin" / "python").chmod(0o777)                   # group- and world-writable in the archive
+    (src / "lib.txt").write_text("x")
+    archive = tmp_path / "hepix-env.tar.gz"
+    with tarfile.open(archive, "w:gz") as t:
+        for p in sorted(src.rglob("*")):
+            t.add(p, arcname=str(p.relative_to(src)), recursive=False)
+    return archive
+
+
+def test_install_env_unpacks_once_safely_and_refuses_unsafe_roots(tmp_path):
+    archive = _env_archive(tmp_path)
+    root = tmp_path / "envs"
+    install = [SUBMIT / "install-env.sh", "--root", root, "--no-check", archive]
+    r = run(install)
+    assert r.returncode == 0, r.stderr
+    target = Path(r.stdout.strip())
+    assert r.stdout.count("\n") == 1 and target.parent == root and target.name.startswith("hepix-env-")
+    assert "unpacking" in r.stderr
+    assert (target / "bin" / "python").stat().st_mode & 0o7777 == 0o755     # the archive's modes not kept
+    assert not [p for p in target.rglob("*") if p.stat().st_mode & 0o022]
+    again = run(install)
+    assert again.returncode == 0 and Path(again.stdout.strip()) == target and "installed already" in again.stderr
+    assert [p.name for p in root.iterdir() if not p.name.startswith(".")] == [target.name]
+
+    (target / "lib.txt").chmod(0o666)                       # someone may now change what the workers run
+    r = run(install)
+    assert r.returncode == 1 and "may be written by group or others" in r.stderr, r.stderr
+    (target / "lib.txt").chmod(0o644)
+
+    open_root = tmp_path / "open"
+    open_root.mkdir(mode=0o777)
+    open_root.chmod(0o777)
+    r = run([SUBMIT / "install-env.sh", "--root", open_root, "--no-check", archive])
+    assert r.returncode == 1 and "group or others" in r.stderr and not list(open_root.iterdir()), r.stderr
+    for bad in ("relative", f"{tmp_path}/a b"):
+        r = run([SUBMIT / "install-env.sh", "--root", bad, "--no-check", archive])
+        assert r.returncode == 1 and "--root must" in r.stderr, r.stderr
+    (tmp_path / "junk.tar.gz").write_bytes(b"not a tar")
+    r = run([SUBMIT / "install-env.sh", "--root", root, "--no-check", tmp_path / "junk.tar.gz"])
+    assert r.returncode == 1 and "does not unpack" in r.stderr
+    assert not [p for p in root.iterdir() if p.name.startswith(".hepix-env-") and p.is_dir()]   # no half env
+
+
 def test_yarn_refuses_an_unknown_deploy_mode(fake_dist):
     env = {**CLUSTER_ENV["yarn.sh"], "HEPIX_DIST": str(fake_dist), "HEPIX_DEPLOY_MODE": "both"}
     r = run([SUBMIT / "yarn.sh", "encrypt"], env=env)

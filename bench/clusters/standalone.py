@@ -4,8 +4,11 @@
 (``bin/spark-class``), each in a process group of its own (dying with its parent), with private conf,
 log, work and scratch directories, and stops them all.  :func:`cluster_dist` gives the archives of
 ``spark-submit/package.sh`` (the packed environment built once per dependency set and cached, the
-source zip built fresh from this checkout); :func:`standalone_command` the ``spark-submit/standalone.sh``
-command line and environment of a job.
+source zip built fresh from this checkout); :func:`node_env` unpacks that environment once on this
+machine -- the one node of a loopback cluster -- with ``spark-submit/install-env.sh``, as an operator
+does on every node, for every later application and cluster; :func:`standalone_command` the
+``spark-submit/standalone.sh`` command line and environment of a job (``HEPIX_NODE_ENV`` set when the
+cluster has a node environment, else the archive shipped with the application).
 
 The standalone-cluster tests start their cluster with it (``tests/sparkcluster.py``), and ``hepix bench
 --suite cluster`` its own (through :func:`bench.checkout.launcher`).  It runs this checkout's
@@ -158,7 +161,9 @@ class Daemon:
 @dataclass
 class StandaloneCluster:
     """A Spark standalone master and ``workers`` workers of ``cores`` cores and ``memory`` each, on
-    127.0.0.1, started from pyspark's distribution.
+    127.0.0.1, started from pyspark's distribution.  ``node_env``: the packed environment already
+    unpacked on the node (:func:`node_env`), which its applications then use (``HEPIX_NODE_ENV``)
+    instead of unpacking the archive each.
 
     ``root`` holds the conf and log directories; ``scratch`` (default ``root/scratch``; see
     :func:`scratch_parent`) the workers' work and local directories and the drivers' local
@@ -173,6 +178,7 @@ class StandaloneCluster:
     scratch: Path | None = None
     timeout: float = 300.0
     java_options: str = ""          # for the master's and the workers' JVMs (SPARK_DAEMON_JAVA_OPTS)
+    node_env: Path | None = None    # the packed environment unpacked on the node (:func:`node_env`), or None
     master: Daemon | None = None
     worker_daemons: list[Daemon] = field(default_factory=list)
     master_port: int = 0
@@ -391,6 +397,36 @@ def cluster_dist(dest: Path, cache: Path | None = None, venv: Path | None = None
     return dest
 
 
+@dataclass
+class NodeEnv:
+    """What :func:`node_env` did: the environment's directory, whether it unpacked it now (else it was
+    there already), and the seconds ``install-env.sh`` took."""
+
+    path: Path
+    unpacked: bool
+    seconds: float
+
+
+def node_env(archive: Path, root: Path | None = None) -> NodeEnv:
+    """``archive`` (``package.sh``'s packed environment) unpacked once on this machine by
+    ``spark-submit/install-env.sh`` into ``root`` (default: ``node/`` beside the cached archive, so that it
+    goes with it), as an operator installs it on every node: each later application, cluster and run on
+    this machine reuses it.  ``install-env.sh`` is idempotent and safe when several runs race."""
+    archive = archive.resolve()
+    root = root or archive.parent / "node"
+    t0 = time.perf_counter()
+    r = subprocess.run([str(SUBMIT / "install-env.sh"), "--root", str(root), str(archive)], env=clean_env(),
+                       capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if r.returncode:
+        raise RuntimeError(f"spark-submit/install-env.sh failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    path = Path(r.stdout.strip().splitlines()[-1])
+    unpacked = "unpacking" in r.stderr
+    log.log(logging.WARNING if unpacked else logging.INFO, "the packed environment %s in %s (%.1f s)",
+            "unpacked" if unpacked else "already installed", path, seconds)
+    return NodeEnv(path, unpacked, seconds)
+
+
 # --- submitting ----------------------------------------------------------------------------------
 
 def standalone_command(cluster: StandaloneCluster, dist: Path, hepix_args: list[str], *, cores: int,
@@ -403,7 +439,8 @@ def standalone_command(cluster: StandaloneCluster, dist: Path, hepix_args: list[
     registered; everything binds to 127.0.0.1; the driver's scratch is the cluster's.  With
     ``ui_port`` the driver's web UI (and its REST API) listens there, else it is off; with
     ``event_log`` Spark writes its event log (plain JSON lines) into that directory; ``extra_opts`` are
-    more spark-submit options.
+    more spark-submit options.  With the cluster's ``node_env`` the application runs its Python workers
+    from it (``HEPIX_NODE_ENV``), else it ships the packed environment of ``dist`` (``--archives``).
     """
     venv = venv or Path(sys.prefix)
     driver_dir = cluster.scratch / "driver"
@@ -424,4 +461,6 @@ def standalone_command(cluster: StandaloneCluster, dist: Path, hepix_args: list[
     env = {**clean_env(), "SPARK_MASTER_URL": cluster.master_url, "HEPIX_DIST": str(dist),
            "HEPIX_VENV": str(venv), "HEPIX_DRIVER_MEMORY": driver_memory, "HEPIX_TOTAL_CORES": str(cores),
            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(driver_dir), "HEPIX_SPARK_OPTS": " ".join(opts)}
+    if cluster.node_env is not None:
+        env["HEPIX_NODE_ENV"] = str(cluster.node_env)
     return [str(SUBMIT / "standalone.sh"), *hepix_args], env

@@ -7,11 +7,12 @@ scikit-image's samples (said so in the ``dataset`` column).  For each layout and
 encryption) it runs, in this one run:
 
 * the baseline: the same work done by hecore in this process pinned to one core -- decode each file,
-  encrypt its tiles (the job's tile and halo), apply ``brightness:60`` to every ciphertext (load, op,
-  serialize), then decrypt, put the tiles together, apply the chain's Finish, compute the plaintext
-  reference and the metrics (MSE, PSNR, SSIM, exactness);
-* the jobs: ``hepix encrypt``, ``hepix process --op brightness:60`` and ``hepix decrypt --images``
-  (with the owner map) on ``local[2]``, each a child process (``python -m jobs.cli``) with its own Spark
+  encrypt its tiles (the job's tile and halo) and store them as the job does (SEAL's zstd serialization
+  at the level the declared chain needs, ``--for-op brightness:60``), apply ``brightness:60`` to every
+  ciphertext (load, op, serialize as it was stored), then decrypt, put the tiles together, apply the
+  chain's Finish, compute the plaintext reference and the metrics (MSE, PSNR, SSIM, exactness);
+* the jobs: ``hepix encrypt --for-op brightness:60``, ``hepix process --op brightness:60`` and ``hepix
+  decrypt --images`` (with the owner map) on ``local[2]``, each a child process (``python -m jobs.cli``) with its own Spark
   session, its process tree sampled every :data:`SAMPLE_SECONDS` (:class:`bench.proctree.TreeSampler`).
   ``seconds`` is the job's own time from its manifest; ``wall_seconds`` adds the interpreter and session
   start-up, key reading and commit (``startup_seconds`` is the difference, shown apart).
@@ -173,6 +174,7 @@ def corpus_images(count: int, folder: Path, width: int = WIDTH, height: int = HE
 
 def hecore_alone(paths: list[Path], keys: Path, layout: str, encryption: str) -> dict[str, CorpusRow]:
     """encrypt / process / decrypt of every image by hecore in this process (pinned to one core)."""
+    from hecore.atrest import SealStoreEncryptor
     from hecore.context import HEContext
     from hecore.encrypt import encryptor_for
     from hecore.evaluator import Evaluator
@@ -183,15 +185,19 @@ def hecore_alone(paths: list[Path], keys: Path, layout: str, encryption: str) ->
     from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
     from hecore.ops.packed import PackedGeometry, apply_ops
     from hecore.ops.spec import finish_for, parse_ops, reference
+    from hecore.planner import at_rest
     from hecore.quality import compare, round_to_uint8
 
     complex_packing = Layout.parse(layout).complex_packing
     owner = load_secret(keys)
     public = read_public(keys)
-    enc = encryptor_for(public, secret_key=owner.secret_key_bytes() if encryption == "symmetric" else None,
-                        packed=True)
-    ev = Evaluator(HEContext.from_public(public))
     ops = parse_ops([OP])
+    symmetric = encryption == "symmetric"
+    # stored as the job stores them: at the level the declared chain needs, in SEAL's zstd serialization
+    enc = SealStoreEncryptor(encryptor_for(public, secret_key=owner.secret_key_bytes() if symmetric else None,
+                                           packed=True),
+                             at_rest(owner.params, ops, layout, seeded=symmetric, store="seal"), "zstd")
+    ev = Evaluator(HEContext.from_public(public))
     finish = finish_for(ops)
     tile_h, tile_w = default_tile(owner.params, HALO, complex_packing)
     warm_up()
@@ -209,7 +215,7 @@ def hecore_alone(paths: list[Path], keys: Path, layout: str, encryption: str) ->
         for tile, ct in tiles:
             geom = PackedGeometry(tile_h, tile_w, HALO, tile.y, tile.x, grid.height, grid.width, complex_packing)
             c, _ = apply_ops(ev, ev.load(ct), ops, geom)
-            done.append(tile.with_ct(ev.dump(c)))
+            done.append(tile.with_ct(ev.dump_like(c, ct)))
         secs["process"] += time.perf_counter() - t
         t = time.perf_counter()
         raw = decrypt_tiles(owner, grid, done)
@@ -308,7 +314,7 @@ def spark_jobs(images: Path, keys: Path, public: Path, tmp: Path, layout: str, e
     enc, proc, dec = tmp / f"enc-{tag}", tmp / f"proc-{tag}", tmp / f"dec-{tag}"
     argv = {
         "encrypt": (["encrypt", "--keys", str(keys), "--input", str(images), "--out", str(enc), "--layout", layout,
-                     "--encryption", encryption], enc),
+                     "--encryption", encryption, "--for-op", OP], enc),
         "process": (["process", "--keys", str(public), "--input", str(enc), "--out", str(proc), "--op", OP], proc),
         "decrypt": (["decrypt", "--keys", str(keys), "--input", str(proc), "--out", str(dec), "--owner",
                      f"{enc}.owner", "--images", str(images)], dec),

@@ -15,6 +15,12 @@ One run, on this machine's loopback:
   the files ``process`` reads (the encrypted ciphertexts), from HDFS to HDFS over the same WebHDFS client
   the workers use -- no processing job can beat reading and writing its bytes.
 
+The packed environment is unpacked on the node once, before the cluster starts
+(``spark-submit/install-env.sh``, kept beside the cached archive for later runs, as on a real cluster's nodes;
+its seconds are a row of their own, ``node env``), and every application runs its Python workers from it
+(``HEPIX_NODE_ENV``): the report gives the start-up of the first application on the cluster (encrypt) and of
+the second (process) apart.
+
 Each job's processes are sampled by role (:class:`bench.clustertree.ClusterSampler`): the driver's Python
 and JVM, the executor's JVM, the worker daemon, the master, the Python workers, and HDFS itself.  Per job:
 its seconds (the manifest's work stages, as the corpus suite counts them; ``verify`` writes no manifest: its
@@ -51,6 +57,7 @@ GB = 10**9
 CLUSTER = "spark standalone, 1 worker of 1 core"
 OWNER = "spark local[1], the owner's"
 COPY = "pyarrow copy, one process"
+INSTALL = "spark-submit/install-env.sh, once per node"
 #: The cluster side's Spark settings: one data node, so one replica.
 SPARK_CONF = {"spark.hadoop.dfs.replication": "1"}
 JOB_TIMEOUT = 3600.0
@@ -137,11 +144,21 @@ def copy_row(seconds: float, nbytes: int, files: int, cpu: float, hdfs_cpu: floa
                             timings=json.dumps({"copy_seconds": seconds, "files": files}))
 
 
-def limits(core: dict[str, CorpusRow], jobs: dict[str, ClusterCorpusRow], copy: ClusterCorpusRow | None
-           ) -> list[CorpusRow]:
+def install_row(seconds: float, unpacked: bool) -> ClusterCorpusRow:
+    """The packed environment's install on the node before the cluster's first application: its seconds, and
+    whether it was unpacked then (else it was there already; in ``timings``)."""
+    return ClusterCorpusRow(layout=LAYOUT, encryption=ENCRYPTION, job="node env", implementation=INSTALL, cores=1,
+                            images=0, pixels=0, ciphertexts=0, seconds=seconds, seconds_per_ciphertext=0.0,
+                            pixels_per_second=0.0, wall_seconds=seconds,
+                            timings=json.dumps({"install_seconds": seconds, "unpacked": unpacked}))
+
+
+def limits(core: dict[str, CorpusRow], jobs: dict[str, ClusterCorpusRow], copy: ClusterCorpusRow | None,
+           install: ClusterCorpusRow | None = None) -> list[CorpusRow]:
     """The rows in order, each job's ratios filled in: ``vs_core`` (the core's rate; the corpus suite's
     :func:`~bench.suites.corpus.compare_rows`), ``limit_seconds`` (the core's time; for process the larger
-    of it and the copy's) and ``vs_limit``.  One core against one core: no ``vs_core_x2``."""
+    of it and the copy's) and ``vs_limit``.  One core against one core: no ``vs_core_x2``.  The copy's row and
+    the environment's install (:func:`install_row`) last."""
     core = {j: ClusterCorpusRow(**vars(r)) for j, r in core.items()}
     rows = corpus.compare_rows(core, {j: jobs[j] for j in corpus.JOBS})
     for job in corpus.JOBS:
@@ -153,7 +170,7 @@ def limits(core: dict[str, CorpusRow], jobs: dict[str, ClusterCorpusRow], copy: 
             s.limit_seconds = max(s.limit_seconds, copy.seconds)
         s.vs_limit = s.limit_seconds / s.seconds if s.vs_core is not None else None
     rest = [jobs[j] for j in jobs if j not in corpus.JOBS]
-    return rows + rest + ([copy] if copy is not None else [])
+    return rows + rest + [r for r in (copy, install) if r is not None]
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -208,6 +225,14 @@ def goals(rows: list[ClusterCorpusRow]) -> list[str]:
                          f"returned {t['result_bytes'] / 1e6:.1f} MB of results; task threads' CPU "
                          f"{t['executor_cpu_seconds']:.1f} s of {t['executor_run_seconds']:.1f} s run, GC "
                          f"{t['gc_seconds']:.1f} s")
+    if "encrypt" in jobs and jobs["encrypt"].implementation == CLUSTER:
+        from bench.suites.cluster import startup_line
+
+        second = jobs.get("process")
+        install = next((r for r in rows if r.implementation == INSTALL), None)
+        lines.append(startup_line(jobs["encrypt"].startup_seconds,
+                                  second.startup_seconds if second and second.implementation == CLUSTER else None,
+                                  *((install.seconds, json.loads(install.timings)["unpacked"]) if install else ())))
     if copy is not None and copy.seconds:
         lines.append(f"pyarrow copy HDFS -> HDFS of process's input, one process: {copy.seconds:.1f} s for "
                      f"{copy.input_bytes / GB:.2f} GB ({copy.input_bytes / GB / copy.seconds:.2f} GB/s read + written; "
@@ -460,6 +485,7 @@ def run_corpus_cluster(work: Path, *, images: int, preset_name: str, width: int 
     core = corpus.baseline_one_core(sorted(folder.iterdir()), keys, LAYOUT, ENCRYPTION)
     sc = launcher()
     dist = sc.cluster_dist(work / "dist")
+    env = sc.node_env(dist / "hepix-env.tar.gz")
     (work / "hdfs").mkdir()
     hdfs = checkout_module("minidfs").MiniDFS(work / "hdfs")
     try:
@@ -468,11 +494,11 @@ def run_corpus_cluster(work: Path, *, images: int, preset_name: str, width: int 
         upload(fs, folder, "/corpus")
         upload(fs, public, "/cluster/keys")              # the cluster's: public-only
         scratch = Path(tempfile.mkdtemp(prefix="hepix-corpus-cluster-", dir=sc.scratch_parent(work, 4 * sc.GIB)))
-        with sc.StandaloneCluster(work / "cluster", workers=1, scratch=scratch) as cluster:
+        with sc.StandaloneCluster(work / "cluster", workers=1, scratch=scratch, node_env=env.path) as cluster:
             jobs, copy = pipeline(Site(hdfs, access, cluster, dist, keys, work))
     finally:
         hdfs.stop()
-    return dataset, limits(core, jobs, copy)
+    return dataset, limits(core, jobs, copy, install_row(env.seconds, env.unpacked))
 
 
 def run(args) -> int:

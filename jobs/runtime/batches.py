@@ -302,10 +302,11 @@ class EncryptRun:
             raise HepixError(f"internal error: {len(paths) + len(unread)} input files in batch {b}, "
                              f"but {encrypted} encrypted + {rejected} rejected; the batch was not committed")
         n_cts = sum(e["rows"] for e in new_cts)
-        fixed = self.setup.keys.ciphertext_bytes() if not (self.setup.use_secret or self.setup.store) else None
+        s = self.setup
+        fixed = s.keys.ciphertext_bytes() if not (s.use_secret or s.store or s.compression != "none") else None
         if fixed is not None or not n_cts:
             ct_bytes = n_cts * (fixed or 0)
-        elif reported is not None:      # seeded, compressed or compact ciphertexts: their sizes vary
+        elif reported is not None:      # seeded, compressed, compact or planned ciphertexts: their sizes vary
             ct_bytes = sum(e["ct_bytes"] for e in reported)
         else:
             ct_bytes = int(self.spark.read.parquet(staged_cts).agg(F.sum(F.length("ct"))).collect()[0][0] or 0)

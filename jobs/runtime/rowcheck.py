@@ -6,10 +6,13 @@ row agrees on the image's size, no key twice, and exactly the rows the geometry 
 the id is one the owner made and the size is the one it recorded (:func:`image_problems`).
 
 A bad row becomes a rejects row naming it (reason, detail, key); its whole image is left out; the job
-goes on with the rest.  ``process``, ``decrypt`` and ``verify`` run this with Spark
-(:func:`inspect_rows`; ``decrypt`` and, where its workers write the output, ``process`` do their own
-work in the same task as the checks, so that they read every ciphertext once); ``audit`` runs the same
-row function with pyarrow (:func:`tasks.rowchecks.check_batch`, :func:`image_problems`).
+goes on with the rest.  ``process`` and ``decrypt`` do their own work in the task that checks a row, so
+that they read every ciphertext once, and each such task sums its checked rows up per image
+(tasks.summaries): the driver decides from those summaries (:func:`decide_summaries`), with no second
+pass over the checked rows (:func:`inspect_rows`).  ``verify`` and the jobs that read their rows again
+(match, inference) check every row in a pass of its own and decide from all the CHECKED rows, aggregated
+by Spark (:func:`image_summaries`, :func:`first_rejects`); ``audit`` runs the same row function with
+pyarrow (:func:`tasks.rowchecks.check_batch`, :func:`image_problems`).
 """
 from __future__ import annotations
 
@@ -19,60 +22,20 @@ import pyarrow as pa
 
 from schemas.stages import CHECKED
 from schemas.tables import spark_schema
-from tasks.rowchecks import (
-    DIGITS,
-    KEY,
-    RowExpect,
-    check_and_work_partition,
-    check_partition,
-    expected_rows,
-    fused_schema,
-    shown_id,
-)
+from tasks.rowchecks import KEY, RowExpect, check_partition, shown_id
 from tasks.splits import SplitSource
+from tasks.summaries import (  # noqa: F401 -- ImageSummary and image_problems: what jobs.verify judges with
+    ImageSummary,
+    checked_and_summarized,
+    image_problems,
+    merge_summaries,
+    rank_key,
+    summary_schema,
+)
 
 from .frames import driver_frame
 
 # --- per image ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ImageSummary:
-    """What the rows of one image say about it (aggregated without the bytes)."""
-
-    image_id: str
-    rows: int
-    keys: int                       # distinct (channel, tile_y, tile_x, index)
-    layout: str
-    heights: tuple[int, int]        # (min, max) over the rows
-    widths: tuple[int, int]
-    channels: tuple[int, int]
-    tiles: tuple[int, int, int, int]   # min/max tile_h, min/max tile_w
-    file: str | None = None
-    bad: int = 0                    # rows that failed their row checks
-
-
-def image_problems(s: ImageSummary, owner=None) -> tuple[str, str] | None:
-    """Why the rows of one image (all good one by one) do not make a whole image, or None."""
-    if s.heights[0] != s.heights[1] or s.widths[0] != s.widths[1] or s.channels[0] != s.channels[1] \
-            or s.tiles[0] != s.tiles[1] or s.tiles[2] != s.tiles[3]:
-        return "inconsistent-image", "its rows disagree on the image's size, channels or tile"
-    H, W, C, th, tw = s.heights[0], s.widths[0], s.channels[0], s.tiles[0], s.tiles[2]
-    if owner is not None:
-        known = owner.get(s.image_id)
-        if known is None:
-            return "unknown-image", "no image of the owner map has this id: the owner never encrypted it"
-        if (H, W, C) != (known.image_height, known.image_width, known.image_channels):
-            return "size-mismatch", (f"the rows say {W}x{H}x{C}, the owner encrypted a "
-                                     f"{known.image_width}x{known.image_height}x{known.image_channels} image")
-    if s.layout == DIGITS:
-        return None
-    if s.keys != s.rows:
-        return "duplicate-row", f"{s.rows - s.keys} of its {s.rows} rows repeat a (channel, tile, index) key"
-    want = expected_rows(s.layout, H, W, C, th, tw)
-    if s.rows != want:
-        return "incomplete-image", f"{s.rows} of its {want} ciphertexts"
-    return None
-
 
 @dataclass
 class CheckedInput:
@@ -87,8 +50,8 @@ class CheckedInput:
     rows: int = 0                   # rows read
     good_ids: list[str] = field(default_factory=list)
     id_less: bool = False           # some rows had no image id (each a rejects row)
-    input: object = None            # with inspect_rows' work: the input rows of the good images
     cached: object = None           # the persisted check-and-work output ``df`` reads (inspect_rows' work)
+    sizes: dict = field(default_factory=dict)   # from the tasks' summaries: good image id -> (width, height)
 
     def release(self) -> None:
         """Drop the persisted work output once the job has used ``df`` (nothing to do without one)."""
@@ -122,27 +85,37 @@ def split_plan(spark, source: SplitSource, fn, schema):
 
 def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=None, owner=None,
                  token: str = "rowcheck", work=None, work_schema: pa.Schema | None = None,
-                 source: SplitSource | None = None) -> CheckedInput:
+                 source: SplitSource | None = None, broadcast: tuple | None = None,
+                 collect: bool = False) -> CheckedInput:
     """Check every row of ``df`` (ciphertext rows) and every image; leave out the images with a problem.
 
     ``keys``: the job's keys (:meth:`hecore.schemes.KeySet.for_checks`: their checker loads each ciphertext);
-    None checks against the parameters alone (no key).  ``owner``: the owner map (jobs.runtime.owner.OwnerMap) when the owner runs this.
+    None checks against the parameters alone (no key).  ``broadcast``: ``(broadcast, token)`` of ``keys``
+    already broadcast -- the one the job's work builds its state from, so that the check and the work share
+    one context per worker and the work takes the ciphertexts the checks loaded (tasks.handoff).  ``owner``:
+    the owner map (jobs.runtime.owner.OwnerMap) when the owner runs this.
 
     Without ``work`` the result's ``df`` is ``df`` without the bad images, for the job to read again.
     With ``work`` (a partition function, rows in, ``work_schema`` rows out) the job's work runs in the
-    checking task on the rows that pass their row checks (:func:`check_and_work_partition`): every
-    ciphertext is read once, and the result's ``df`` is the work's output for the good images.  That
-    output is kept on the executors' local disk, not in memory (decrypt's blocks hold eight bytes per
-    pixel value: in memory they would grow the JVM with the corpus), until the caller's
-    :meth:`CheckedInput.release`.  With a ``source`` that pass reads the input's rows in the Python
-    workers, a few row groups per task (:class:`SplitSource`), instead of through Spark's reader of ``df``."""
+    checking task on the rows that pass their row checks (tasks.rowchecks.check_and_work_partition): every
+    ciphertext is read once.  Each task sums up its checked rows per image (tasks.summaries), and the images
+    are judged from those summaries alone (:func:`decide_summaries`): no second pass over the checked rows.
+    With ``collect`` the work's rows are small (the files the workers wrote, an image's scores): the tasks'
+    output is collected in one go and the result's ``df`` is a pyarrow table of the good images' work rows.
+    Otherwise the output is kept on the executors' local disk, not in memory (the rows are ciphertexts),
+    until the caller's :meth:`CheckedInput.release`, and ``df`` is the work's output for the good images.
+    With a ``source`` that pass reads the input's rows in the Python workers, a few row groups per task
+    (:class:`SplitSource`), instead of through Spark's reader of ``df``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    bc = spark.sparkContext.broadcast(keys)
-    token = f"{token}/{bc._jbroadcast.id()}"
-    rows = df.withColumn("file", F.input_file_name())
+    if broadcast is None:
+        bc = spark.sparkContext.broadcast(keys)
+        token = f"{token}/{bc._jbroadcast.id()}"
+    else:
+        bc, token = broadcast[0], f"{broadcast[1]}/{token}"
     if work is None:
+        rows = df.withColumn("file", F.input_file_name())
         checked = (rows.mapInArrow(lambda it: check_partition(it, expect=expect, token=token, broadcast=bc),
                                    spark_schema(CHECKED))
                    .persist(StorageLevel.MEMORY_AND_DISK))
@@ -151,22 +124,79 @@ def inspect_rows(spark, df, expect: RowExpect, *, run_id: str, stage: str, keys=
         finally:
             checked.unpersist()
     args = dict(expect=expect, token=token, broadcast=bc, work=work, work_schema=work_schema)
+    schema = spark_schema(summary_schema(work_schema))
     if source is not None:
-        plan = split_plan(spark, source, lambda it: source.partition(it, check_and_work_partition, **args),
-                          spark_schema(fused_schema(work_schema)))
+        plan = split_plan(spark, source, lambda it: source.partition(it, checked_and_summarized, **args), schema)
     else:
-        plan = rows.mapInArrow(lambda it: check_and_work_partition(it, **args), spark_schema(fused_schema(work_schema)))
+        plan = df.withColumn("file", F.input_file_name()).mapInArrow(
+            lambda it: checked_and_summarized(it, **args), schema)
+    if collect:
+        out = plan.toArrow()
+        result = decide_summaries(side_table(out, "summary"), side_table(out, "bad"), run_id=run_id, stage=stage,
+                                  owner=owner)
+        result.df = _keep_rows(side_table(out, "work"), result)
+        return result
     fused = plan.persist(StorageLevel.DISK_ONLY)
     try:
-        result = _decide(spark, fused.where(F.col("check").isNotNull()).select("check.*"), df,
-                         run_id=run_id, stage=stage, owner=owner)
+        small = fused.where(F.col("work").isNull()).select("summary", "bad").toArrow()
+        result = decide_summaries(side_table(small, "summary"), side_table(small, "bad"), run_id=run_id, stage=stage,
+                                  owner=owner)
     except BaseException:
         fused.unpersist()
         raise
     done = fused.where(F.col("work").isNotNull()).select("work.*")
     # a work output without image ids (the files the workers wrote) is the caller's to clean of bad images
-    result.input, result.df = result.df, (_keep(spark, done, result) if "image_id" in work_schema.names else done)
+    result.df = _keep(spark, done, result) if "image_id" in work_schema.names else done
     result.cached = fused
+    return result
+
+
+def side_table(table: pa.Table, name: str) -> pa.Table:
+    """The rows of ``table`` (tasks.summaries.summary_schema) whose ``name`` side is set, as a table of it."""
+    import pyarrow.compute as pc
+
+    column = table.column(name)
+    rows = column.filter(pc.is_valid(column)).combine_chunks() if table.num_rows else column.combine_chunks()
+    return pa.Table.from_struct_array(rows) if len(rows) else pa.table(
+        {f.name: pa.array([], f.type) for f in column.type})
+
+
+def _keep_rows(work: pa.Table, checked: CheckedInput) -> pa.Table:
+    """The work rows of the good images (all of them when they carry no image id)."""
+    import pyarrow.compute as pc
+
+    if "image_id" not in work.column_names or not (checked.bad_images or checked.id_less):
+        return work
+    return work.filter(pc.is_in(work.column("image_id"), value_set=pa.array(checked.good_ids, pa.string())))
+
+
+def decide_summaries(summaries: pa.Table, bad_rows: pa.Table, *, run_id: str, stage: str, owner=None
+                     ) -> CheckedInput:
+    """The rejects and the images left out, from the checking tasks' IMAGE_SUMMARY rows ``summaries`` and
+    their first failed CHECKED rows ``bad_rows`` (tasks.summaries): an image's summaries added up over the
+    tasks, then judged as :func:`image_summaries` and :func:`first_rejects` judge every CHECKED row."""
+    images = merge_summaries(summaries.to_pylist())
+    by_image: dict = {}
+    for r in bad_rows.to_pylist():
+        by_image.setdefault(r["image_id"], []).append(r)
+    rejects: list[dict] = []
+    bad: set[str] = set()
+    counts = {s.image_id: s.bad for s in images}
+    for image in sorted(by_image, key=lambda i: (i is not None, i)):
+        first = sorted(by_image[image], key=rank_key)[:REJECTS_PER_IMAGE]
+        for rank, r in enumerate(first, 1):
+            key = {k: r[k] for k in KEY}
+            rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"], r["detail"], key,
+                                      r["ct_bytes"]))
+            if rank == REJECTS_PER_IMAGE and counts.get(image, 0) > REJECTS_PER_IMAGE:
+                rejects.append(reject_row(run_id, stage, _file_name(r["file"]), r["reason"],
+                                          f"{counts[image] - REJECTS_PER_IMAGE} more rows of it were rejected "
+                                          "(not listed one by one)", {"image_id": image}))
+        if image is not None:
+            bad.add(image)
+    result = _judge(images, rejects, bad, run_id=run_id, stage=stage, owner=owner)
+    good = set(result.good_ids)
+    result.sizes = {s.image_id: (s.widths[0], s.heights[0]) for s in images if s.image_id in good}
     return result
 
 
@@ -195,6 +225,15 @@ def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInp
 
     summaries = image_summaries(checked)
     rejects, bad = first_rejects(checked, summaries, run_id=run_id, stage=stage)
+    result = _judge(summaries, rejects, bad, run_id=run_id, stage=stage, owner=owner)
+    result.df = _keep(spark, df, result)
+    return result
+
+
+def _judge(summaries: list[ImageSummary], rejects: list[dict], bad: set[str], *, run_id: str, stage: str,
+           owner) -> CheckedInput:
+    """The images left out -- ``bad`` (a row of theirs failed; its rejects rows are ``rejects``) and those
+    whose summary shows a problem (:func:`image_problems`, one more rejects row each) -- and the counts."""
     rows_of = {}
     for summary in summaries:
         rows_of[summary.image_id] = summary.rows
@@ -211,10 +250,8 @@ def _decide(spark, checked, df, *, run_id: str, stage: str, owner) -> CheckedInp
         bad_rows = sum(n for i, n in rows_of.items() if i in bad or i is None)
     else:
         bad_rows = sum(n for i, n in rows_of.items() if i in bad)
-    result = CheckedInput(df, rejects, bad, bad_rows, images=len([i for i in rows_of if i is not None]),
-                          rows=total, good_ids=good, id_less=None in rows_of)
-    result.df = _keep(spark, df, result)
-    return result
+    return CheckedInput(None, rejects, bad, bad_rows, images=len([i for i in rows_of if i is not None]),
+                        rows=total, good_ids=good, id_less=None in rows_of)
 
 
 #: The bad rows of one image the driver keeps as rejects rows; the rest are counted in one more row.

@@ -14,6 +14,8 @@ a bad row is a rejects row and its image is left out.  The owner's jobs (``secre
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +30,8 @@ from . import runinfo
 from .frames import driver_frame
 from .session import spark_info
 from .storage import Output, Storage, listed_paths, read_manifest
+
+log = logging.getLogger(__name__)
 
 
 def add_spark_arguments(p) -> None:
@@ -154,6 +158,42 @@ def refuse_secret_key_directory(keys: str) -> None:
         )
 
 
+class _Look:
+    """How the driver looks at one listed file: its size (None: no file there), whether it is a symbolic
+    link, and ``read_at(offset, length)``."""
+
+    def __init__(self, size, is_symlink, read_at):
+        self.size, self.is_symlink, self.read_at = size, is_symlink, read_at
+
+
+def _local_file(p: str) -> _Look | None:
+    """A local (or ``file:``) path looked at with system calls; None for other schemes."""
+    import os
+    import stat
+
+    from schemas.footers import local_reader
+    from tasks.filesystem import local_path
+
+    if "://" in p and not p.startswith("file:"):
+        return None
+    path = local_path(p)
+
+    def size() -> int | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return int(st.st_size) if stat.S_ISREG(st.st_mode) else None
+
+    return _Look(size, lambda: os.path.islink(path), local_reader(path))
+
+
+def _stored_file(storage: Storage, p: str) -> _Look:
+    """A path of another scheme (``hdfs://``) looked at through the session's Hadoop file system."""
+    return _Look(lambda: storage.file_size(p), lambda: storage.is_symlink(p),
+                 lambda at, n: storage.read_at(p, at, n))
+
+
 # --- the preamble ----------------------------------------------------------------------------------
 
 @dataclass
@@ -175,15 +215,23 @@ class Run:
     tasks: object = None
     owner: object = None        # the owner map (jobs.runtime.owner.OwnerMap) of an owner's job, when given
     described: dict = field(default_factory=dict)   # staged table -> its files' entries, where this run has them
+    broadcasts: dict = field(default_factory=dict, repr=False)     # id(value) -> (value, broadcast, token)
 
     @property
     def sc(self):
         return self.spark.sparkContext
 
     def broadcast(self, value) -> tuple[object, str]:
-        """``value`` as a Spark broadcast, and the token the workers cache what they build from it under."""
+        """``value`` as a Spark broadcast, and the token the workers cache what they build from it under.
+        The same object is broadcast once: what the workers build from it (a key set's SEAL context) is then
+        one object per worker, whichever of the job's functions asks for it (the row checks, the work)."""
+        known = self.broadcasts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1], known[2]
         bc = self.sc.broadcast(value)
-        return bc, f"{self.run_id}/{bc._jbroadcast.id()}"
+        token = f"{self.run_id}/{bc._jbroadcast.id()}"
+        self.broadcasts[id(value)] = (value, bc, token)
+        return bc, token
 
     def workers(self) -> dict:
         return worker_report(self.rebuilds, self.tasks)
@@ -209,7 +257,7 @@ class Run:
         self.out.commit(manifest, tables)
 
     def input_table(self, table: str = "ciphertexts", schema=None, max_rows: int | None = None,
-                    with_splits: bool = False):
+                    with_splits: bool = False, frame: bool = True):
         """The rows of exactly the files the input's manifest lists for ``table`` (each inside its directory),
         read with the table's schema, and rejects rows for the listed files that cannot be read.
 
@@ -221,7 +269,9 @@ class Run:
         with no rows past the first are not opened (one rejects row counts them): the files opened are
         bounded by the rows listed, and those by what the owner made.  With
         ``with_splits``, also the checked files' splits (:class:`tasks.splits.Split`), for the Python
-        workers to read themselves."""
+        workers to read themselves; without ``frame`` no Spark DataFrame is made (``df`` is None: the
+        workers read the splits, nothing reads the files through Spark).  Local files are looked at with
+        the operating system's calls, not through the JVM's file system: a few system calls a file."""
         from schemas.footers import FooterChecker, FooterLimits, footer_bytes
         from schemas.tables import TABLES, spark_schema
         from tasks.splits import splits_of
@@ -252,19 +302,20 @@ class Run:
                     if empty_listed > 1:        # a table has at most one file of no rows (its schema)
                         skipped.append(name)
                         continue
-                size = self.storage.file_size(p)      # asked per listed file: what else lies there costs nothing
+                look = _local_file(p) or _stored_file(self.storage, p)
+                size = look.size()      # asked per listed file: what else lies there costs nothing
                 if size is None:
                     refuse(name, "missing-file", f"{p} is listed in the input's manifest but not there; its rows "
                                                  "are missing")
                     continue
-                if self.storage.is_symlink(p):
+                if look.is_symlink():
                     refuse(name, "unreadable-file", f"{name} is a symbolic link; hepix reads only the run's own files")
                     continue
                 if budget is not None and rows > budget:
                     refuse(name, "unreadable-file", f"{name}: the manifest lists {rows} rows, more than the {budget} "
                                                     "left of what the owner made")
                     continue
-                footer = footer_bytes(size, lambda at, n, p=p: self.storage.read_at(p, at, n))
+                footer = footer_bytes(size, look.read_at)
                 problem = (("unreadable-file", footer) if isinstance(footer, str) else
                            footers.footer_problem(size, footer, FooterLimits.for_table(table, rows, largest)))
                 if problem is not None:
@@ -278,9 +329,11 @@ class Run:
             refuse(skipped[0], "unreadable-file",
                    f"{len(skipped)} more files are listed with no rows ({skipped[0]} first); a table has at most one "
                    "such file, so they were not opened: the files a job opens are bounded by the rows listed")
-        schema = spark_schema(arrow_schema)
-        reader = self.spark.read.schema(schema).option("ignoreCorruptFiles", "true")
-        df = (reader.parquet(*found) if found else driver_frame(self.spark, arrow_schema)).select(*schema.names)
+        df = None
+        if frame:
+            schema = spark_schema(arrow_schema)
+            reader = self.spark.read.schema(schema).option("ignoreCorruptFiles", "true")
+            df = (reader.parquet(*found) if found else driver_frame(self.spark, arrow_schema)).select(*schema.names)
         return (df, rejects, splits) if with_splits else (df, rejects)
 
     def expectation(self, **overrides):
@@ -290,24 +343,50 @@ class Run:
         return RowExpect.from_manifest(self.parent, **{"fingerprint": self.fingerprint,
                                                        "preset": self.keys.params.name, **overrides})
 
-    def checked_input(self, stage: str, expect=None, keys=None, owner=None, work=None, work_schema=None):
+    def checked_input(self, stage: str, expect=None, keys=None, owner=None, work=None, work_schema=None, *,
+                      broadcast: tuple | None = None, collect: bool = False, states: tuple = ()):
         """The input's ciphertext rows after every check (jobs/runtime/rowcheck.py): the images with a bad row are left
         out whole, and each bad row or image becomes a rejects row of ``stage``.  With ``work`` (a partition
         function giving ``work_schema`` rows), the work's output for the good images, done in the checking
         pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it), the Python workers reading
-        the input's splits themselves (no ciphertext byte passes through the JVM)."""
+        the input's splits themselves (no ciphertext byte passes through the JVM), and the images judged
+        from the tasks' own summaries; ``collect``: the work's rows are small, collected as a pyarrow table.
+
+        ``broadcast``: ``(broadcast, token)`` of ``keys`` as the work's state is built from them
+        (:meth:`broadcast`), so that the checks and the work share one SEAL context per worker and the work
+        takes the ciphertexts the checks loaded.  Before the footers are checked, the Python workers are
+        started and their states built (jobs/runtime/warmup.py): the checker's, and ``states`` --
+        ``(token, broadcast, build)`` of what the work builds."""
         from schemas.tables import CIPHERTEXTS
+        from tasks.rowchecks import checker_builder
         from tasks.splits import SplitSource, plan_tasks
 
         from .rowcheck import inspect_rows
+        from .warmup import warm_up
 
-        rows = sum(i.ciphertexts for i in owner.images().values()) if owner is not None else None
-        df, missing, splits = self.input_table(max_rows=rows, with_splits=True)
-        source = (SplitSource(splits, self.storage.access(self.args.input), CIPHERTEXTS,
-                              plan_tasks(splits, self.sc.defaultParallelism)) if work is not None else None)
-        checked = inspect_rows(self.spark, df, expect or self.expectation(), run_id=self.run_id, stage=stage,
-                               keys=keys, owner=owner, token=f"{self.run_id}/check", work=work,
-                               work_schema=work_schema, source=source)
+        expect = expect or self.expectation()
+        check = f"{self.run_id}/check"
+        warm = None
+        if work is not None:
+            if broadcast is None:
+                broadcast = self.broadcast(keys)
+            warm = warm_up(self.spark, [(f"{broadcast[1]}/{check}", broadcast[0], checker_builder(expect)),
+                                        *states], rebuilds=self.rebuilds)
+        try:
+            rows = sum(i.ciphertexts for i in owner.images().values()) if owner is not None else None
+            started = time.perf_counter()
+            df, missing, splits = self.input_table(max_rows=rows, with_splits=True, frame=work is None)
+            log.debug("%s: %d files' footers checked in %.2f s", stage, len({s.path for s in splits}),
+                      time.perf_counter() - started)
+            source = (SplitSource(splits, self.storage.access(self.args.input), CIPHERTEXTS,
+                                  plan_tasks(splits, self.sc.defaultParallelism)) if work is not None else None)
+            checked = inspect_rows(self.spark, df, expect, run_id=self.run_id, stage=stage, keys=keys, owner=owner,
+                                   token=check, work=work, work_schema=work_schema, source=source,
+                                   broadcast=broadcast, collect=collect)
+            log.debug("%s: the rows checked and the images judged at %.2f s", stage, time.perf_counter() - started)
+        finally:
+            if warm is not None:
+                warm.wait()
         checked.rejects[:0] = missing
         return checked
 
@@ -325,6 +404,33 @@ class Run:
         entries = write_rejects(self.spark, rows, self.out.table("rejects"))
         if entries is not None:
             self.described["rejects"] = entries
+
+    def write_rows(self, table: str, rows: list[dict], schema) -> None:
+        """``rows`` the driver holds (a few per image: metrics) as the staged table ``table`` of ``schema``, one
+        Parquet file written with pyarrow through the workers' file systems (a Spark job is not worth it),
+        or by Spark's writer on a path those cannot reach; its entry kept for :meth:`describe`."""
+        import pyarrow as pa
+
+        from schemas.tables import PARQUET_OPTIONS
+        from tasks.files import replace_file
+
+        from .frames import driver_frame
+
+        path = self.out.table(table)
+        records = [{n: r.get(n) for n in schema.names} for r in rows]
+        try:
+            fs, where = self.storage.access(path).open(path)
+        except HepixError:
+            self.write(driver_frame(self.spark, schema, records).coalesce(1), table)
+            return
+        name = f"part-00000-{table}.parquet"
+        self.storage.delete(path)
+        fs.create_dir(where, recursive=True)
+        replace_file(pa.Table.from_pylist(records, schema=schema), fs, f"{where}/{name}",
+                     compression=PARQUET_OPTIONS.get(table, {}).get("compression", "zstd"))
+        present = self.storage.list_files(path)
+        if list(present) == [name]:
+            self.described[table] = [{"name": name, "rows": len(records), "bytes": present[name]}]
 
     def describe(self, tables: dict[str, bool], known: dict[str, list[dict]] | None = None) -> tuple[dict, dict]:
         """The manifest's ``files`` and ``checksums`` of the staged tables (``{table: with row checksums}``);

@@ -1,0 +1,163 @@
+"""``match:QUERY`` and ``infer:MODEL`` read and write their ciphertexts in the Python workers, as every job
+does: Spark's own task metrics of each job (its event log) show no byte read or written by the JVM's Parquet
+reader and writer, and next to nothing shuffled or handed back to the driver, while the results stay those
+of the plaintext (exact squared L2 distances; the plaintext model's predictions).  Their decryption reads
+an input of one task's worth on the driver, with pyarrow, and a larger one in the workers: both give the
+same tables."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+from PIL import Image
+
+from bench.suites.corpuscluster import task_metrics
+from jobs.cli import main
+
+pytestmark = [pytest.mark.seconds(60), pytest.mark.spark, pytest.mark.slow]
+
+SPARK = ["--master", "local[2]", "--quiet"]
+
+
+def hepix(*argv) -> int:
+    return main([str(a) for a in argv])
+
+
+def logged(root: Path, name: str) -> tuple[list[str], Path]:
+    """``--conf`` options that make a job's Spark session write its event log into a folder of its own."""
+    events = root / f"events-{name}"
+    events.mkdir()
+    conf = root / f"{name}.conf"
+    conf.write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir {events.as_uri()}\n"
+                    "spark.eventLog.compress false\nspark.eventLog.rolling.enabled false\n")
+    return ["--conf", str(conf)], events
+
+
+def ciphertext_bytes(table: Path) -> int:
+    return sum(f.stat().st_size for f in table.glob("*.parquet"))
+
+
+def assert_no_ciphertext_through_the_jvm(events: Path, moved: int) -> None:
+    """What the job's tasks made the JVM move, from its event log: nothing read or written as Parquet, and what
+    it shuffled and handed back to the driver a small fraction of the ``moved`` ciphertext bytes."""
+    m = task_metrics(events)
+    assert m is not None and m["tasks"] > 0, m
+    assert m["input_bytes"] == 0 and m["output_bytes"] == 0, m
+    assert m["shuffle_read_bytes"] + m["shuffle_write_bytes"] < moved / 100, (m, moved)
+    assert m["result_bytes"] < moved / 10, (m, moved)
+
+
+def in_the_workers(monkeypatch) -> None:
+    """Make decrypt read its input in the workers however small it is (as it does past one task's worth)."""
+    import jobs.infer
+    import jobs.match
+
+    for module in (jobs.infer, jobs.match):
+        monkeypatch.setattr(module, "one_task", lambda splits: False)
+
+
+def rows(path: Path) -> list[dict]:
+    """A table's rows, in a fixed order, without what differs from run to run (ids, times)."""
+    got = ds.dataset(path).to_table().to_pylist()
+    return sorted(({k: v for k, v in r.items() if k not in ("run_id", "decrypt_seconds")} for r in got), key=repr)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Five 10x12 grey images in 8x8 tiles at tenseal-8192 (the smallest preset that squares), encrypted once."""
+    root = tmp_path_factory.mktemp("match-workers")
+    images = root / "images"
+    images.mkdir()
+    rng = np.random.default_rng(11)
+    pixels = {f"{n}.png": rng.integers(0, 256, (10, 12), dtype=np.uint8) for n in "qabcd"}
+    for name, a in pixels.items():
+        Image.fromarray(a).save(images / name)
+    assert hepix("keygen", "--out", root / "keys", "--preset", "tenseal-8192") == 0
+    assert hepix("export-public", "--keys", root / "keys", "--out", root / "pub") == 0
+    assert hepix("encrypt", "--keys", root / "pub", "--input", images, "--out", root / "enc", "--tile", "8x8",
+                 *SPARK) == 0
+    owner = ds.dataset(root / "enc.owner" / "images").to_table().to_pylist()
+    return root, pixels, {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in owner}
+
+
+def test_match_reads_checks_and_writes_in_the_workers(corpus, tmp_path, monkeypatch):
+    root, pixels, ids = corpus
+    conf, events = logged(tmp_path, "match")
+    assert hepix("process", "--keys", root / "pub", "--input", root / "enc", "--out", tmp_path / "m",
+                 "--op", f"match:{ids['q.png']},l2", *SPARK, *conf) == 0
+    assert_no_ciphertext_through_the_jvm(events, ciphertext_bytes(root / "enc" / "ciphertexts"))
+
+    decrypt = ["decrypt", "--keys", root / "keys", "--input", tmp_path / "m", "--owner", root / "enc.owner", *SPARK]
+    assert hepix(*decrypt, "--out", tmp_path / "d0") == 0                 # a few distances: read by the driver
+    in_the_workers(monkeypatch)
+    conf, events = logged(tmp_path, "decrypt")
+    assert hepix(*decrypt, "--out", tmp_path / "d", *conf) == 0
+    assert_no_ciphertext_through_the_jvm(events, ciphertext_bytes(tmp_path / "m" / "distances"))
+    assert rows(tmp_path / "d" / "distances") == rows(tmp_path / "d0" / "distances")
+    got = {r["source"].rsplit("/", 1)[-1]: r["distance"]
+           for r in ds.dataset(tmp_path / "d" / "distances").to_table().to_pylist()}
+    q = pixels["q.png"].astype(np.float64)
+    assert got.keys() == {"a.png", "b.png", "c.png", "d.png"}
+    assert all(round(d) == ((pixels[n] - q) ** 2).sum() for n, d in got.items()), got
+
+
+def test_inference_reads_checks_and_writes_in_the_workers(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn")
+    from hecore.infer import layouts
+    from hecore.infer import models as infer
+
+    assert hepix("keygen", "--out", tmp_path / "keys", "--preset", "bfv-4096") == 0
+    assert hepix("export-public", "--keys", tmp_path / "keys", "--out", tmp_path / "pub") == 0
+    conf, events = logged(tmp_path, "encrypt")
+    assert hepix("encrypt-digits", "--keys", tmp_path / "pub", "--out", tmp_path / "enc", "--model", "logreg",
+                 "--samples", "24", "--layout", "coefficients", *SPARK, *conf) == 0
+    m = task_metrics(events)
+    assert m is None or (m["input_bytes"] == 0 and m["output_bytes"] == 0), m
+
+    conf, events = logged(tmp_path, "process")
+    assert hepix("process", "--keys", tmp_path / "pub", "--input", tmp_path / "enc", "--out", tmp_path / "p",
+                 "--op", "infer:logreg", *SPARK, *conf) == 0
+    assert_no_ciphertext_through_the_jvm(events, ciphertext_bytes(tmp_path / "enc" / "ciphertexts"))
+
+    assert hepix("decrypt", "--keys", tmp_path / "keys", "--input", tmp_path / "p", "--out", tmp_path / "d0",
+                 *SPARK) == 0                                               # 24 head outputs: read by the driver
+    in_the_workers(monkeypatch)
+    conf, events = logged(tmp_path, "decrypt")
+    assert hepix("decrypt", "--keys", tmp_path / "keys", "--input", tmp_path / "p", "--out", tmp_path / "d",
+                 *SPARK, *conf) == 0
+    assert_no_ciphertext_through_the_jvm(events, ciphertext_bytes(tmp_path / "p" / "ciphertexts"))
+    for name in ("predictions", "inference_metrics"):
+        assert rows(tmp_path / "d" / name) == rows(tmp_path / "d0" / name)
+    preds = ds.dataset(tmp_path / "d" / "predictions").to_table().to_pylist()
+    task = infer.digits_task("01")
+    plain = infer.predictions(layouts.plain_outputs(infer.train("logreg", task), task.x_test[:24]), True)
+    assert sorted((p["sample"], p["prediction"]) for p in preds) == list(enumerate(plain.tolist()))
+
+
+def test_a_bad_image_is_left_out_of_the_distances_and_a_bad_query_stops_the_job(corpus, tmp_path, capsys):
+    """Rows the checking pass refuses leave their image out of the reading tasks' partial sums: a truncated
+    ciphertext of image a makes it a rejects row, the others get their distances.  A query whose rows fail
+    their checks stops the job before anything is matched, in one line."""
+    from hostile import image_mask, read_rows, set_where, truncated, write_rows
+
+    root, pixels, ids = corpus
+    forged = tmp_path / "enc"
+    shutil.copytree(root / "enc", forged)
+    t = read_rows(forged)
+    write_rows(forged, set_where(t, image_mask(t, ids["a.png"]), "ct", truncated))
+    assert hepix("process", "--keys", root / "pub", "--input", forged, "--out", tmp_path / "m",
+                 "--op", f"match:{ids['q.png']},l2", *SPARK) == 0
+    rejects = ds.dataset(tmp_path / "m" / "rejects").to_table().to_pylist()
+    assert {r["image_id"] for r in rejects} == {ids["a.png"]}
+    distances = ds.dataset(tmp_path / "m" / "distances").to_table().to_pylist()
+    assert sorted(r["image_id"] for r in distances) == sorted(ids[n] for n in ("b.png", "c.png", "d.png"))
+
+    capsys.readouterr()
+    assert hepix("process", "--keys", root / "pub", "--input", forged, "--out", tmp_path / "m2",
+                 "--op", f"match:{ids['a.png']},l2", *SPARK) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "the query image fails its checks" in err, err
+    assert not (tmp_path / "m2" / "_manifest.json").exists()
