@@ -40,6 +40,7 @@ from tasks.decrypt import assemble_group, decrypt_partition
 from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 
 from .runtime.console import table
+from .runtime.decryptinput import expectation, sheet_ids
 from .runtime.frames import driver_frame
 from .runtime.owner import OwnerMap
 from .runtime.progress import Progress
@@ -138,20 +139,6 @@ def load_owner(args, fingerprint: str) -> OwnerMap | None:
     return owner
 
 
-def expectation(run, owner: OwnerMap | None):
-    """What the input rows must say: this key's parameters, the owner's layout, tile, halo, pixel limit and
-    at-rest format (the scale and level of the rows; the input manifest's only without an owner map), the
-    input run's ops and labels."""
-    from tasks.rowchecks import run_labels
-
-    if owner is None:
-        return run.expectation(preset=run.keys.params.name, max_pixels=run.args.max_pixels)
-    s = owner.settings
-    labels = run_labels(run.keys.params.name, None, {"settings": s})
-    return run.expectation(preset=run.keys.params.name, layout=s["layout"], tile=tuple(s["tile"]),
-                           halo=int(s["halo"]), max_pixels=int(s["max_pixels"]), **labels)
-
-
 def originals(run, owner: OwnerMap | None):
     """The reference images of ``--images``, decoded and preprocessed as encrypt did -- with the owner's
     settings; without an owner map, the manifest's resize and conversions (checked against ``--max-pixels``)
@@ -213,15 +200,6 @@ def decrypt_states(run, keys) -> tuple:
 
     bc, token = run.broadcast(keys)
     return ((token, bc, build_decryptor),)
-
-
-def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
-    """The images ``--contact-sheet`` draws: the first :data:`MAX_IMAGES` by the owner's file names (by id
-    without an owner map); none without the option."""
-    if args.contact_sheet is None:
-        return frozenset()
-    known = owner.images() if owner is not None else {}
-    return frozenset(sorted(ids, key=lambda i: (known[i].source if i in known else i, i))[:MAX_IMAGES])
 
 
 def write_contact_sheet(run, rows: list[dict], drawn: dict[str, bytes]) -> None:

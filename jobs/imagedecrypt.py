@@ -91,7 +91,7 @@ def by_image(run, png_dir: str | None) -> Decrypted | None:
     from tasks.rowchecks import checker_builder
     from tasks.summaries import summary_schema
 
-    from .decrypt import expectation, sheet_ids
+    from .runtime.decryptinput import expectation, sheet_ids
     from .runtime.rowcheck import decide_summaries, reject_row, side_table
     from .runtime.warmup import warm_up
 
@@ -229,7 +229,7 @@ def _drop_png(png_dir: str | None, r: dict) -> None:
 
 def _fill_sheet(run, job, drawn: dict, good: list[str], owner) -> dict:
     """The panels of the images the contact sheet shows -- the first of the good images by name
-    (jobs/decrypt.py ``sheet_ids``) --: those the tasks drew, and, where an image they drew was left out,
+    (jobs/runtime/decryptinput.py ``sheet_ids``) --: those the tasks drew, and, where an image they drew was left out,
     the next ones, drawn by a second pass over just their row groups."""
     import dataclasses
 
@@ -238,7 +238,7 @@ def _fill_sheet(run, job, drawn: dict, good: list[str], owner) -> dict:
     from tasks.metrics import SCORED
     from tasks.summaries import summary_schema
 
-    from .decrypt import sheet_ids
+    from .runtime.decryptinput import sheet_ids
     from .runtime.rowcheck import side_table
 
     wanted = sheet_ids(run.args, owner, good)

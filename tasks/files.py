@@ -87,7 +87,8 @@ class RowGroupWriter:
 
 def _by_image(table: pa.Table) -> list[pa.Table]:
     """``table``'s rows as one table per image id, in the order the ids first come (rows of one image keep
-    their order): slices of ``table`` where each image's rows are one run (no copy), else gathered."""
+    their order): slices of ``table``, no row copied (an image whose rows come in several runs is a table of
+    several chunks, written as one row group all the same)."""
     ids = table.column("image_id").to_pylist()
     runs = []                                   # (image, start, end)
     for i, image in enumerate(ids):
@@ -97,10 +98,12 @@ def _by_image(table: pa.Table) -> list[pa.Table]:
             runs.append([image, i, i + 1])
     if len({r[0] for r in runs}) == len(runs):
         return [table.slice(start, end - start) for _, start, end in runs]
-    order: dict = {}
-    for i, image in enumerate(ids):
-        order.setdefault(image, []).append(i)
-    return [table.take(pa.array(rows, type=pa.int64())) for rows in order.values()]
+    # the runs of each image put together without a copy (slices of the buffered batches, one table of them
+    # per image): gathering the rows (take) would copy every ciphertext once more
+    pieces: dict = {}
+    for image, start, end in runs:
+        pieces.setdefault(image, []).append(table.slice(start, end - start))
+    return [pa.concat_tables(parts) for parts in pieces.values()]
 
 
 def rows_to_file(rows: Iterator[pa.RecordBatch], *, directory: str, attempt: Callable[[], tuple[int, int]],

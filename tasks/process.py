@@ -153,37 +153,6 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
             post_scale=pa.array(scales, type=pa.float64()), process_seconds=pa.array(secs, type=pa.float64()))
 
 
-def match_group(table: pa.Table, *, token: str, broadcast, metrics: list[str], query_id: str,
-                bound: float, run_id: str, rebuilds=None) -> pa.Table:
-    """All ciphertexts of one image joined with the query's (column ``query_ct``): one encrypted
-    distance per metric."""
-    from hecore.ops.matching import distance_scale, pair_partial
-    from schemas.tables import ENCRYPTED_DISTANCES
-
-    ev = worker_state(token, broadcast, build_evaluator, rebuilds)
-    if table.num_rows == 0:
-        return ENCRYPTED_DISTANCES.empty_table()
-    rows = table.to_pylist()
-    first = rows[0]
-    packed = Layout.parse(first["layout"]).packed
-    t = time.perf_counter()
-    loaded = [(ev.load(r["ct"]), ev.load(r["query_ct"]), packed_geometry(r) if packed else None) for r in rows]
-    load_seconds = time.perf_counter() - t
-    out = []
-    for metric in metrics:
-        t = time.perf_counter() - load_seconds / len(metrics)
-        partials = [pair_partial(ev, a, b, metric, geom, bound, len(rows)) for a, b, geom in loaded]
-        total = ev.add_many(partials)
-        out.append({
-            "run_id": run_id, "query_image_id": query_id, "image_id": first["image_id"], "metric": metric,
-            "layout": first["layout"], "scheme": first["scheme"], "preset": first["preset"],
-            "key_fingerprint": first["key_fingerprint"], "ops": first["ops"], "bound": bound,
-            "parts": len(rows),
-            "distance_scale": distance_scale(metric, first["post_scale"], bound, len(rows), ev.params.is_integer),
-            "process_seconds": time.perf_counter() - t, "ct": ev.dump(total)})
-    return pa.Table.from_pylist(out, schema=ENCRYPTED_DISTANCES)
-
-
 def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterator[pa.RecordBatch]:
     """Send each pixel ciphertext to its own tile and to the neighbour tiles whose halo needs it."""
     from hecore.ops.pixel import halo_tiles

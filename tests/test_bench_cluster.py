@@ -256,3 +256,13 @@ def test_the_cluster_suites_and_their_helpers_import_in_a_plain_interpreter(tmp_
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=120, check=False)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_startup_line_gives_both_applications_and_the_install_apart():
+    from bench.startup import SECOND_STARTUP_GOAL, startup_line
+
+    line = startup_line(11.7, 10.4, 1.04, unpacked=False)
+    assert "the first 11.7 s, the second 10.4 s" in line and f"goal <= {SECOND_STARTUP_GOAL:.0f} s" in line
+    assert "in 1.0 s (there already), in neither" in line
+    assert "unpacked then" in startup_line(5.0, None, 30.0, unpacked=True)
+    assert ", the second" not in startup_line(5.0, None)

@@ -2,6 +2,7 @@
 pattern only, each present where the driver looks, at the reported size -- else a clear error, nothing kept."""
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from hecore.errors import HepixError
@@ -64,3 +65,17 @@ def test_workers_reach_local_file_and_hdfs_paths_alike(monkeypatch):
     assert file_access("hdfs://nn:8020/out").webhdfs == "https://nn.example:9871"
     with pytest.raises(HepixError, match="s3a://b/out: hepix's workers read and write local paths"):
         file_access("s3a://b/out")
+
+
+def test_rows_grouped_by_image_keep_their_order_whether_interleaved_or_in_runs():
+    from tasks.files import _by_image
+
+    def table(ids):
+        return pa.Table.from_batches([pa.record_batch({"image_id": ids[:3], "n": list(range(3))}),
+                                      pa.record_batch({"image_id": ids[3:], "n": list(range(3, len(ids)))})])
+
+    interleaved = _by_image(table(["a", "b", "a", "c", "b", "a"]))
+    assert [(p.column("image_id").to_pylist(), p.column("n").to_pylist()) for p in interleaved] == [
+        (["a", "a", "a"], [0, 2, 5]), (["b", "b"], [1, 4]), (["c"], [3])]
+    runs = _by_image(table(["a", "a", "b", "b", "b", "c"]))
+    assert [p.column("n").to_pylist() for p in runs] == [[0, 1], [2, 3, 4], [5]]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from bench.clusters.standalone import NodeEnv, StandaloneCluster
 
 from bench.checkout import launcher
+from bench.startup import startup_line
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,6 @@ QUICK_IMAGES, QUICK_RESIZE = 2, 256
 #: Ciphertext bytes one 2048x1024 colour image becomes at paper-4096 (measured: 3570 ciphertexts,
 #: 468 MB), to size the scratch space.
 BYTES_PER_IMAGE = 480 * 2**20
-#: The start-up a second application on the same cluster should stay within (seconds).
-SECOND_STARTUP_GOAL = 10.0
 
 
 # --- the benchmark -------------------------------------------------------------------------------
@@ -183,19 +182,6 @@ def run_cluster_bench(work: Path, *, images: int, preset_name: str, quick: bool,
                 cluster.clear_finished_apps()
                 rows[-1].speedup_vs_one_worker = rows[-2 if workers == 2 else -1].seconds / seconds
     return label, rows, env
-
-
-def startup_line(first: float, second: float | None, install_seconds: float | None = None,
-                 unpacked: bool = False) -> str:
-    """The start-up of the first and the second application on one cluster, and the install of the packed
-    environment on the node before them (``install_seconds``; ``unpacked``: it was unpacked then, else it was
-    there already), which is in neither."""
-    then = f", the second {second:.1f} s" if second is not None else ""
-    where = "" if install_seconds is None else (
-        f"; the packed environment installed on the node once before them by spark-submit/install-env.sh in "
-        f"{install_seconds:.1f} s ({'unpacked then' if unpacked else 'there already'}), in neither")
-    return (f"application start-up on the cluster (wall - the job's seconds): the first {first:.1f} s{then} "
-            f"(goal <= {SECOND_STARTUP_GOAL:.0f} s for a second application){where}")
 
 
 def report(rows: list[ClusterRow], label: str, images: int, preset_name: str, env: NodeEnv | None = None) -> str:

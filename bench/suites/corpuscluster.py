@@ -226,7 +226,7 @@ def goals(rows: list[ClusterCorpusRow]) -> list[str]:
                          f"{t['executor_cpu_seconds']:.1f} s of {t['executor_run_seconds']:.1f} s run, GC "
                          f"{t['gc_seconds']:.1f} s")
     if "encrypt" in jobs and jobs["encrypt"].implementation == CLUSTER:
-        from bench.suites.cluster import startup_line
+        from bench.startup import startup_line
 
         second = jobs.get("process")
         install = next((r for r in rows if r.implementation == INSTALL), None)
@@ -417,7 +417,8 @@ def pipeline(site: Site) -> tuple[dict[str, ClusterCorpusRow], ClusterCorpusRow]
     daemons = {"worker": site.cluster.worker_daemons[0].proc.pid, "master": site.cluster.master.proc.pid,
                "hdfs": site.hdfs.proc.pid}
     steps = {"encrypt": (["encrypt", "--keys", f"{base}/cluster/keys", "--input", f"{base}/corpus", "--out", enc,
-                          "--owner", str(owner_map), "--layout", LAYOUT, "--encryption", ENCRYPTION], enc, None),
+                          "--owner", str(owner_map), "--layout", LAYOUT, "--encryption", ENCRYPTION,
+                          "--for-op", corpus.OP], enc, None),
              "process": (["process", "--keys", f"{base}/cluster/keys", "--input", enc, "--out", proc,
                           "--op", corpus.OP], proc, enc),
              "verify": (["verify", proc], proc, proc)}

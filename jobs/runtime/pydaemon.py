@@ -32,7 +32,9 @@ import sys
 
 #: The worker's entry point, then the modules whose functions the jobs hand to Spark.
 PRELOAD = ("pyspark.worker", "tasks.checksums", "tasks.contactsheet", "tasks.decode", "tasks.decrypt",
-           "tasks.encrypt", "tasks.files", "tasks.metrics", "tasks.process", "tasks.rowchecks", "tasks.splits")
+           "tasks.distances", "tasks.encrypt", "tasks.exchange", "tasks.files", "tasks.handoff",
+           "tasks.imagedecrypt", "tasks.imagesplits", "tasks.infer", "tasks.match", "tasks.metrics",
+           "tasks.originals", "tasks.process", "tasks.rowchecks", "tasks.splits", "tasks.summaries")
 
 
 def _package_dir(name: str, entries: list[str]) -> str | None:

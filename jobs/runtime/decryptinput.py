@@ -1,0 +1,30 @@
+"""What ``hepix decrypt`` expects of its input rows and which images its contact sheet draws: shared by its
+two ways through the input (jobs/imagedecrypt.py by image, jobs/decrypt.py through Spark's shuffle)."""
+from __future__ import annotations
+
+from tasks.contactsheet import MAX_IMAGES
+
+from .owner import OwnerMap
+
+
+def expectation(run, owner: OwnerMap | None):
+    """What the input rows must say: this key's parameters, the owner's layout, tile, halo, pixel limit and
+    at-rest format (the scale and level of the rows; the input manifest's only without an owner map), the
+    input run's ops and labels."""
+    from tasks.rowchecks import run_labels
+
+    if owner is None:
+        return run.expectation(preset=run.keys.params.name, max_pixels=run.args.max_pixels)
+    s = owner.settings
+    labels = run_labels(run.keys.params.name, None, {"settings": s})
+    return run.expectation(preset=run.keys.params.name, layout=s["layout"], tile=tuple(s["tile"]),
+                           halo=int(s["halo"]), max_pixels=int(s["max_pixels"]), **labels)
+
+
+def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
+    """The images ``--contact-sheet`` draws: the first :data:`MAX_IMAGES` by the owner's file names (by id
+    without an owner map); none without the option."""
+    if args.contact_sheet is None:
+        return frozenset()
+    known = owner.images() if owner is not None else {}
+    return frozenset(sorted(ids, key=lambda i: (known[i].source if i in known else i, i))[:MAX_IMAGES])
