@@ -62,7 +62,8 @@ def add_arguments(p):
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
                    help="parameter preset (pixel and spark: default the library's; packed: default "
                         "paper-4096 and tenseal-8192)")
-    p.add_argument("--image", help="image file to crop and resize (default: the data sets' or scikit-image's); "
+    p.add_argument("--image", help="image file to crop and resize, or a data-set path such as "
+                                   "usc-sipi/5.1.12.tiff (default: the data sets' or scikit-image's); "
                                    "atrest: a comma list of image files or USC-SIPI names read in place")
     p.add_argument("--repeats", type=int, default=None,
                    help="packed: timed passes per image and implementation, median reported (default 5)")

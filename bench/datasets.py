@@ -58,9 +58,13 @@ def sample(name: str) -> np.ndarray:
 
 
 def source_image(path: str | Path | None) -> tuple[str, np.ndarray]:
-    """``(display name, pixels)`` of an image file, or of the ``camera`` sample without one."""
+    """``(display name, pixels)`` of an image file (a path, or a path under the data sets' directory such as
+    ``usc-sipi/5.1.12.tiff``), or of the ``camera`` sample without one."""
     if path:
-        return Path(path).name, load_image(path).pixels
+        p = Path(path)
+        if not p.exists() and not p.is_absolute() and (DATASETS / p).is_file():
+            p = DATASETS / p
+        return p.name, load_image(p).pixels
     return "skimage-camera", sample("camera")
 
 

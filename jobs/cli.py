@@ -165,9 +165,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The arguments that name a file or directory: made absolute on the driver before any executor sees them.
+PATH_ARGUMENTS = ("input", "out", "images", "owner", "keys", "contact_sheet", "dst")
+
+
+def absolute_paths(args) -> None:
+    """Make every local path argument absolute, in this process's working directory: an executor resolves a
+    relative path in its own (on a cluster, a directory of its worker), not the caller's.  URLs (``hdfs://``,
+    ``file:``...) are left as they are."""
+    for name in PATH_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value and ":" not in value.split("/", 1)[0]:
+            setattr(args, name, os.path.abspath(value))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    absolute_paths(args)
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

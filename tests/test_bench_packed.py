@@ -160,3 +160,20 @@ def test_every_row_is_the_median_of_its_repeats_pixel_full_included():
     full = next(r for r in rows if r.implementation == PIXEL_FULL)
     assert full.pixels_per_second == pytest.approx(full.pixels / full.seconds)
     assert full.serialization == "none" and full.security == "leaks"
+
+
+def test_an_image_may_be_named_by_its_path_under_the_data_sets(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from bench import datasets
+
+    (tmp_path / "usc-sipi").mkdir()
+    Image.fromarray(np.full((8, 8), 7, dtype=np.uint8)).save(tmp_path / "usc-sipi" / "x.png")
+    monkeypatch.setattr(datasets, "DATASETS", tmp_path)
+    monkeypatch.chdir(tmp_path / "usc-sipi")                 # no usc-sipi/x.png from here
+    name, pixels = datasets.source_image("usc-sipi/x.png")
+    assert name == "x.png" and pixels.shape[:2] == (8, 8) and int(pixels.max()) == 7
+    from hecore.errors import UnreadableImage
+
+    with pytest.raises(UnreadableImage, match="missing.png"):
+        datasets.source_image("usc-sipi/missing.png")

@@ -108,3 +108,18 @@ def test_from_the_cluster_archives_every_job_but_bench_and_report_is_there(monke
     assert parser.parse_args(["verify", "somewhere"]).command == "verify"
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "--suite", "ops"])
+
+
+def test_local_paths_are_made_absolute_before_any_executor_sees_them(tmp_path, monkeypatch):
+    from argparse import Namespace
+
+    from jobs.cli import absolute_paths
+
+    monkeypatch.chdir(tmp_path)
+    args = Namespace(input="imgs/*.png", out="ct", owner="ct.owner", keys="hdfs://nn:9870/keys",
+                     images="file:///data/imgs", contact_sheet=None, dst="../proc", op=["brightness:1"])
+    absolute_paths(args)
+    assert (args.input, args.out, args.owner) == (f"{tmp_path}/imgs/*.png", f"{tmp_path}/ct", f"{tmp_path}/ct.owner")
+    assert args.dst == str(tmp_path.parent / "proc")
+    assert (args.keys, args.images, args.contact_sheet, args.op) == ("hdfs://nn:9870/keys", "file:///data/imgs", None,
+                                                                     ["brightness:1"])
