@@ -309,7 +309,7 @@ class CompactEncryptor:
         self.params = inner.params
         self.name = inner.name
         self.security = inner.security
-        if self.params.scheme != "ckks":
+        if not self.params.is_ckks:
             raise HepixError(f"the compact at-rest format is for CKKS; {self.params.name} is "
                              f"{self.params.scheme.upper()}: store with --store seal")
         self._symmetric = callable(getattr(inner, "encrypt_compact", None))
@@ -351,7 +351,7 @@ class SealStoreEncryptor:
         self.params = inner.params
         self.name = inner.name
         self.security = inner.security
-        if at_rest is not None and self.params.scheme != "ckks":
+        if at_rest is not None and not self.params.is_ckks:
             raise HepixError(f"a planned level and scale are CKKS's; {self.params.name} is "
                              f"{self.params.scheme.upper()}: encrypt without --for-op")
         self._symmetric = callable(getattr(inner, "encrypt_at", None))

@@ -217,7 +217,7 @@ class HEContext:
             kw = {} if scale_bits is None else {"scale": 2.0 ** scale_bits}
             return self._he.encryptFrac(np.ascontiguousarray(values, dtype=np.float64), **kw)
         ints = integer_slots(values, self.params)
-        if self.params.scheme == "bgv":
+        if self.params.is_bgv:
             return self._he.encryptBGV(ints)
         return self._he.encryptInt(ints)
 
@@ -245,7 +245,7 @@ class HEContext:
         if not self.params.is_integer:
             return self._he.encodeFrac(np.ascontiguousarray(values, dtype=np.float64))
         ints = integer_slots(values, self.params)
-        if self.params.scheme == "bgv":
+        if self.params.is_bgv:
             return self._he.encodeBGV(ints)
         return self._he.encodeInt(ints)
 
@@ -354,7 +354,7 @@ class HEContext:
         c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
         if not self.params.is_integer:
             return np.asarray(self._he.decryptFrac(c)[:count], dtype=np.float64)
-        if self.params.scheme == "bgv":
+        if self.params.is_bgv:
             return np.asarray(self._he.decryptBGV(c)[:count], dtype=np.float64)
         return np.asarray(self._he.decryptInt(c)[:count], dtype=np.float64)
 
@@ -374,7 +374,7 @@ class HEContext:
         self._require_secret("measuring the noise budget")
         if not self.params.is_integer:
             raise HepixError("CKKS has no noise budget; its error shows as the difference to the exact value")
-        if self.params.scheme != "bfv":
+        if not self.params.is_bfv:
             raise HepixError(f"Pyfhel 3.5 measures the noise budget of BFV ciphertexts only, not "
                              f"{self.params.scheme.upper()} ({self.params.name})")
         c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)

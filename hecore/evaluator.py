@@ -228,7 +228,7 @@ class Evaluator:
             raise ValueError(f"{arr.size} values do not fit {self.slots} slots")
         if self.params.is_integer:
             ints = integer_slots(arr, self.params)
-            ptxt = he.encodeBGV(ints) if self.params.scheme == "bgv" else he.encodeInt(ints)
+            ptxt = he.encodeBGV(ints) if self.params.is_bgv else he.encodeInt(ints)
         else:
             kw = {} if scale is None else {"scale": float(scale)}
             if np.iscomplexobj(arr):
@@ -269,7 +269,7 @@ class Evaluator:
     def mod_switch(self, c: PyCtxt, levels: int = 1) -> PyCtxt:
         """``c`` moved ``levels`` primes down without changing its value (or, CKKS, its scale)."""
         out = self._copy(c)
-        bfv = self.params.scheme == "bfv"
+        bfv = self.params.is_bfv
         for _ in range(levels):
             if bfv:
                 # Pyfhel 3.5 skips BFV ciphertexts in mod_switch_to_next (SEAL switches them, keeping the
@@ -340,7 +340,7 @@ class Evaluator:
         he = self._he
         if self.params.is_integer:
             zeros = np.zeros(self.slots, dtype=np.int64)
-            z = he.encryptBGV(zeros) if self.params.scheme == "bgv" else he.encryptInt(zeros)
+            z = he.encryptBGV(zeros) if self.params.is_bgv else he.encryptInt(zeros)
         else:
             z = he.encryptFrac(np.zeros(self.slots), scale=float(c.scale))
         for _ in range(self.level(c) - self.level(z)):
@@ -356,7 +356,7 @@ class Evaluator:
             ptxt = he.encodeComplex(np.ascontiguousarray(values, dtype=np.complex128), scale=float(c.scale))
         elif self.params.is_integer:
             ints = integer_slots(values, self.params)
-            ptxt = he.encodeBGV(ints) if self.params.scheme == "bgv" else he.encodeInt(ints)
+            ptxt = he.encodeBGV(ints) if self.params.is_bgv else he.encodeInt(ints)
         else:
             ptxt = he.encodeFrac(np.ascontiguousarray(values), scale=float(c.scale))
         for _ in range(self.level(c) - int(ptxt.mod_level)):

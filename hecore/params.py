@@ -77,6 +77,22 @@ class Params:
         return self.scheme in INTEGER_SCHEMES
 
     @property
+    def is_ckks(self) -> bool:
+        """CKKS: approximate reals, a scale and levels a chain spends (what the at-rest plans and seeded
+        encryption need)."""
+        return not self.is_integer
+
+    @property
+    def is_bfv(self) -> bool:
+        """BFV: exact integers, scale-invariant (no modulus switching between ops; 8-bit tables)."""
+        return self.scheme == "bfv"
+
+    @property
+    def is_bgv(self) -> bool:
+        """BGV: exact integers with modulus switching (Pyfhel's ``encodeBGV``/``encryptBGV`` calls)."""
+        return self.scheme == "bgv"
+
+    @property
     def plain_modulus(self) -> int:
         """BFV/BGV: the plaintext prime ``t`` SEAL picks (0 for CKKS).
 

@@ -160,7 +160,7 @@ def table_depth_afforded(params: Params) -> int:
 def _table_problems(params: Params, req: Requirements) -> list[str]:
     if not params.is_integer:
         return ["CKKS cannot: an 8-bit table is exact, CKKS approximate (BFV runs it: lut-16384)"]
-    if params.scheme != "bfv":
+    if not params.is_bfv:
         return [f"hepix evaluates 8-bit tables in BFV, not {params.scheme.upper()} (lut-16384)"]
     out = []
     if not params.supports_keyswitching:

@@ -428,7 +428,7 @@ def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     params = [preset(p) if isinstance(p, str) else p for p in presets]
     for p in params:
-        if p.scheme != "ckks":
+        if not p.is_ckks:
             raise ValueError(f"the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
                              f"{p.name} is {p.scheme.upper()}: choose a CKKS preset")
     impls: list[Implementation] = [HepixPacked(p) for p in params]
@@ -523,7 +523,7 @@ def run(args) -> int:
     if count < 1 or repeats < 1:
         raise SystemExit(f"hepix bench: --images and --repeats must be >= 1, got {count} and {repeats}")
     presets = (args.preset,) if args.preset else DEFAULT_PRESETS
-    if any(preset(p).scheme != "ckks" for p in presets):
+    if any(not preset(p).is_ckks for p in presets):
         raise SystemExit(f"hepix bench: the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
                          f"{args.preset} is not CKKS: choose a CKKS preset")
     images = packed_images(count, size, args.image)

@@ -60,7 +60,7 @@ class SymmetricEncryptor(Encryptor):
     def __init__(self, public: PublicMaterial, secret_key: bytes, *, compression: str = DEFAULT_COMPRESSION,
                  check_key: bool = True):
         params = public.params
-        if params.scheme != "ckks":
+        if not params.is_ckks:
             raise HepixError(f"symmetric encryption is implemented for CKKS; {params.name} is "
                              f"{params.scheme.upper()}: use --encryption public, or keys of a CKKS preset")
         if compression not in COMPRESSIONS:

@@ -274,7 +274,7 @@ def _join(plan, low, high, giant, depth: int):
 def evaluate_table(ev, x, table):
     """``table[x]`` in every slot of the BFV ciphertext ``x`` whose slots hold 0..255 (relinearisation key
     only; no secret).  The result is relinearised (two parts), ready to store."""
-    if not ev.params.is_integer or ev.params.scheme != "bfv":
+    if not ev.params.is_bfv:
         raise ValueError(f"an 8-bit table runs on BFV keys (lut-16384), not on {ev.params.name} "
                          f"({ev.params.scheme.upper()})")
     plan = table_plan(ev, table)
