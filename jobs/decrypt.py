@@ -35,12 +35,12 @@ from schemas.manifest import Counts
 from schemas.stages import DECRYPTED, IMAGES, ORIGINALS, OWNER_NAMES, REFERENCES
 from schemas.tables import METRICS, spark_schema
 from tasks.contactsheet import DIFF_GAIN, MAX_IMAGES, MAX_SIDE
-from tasks.decode import DecodeOptions, originals_partition
+from tasks.decode import originals_partition
 from tasks.decrypt import assemble_group, decrypt_partition
 from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 
 from .runtime.console import table
-from .runtime.decryptinput import expectation, sheet_ids
+from .runtime.decryptinput import decode_options, expectation, sheet_ids
 from .runtime.frames import driver_frame
 from .runtime.owner import OwnerMap
 from .runtime.progress import Progress
@@ -143,17 +143,7 @@ def originals(run, owner: OwnerMap | None):
     """The reference images of ``--images``, decoded and preprocessed as encrypt did -- with the owner's
     settings; without an owner map, the manifest's resize and conversions (checked against ``--max-pixels``)
     -- keyed by content and by their processed result."""
-    if owner is not None:
-        s = owner.settings
-        resize, conversions, limit = s.get("resize"), tuple(s.get("conversions", [])), int(s["max_pixels"])
-    else:
-        o = run.parent.options
-        resize, conversions, limit = o.get("resize"), tuple(o.get("conversions", [])), run.args.max_pixels
-        if resize is not None and resize * resize > limit:
-            raise HepixError(f"the input's manifest says the images were resized to {resize}x{resize}, more than "
-                             f"--max-pixels {limit}: give --owner (the owner map records the real settings) or a "
-                             "larger --max-pixels")
-    dopts = DecodeOptions(1, 1, resize, conversions, limit)
+    dopts = decode_options(run, owner)
     return read_images(run.spark, run.args.images, run.args.recursive).mapInArrow(
         functools.partial(originals_partition, opts=dopts, ops=tuple(run.parent.ops), preset=run.parent.preset,
                           match_key=owner is None),

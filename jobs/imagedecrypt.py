@@ -48,23 +48,6 @@ class Decrypted:
     timings: dict = field(default_factory=dict)
 
 
-def decode_options(run, owner):
-    """How the originals of ``--images`` are decoded: the owner's settings, or the manifest's (refused when
-    they claim more than ``--max-pixels``), as jobs/decrypt.py ``originals`` decodes them."""
-    from tasks.decode import DecodeOptions
-
-    if owner is not None:
-        s = owner.settings
-        return DecodeOptions(1, 1, s.get("resize"), tuple(s.get("conversions", [])), int(s["max_pixels"]))
-    o = run.parent.options
-    resize, limit = o.get("resize"), run.args.max_pixels
-    if resize is not None and resize * resize > limit:
-        raise HepixError(f"the input's manifest says the images were resized to {resize}x{resize}, more than "
-                         f"--max-pixels {limit}: give --owner (the owner map records the real settings) or a "
-                         "larger --max-pixels")
-    return DecodeOptions(1, 1, resize, tuple(o.get("conversions", [])), limit)
-
-
 def index_originals(run, owner, opts):
     """A callable giving the INDEX rows of the files of ``--images`` (tasks.originals.index_partition): one
     small Spark job, planned here (a listing that fails is an error here), run when it is called."""
@@ -91,7 +74,7 @@ def by_image(run, png_dir: str | None) -> Decrypted | None:
     from tasks.rowchecks import checker_builder
     from tasks.summaries import summary_schema
 
-    from .runtime.decryptinput import expectation, sheet_ids
+    from .runtime.decryptinput import decode_options, expectation, sheet_ids
     from .runtime.rowcheck import decide_summaries, reject_row, side_table
     from .runtime.warmup import warm_up
 

@@ -341,21 +341,14 @@ def _inferred(run, parts: dict, good: list[str], plan, model) -> tuple[list[dict
     batches whose rows are not a batch of the run's layout, with why, in id order."""
     import dataclasses
 
-    from tasks.exchange import bucket_of
     from tasks.files import keep_reported, keep_schema
     from tasks.infer import INFERRED, infer_partition
 
-    from .runtime.exchange import task_plan
+    from .runtime.exchange import kept_buckets, task_plan
     from .runtime.sparktask import task_attempt
 
-    directory = run.out.table("ciphertexts")
-    access = run.storage.access(directory)
-    fs, base = access.open(directory)
-    fs.create_dir(base, recursive=True)
-    keep: dict[int, set] = {}
-    for batch_id in good:
-        keep.setdefault(bucket_of(batch_id, max(1, run.sc.defaultParallelism)), set()).add(batch_id)
-    buckets = sorted(b for b in keep if b in parts)
+    directory, access = run.worker_directory("ciphertexts")
+    buckets, keep = kept_buckets(run, good, parts)
     rows = []
     if buckets:
         plan = dataclasses.replace(plan, parts=[parts[b] for b in buckets],

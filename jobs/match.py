@@ -38,7 +38,6 @@ from hecore.planner import check as check_params
 from schemas.manifest import Counts
 from schemas.stages import WRITTEN
 from schemas.tables import CIPHERTEXTS, DISTANCES, ENCRYPTED_DISTANCES, PARQUET_OPTIONS
-from tasks.exchange import bucket_of
 from tasks.match import LOCATED, MAPPED, PAIR_KEY, Query, QueryCiphertexts, SumPlan, partials_partition, sum_partition
 from tasks.splits import read_split
 
@@ -46,6 +45,7 @@ from .runtime.console import table
 from .runtime.exchange import (
     driver_rows,
     exchange_directory,
+    kept_buckets,
     kept_exchange,
     one_task,
     task_plan,
@@ -213,16 +213,10 @@ def distances(run, parts: dict, ok: list[str], query: Query, bound: float) -> li
     """One encrypted distance per image of ``ok`` and metric, added up from its partial sums (``parts``:
     where each bucket's are) by one task per bucket, which writes them itself (tasks.match.sum_partition):
     the staged table's entries as the manifest records them."""
-    from tasks.files import keep_reported
+    from tasks.files import keep_reported, keep_schema
 
-    directory = run.out.table("distances")
-    access = run.storage.access(directory)
-    fs, base = access.open(directory)
-    fs.create_dir(base, recursive=True)
-    keep: dict[int, set] = {}
-    for iid in ok:
-        keep.setdefault(bucket_of(iid, max(1, run.sc.defaultParallelism)), set()).add(iid)
-    buckets = sorted(b for b in keep if b in parts)
+    directory, access = run.worker_directory("distances")
+    buckets, keep = kept_buckets(run, ok, parts)
     written = []
     if buckets:
         plan = SumPlan(parts=[parts[b] for b in buckets], keep=[frozenset(keep[b]) for b in buckets],
@@ -235,11 +229,8 @@ def distances(run, parts: dict, ok: list[str], query: Query, bound: float) -> li
         written = task_plan(run.spark, len(buckets), fn, WRITTEN).collect()
     entries = keep_reported(directory, written, access)
     if not entries:                         # no distance: the table still reads as one of its schema
-        import pyarrow.parquet as pq
-
-        name = "part-00000-empty.parquet"
-        pq.write_table(ENCRYPTED_DISTANCES.empty_table(), f"{base}/{name}", filesystem=fs)
-        entries = [{"name": name, "rows": 0, "bytes": fs.get_file_info(f"{base}/{name}").size}]
+        keep_schema(directory, access, ENCRYPTED_DISTANCES)
+        entries = [{"name": n, "rows": 0, "bytes": b} for n, b in run.storage.list_files(directory).items()]
     return [{k: e[k] for k in ("name", "rows", "bytes")} for e in entries]
 
 

@@ -176,10 +176,7 @@ def process_in_one_pass(run, expect, ops):
     (:func:`shuffle_steps`) scatters in the reading task; the good images' rows then go through Spark's
     shuffle and the tasks after it write the files."""
     work = process_work(run, ops)
-    directory = run.out.table("ciphertexts")
-    access = run.storage.access(directory)
-    fs, base = access.open(directory)
-    fs.create_dir(base, recursive=True)
+    directory, access = run.worker_directory("ciphertexts")
     shared = run.broadcast(run.keys)
     if work is not None:
         checked = run.checked_input("process", expect, keys=run.keys, work_schema=WRITTEN, broadcast=shared,

@@ -237,15 +237,15 @@ def replace_file(table: pa.Table, fs, path: str, *, by_image: bool = False, **op
     fs.move(tmp, path)
 
 
-def keep_schema(directory: str, access: FileAccess = FileAccess()) -> None:
+def keep_schema(directory: str, access: FileAccess = FileAccess(), schema: pa.Schema = CIPHERTEXTS) -> None:
     """Leave a file of no rows in ``directory`` when it has none (every row was bad): the table then still
-    reads as an empty table of its schema, as one Spark writes from no rows does."""
+    reads as an empty table of its ``schema``, as one Spark writes from no rows does."""
     import pyarrow.parquet as pq
 
     fs, base, present = _listing(directory, access)
     if not any(name.endswith(".parquet") for name in present):
         fs.create_dir(base, recursive=True)
-        pq.write_table(CIPHERTEXTS.empty_table(), f"{base}/part-00000-empty.parquet", filesystem=fs)
+        pq.write_table(schema.empty_table(), f"{base}/part-00000-empty.parquet", filesystem=fs)
 
 
 def _strings(values: list[str]):

@@ -26,9 +26,9 @@ from schemas.tables import CIPHERTEXTS
 from .decode import DecodeOptions
 from .filesystem import FileAccess
 from .imagesplits import ImagePlan, ImageTask, usable_id
-from .rowchecks import RowExpect
+from .rowchecks import RowExpect, side_batch
 from .splits import read_split
-from .summaries import image_problems, merge_summaries, side, summarize, summary_schema
+from .summaries import image_problems, merge_summaries, summarize, summary_schema
 
 
 @dataclass(frozen=True)
@@ -106,9 +106,9 @@ def _one_task(job: ImageJob, task: ImageTask) -> Iterator[pa.RecordBatch]:
         checked.append(pa.RecordBatch.from_pylist(changed, schema=CHECKED))
     summaries, bad = summarize(checked)
     if summaries.num_rows:
-        yield side(summaries, schema, "summary")
+        yield side_batch(summaries, schema, "summary")
     if bad.num_rows:
-        yield side(bad, schema, "bad")
+        yield side_batch(bad, schema, "bad")
     owner = _Sizes(job.owner_sizes) if job.owner_sizes is not None else None
     judged = {s.image_id: s for s in merge_summaries(summaries.to_pylist())}
     for image in task.images:
@@ -118,7 +118,7 @@ def _one_task(job: ImageJob, task: ImageTask) -> Iterator[pa.RecordBatch]:
             continue
         row = _scored(job, image, pa.Table.from_batches(parts, schema=DECRYPTED))
         del parts
-        yield side(pa.RecordBatch.from_pylist([row], schema=SCORED), schema, "work")
+        yield side_batch(pa.RecordBatch.from_pylist([row], schema=SCORED), schema, "work")
 
 
 def _scored(job: ImageJob, image: str, values: pa.Table) -> dict:

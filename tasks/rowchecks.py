@@ -383,8 +383,9 @@ def fused_schema(work_schema: pa.Schema) -> pa.Schema:
     return pa.schema([("check", pa.struct(list(CHECKED))), ("work", pa.struct(list(work_schema)))])
 
 
-def _fused_batch(batch: pa.RecordBatch, schema: pa.Schema, side: str) -> pa.RecordBatch:
-    """``batch`` as the ``side`` ("check" or "work") of ``schema``'s rows, the other side null."""
+def side_batch(batch: pa.RecordBatch, schema: pa.Schema, side: str) -> pa.RecordBatch:
+    """``batch`` as the ``side`` of ``schema``'s rows (a struct column each: "check" or "work" here, and the
+    summaries' sides in tasks.summaries), the other sides null."""
     arrays = []
     for f in schema:
         if f.name == side:
@@ -449,13 +450,13 @@ def check_and_work_partition(batches: Iterator[pa.RecordBatch], *, expect: RowEx
             return
         for out in work(good_rows()):
             while checked:
-                yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
+                yield side_batch(_with_failures(checked.popleft(), failures), schema, "check")
             if out.num_rows:
-                yield _fused_batch(out, schema, "work")
+                yield side_batch(out, schema, "work")
         while checked:
-            yield _fused_batch(_with_failures(checked.popleft(), failures), schema, "check")
+            yield side_batch(_with_failures(checked.popleft(), failures), schema, "check")
         if problems:
-            yield _fused_batch(_problem_batch(problems), schema, "check")
+            yield side_batch(_problem_batch(problems), schema, "check")
     finally:
         collect_failures(None)
         handoff.clear()

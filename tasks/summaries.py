@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from schemas.stages import CHECKED, IMAGE_SUMMARY
 
-from .rowchecks import DIGITS, expected_rows
+from .rowchecks import DIGITS, expected_rows, side_batch
 
 #: The failed rows of one image a task keeps (the driver lists the first five of every image).
 FIRST_BAD = 5
@@ -167,18 +167,6 @@ def merge_summaries(rows: Iterable[dict]) -> list[ImageSummary]:
             for i, m in merged.items()]
 
 
-def side(batch: pa.RecordBatch, schema: pa.Schema, side: str) -> pa.RecordBatch:
-    """``batch`` as the ``side`` of ``schema``'s rows, the other sides null."""
-    arrays = []
-    for f in schema:
-        if f.name == side:
-            children = [batch.column(c.name).cast(c.type) for c in f.type]
-            arrays.append(pa.StructArray.from_arrays(children, fields=list(f.type)))
-        else:
-            arrays.append(pa.nulls(batch.num_rows, f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
 def checked_and_summarized(batches: Iterator[pa.RecordBatch], *, work_schema: pa.Schema, problems=None,
                            **check) -> Iterator[pa.RecordBatch]:
     """:func:`tasks.rowchecks.check_and_work_partition` (``check``: its arguments) giving
@@ -190,9 +178,9 @@ def checked_and_summarized(batches: Iterator[pa.RecordBatch], *, work_schema: pa
     checked: list = []
     for out in check_and_work_partition(batches, work_schema=work_schema, problems=problems, checked_to=checked,
                                         **check):
-        yield side(out, schema, "work")
+        yield side_batch(out, schema, "work")
     summaries, bad = summarize(checked)
     if summaries.num_rows:
-        yield side(summaries, schema, "summary")
+        yield side_batch(summaries, schema, "summary")
     if bad.num_rows:
-        yield side(bad, schema, "bad")
+        yield side_batch(bad, schema, "bad")

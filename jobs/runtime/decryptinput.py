@@ -1,7 +1,8 @@
-"""What ``hepix decrypt`` expects of its input rows and which images its contact sheet draws: shared by its
-two ways through the input (jobs/imagedecrypt.py by image, jobs/decrypt.py through Spark's shuffle)."""
+"""What ``hepix decrypt`` expects of its input rows, how it decodes the originals of ``--images`` and which
+images its contact sheet draws: shared by its two ways through the input (jobs/imagedecrypt.py by image, jobs/decrypt.py through Spark's shuffle)."""
 from __future__ import annotations
 
+from hecore.errors import HepixError
 from tasks.contactsheet import MAX_IMAGES
 
 from .owner import OwnerMap
@@ -28,3 +29,20 @@ def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
         return frozenset()
     known = owner.images() if owner is not None else {}
     return frozenset(sorted(ids, key=lambda i: (known[i].source if i in known else i, i))[:MAX_IMAGES])
+
+
+def decode_options(run, owner):
+    """How the originals of ``--images`` are decoded, as encrypt decoded them: the owner's settings, or the
+    manifest's resize and conversions (refused when they claim more than ``--max-pixels``)."""
+    from tasks.decode import DecodeOptions
+
+    if owner is not None:
+        s = owner.settings
+        return DecodeOptions(1, 1, s.get("resize"), tuple(s.get("conversions", [])), int(s["max_pixels"]))
+    o = run.parent.options
+    resize, limit = o.get("resize"), run.args.max_pixels
+    if resize is not None and resize * resize > limit:
+        raise HepixError(f"the input's manifest says the images were resized to {resize}x{resize}, more than "
+                         f"--max-pixels {limit}: give --owner (the owner map records the real settings) or a "
+                         "larger --max-pixels")
+    return DecodeOptions(1, 1, resize, tuple(o.get("conversions", [])), limit)

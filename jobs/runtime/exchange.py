@@ -2,7 +2,7 @@
 (``match:QUERY``, ``infer:MODEL`` and their decryption): Spark runs their tasks and carries their small
 reports, never a ciphertext byte of their tables.
 
-* :func:`exchange_directory` and :func:`kept_exchange`: the files the reading tasks send rows through
+* :func:`exchange_directory`, :func:`kept_exchange` and :func:`kept_buckets`: the files the reading tasks send rows through
   (:mod:`tasks.exchange`), checked as the driver checks any file the workers write
   (:func:`tasks.files.keep_reported`) before a combining task is told where its bucket is.
 * :func:`task_plan`: a Spark plan of ``n`` tasks, each given its index, for the combining tasks.
@@ -24,11 +24,18 @@ def exchange_directory(run) -> tuple[str, object]:
     """The staged directory the reading tasks of ``run`` write their exchanged files in (created), and how
     the workers reach it (a :class:`tasks.filesystem.FileAccess`).  The commit removes it with the rest
     of the staging area."""
-    directory = run.out.table("_exchange")
-    access = run.storage.access(directory)
-    fs, base = access.open(directory)
-    fs.create_dir(base, recursive=True)
-    return directory, access
+    return run.worker_directory("_exchange")
+
+
+def kept_buckets(run, ids, parts: dict) -> tuple[list[int], dict[int, set]]:
+    """The buckets of ``parts`` (:func:`kept_exchange`) that hold rows of ``ids``, in order, and the ids each
+    keeps (:func:`tasks.exchange.bucket_of`, over the run's parallelism as the reading tasks bucketed them)."""
+    from tasks.exchange import bucket_of
+
+    keep: dict[int, set] = {}
+    for i in ids:
+        keep.setdefault(bucket_of(i, max(1, run.sc.defaultParallelism)), set()).add(i)
+    return sorted(b for b in keep if b in parts), keep
 
 
 def kept_exchange(directory: str, reports: list[dict], access) -> dict[int, list]:

@@ -390,6 +390,15 @@ class Run:
         checked.rejects[:0] = missing
         return checked
 
+    def worker_directory(self, table: str) -> tuple[str, object]:
+        """The staged directory of ``table`` (created) that the Python workers write their files in, and how
+        they reach it (a :class:`tasks.filesystem.FileAccess`)."""
+        directory = self.out.table(table)
+        access = self.storage.access(directory)
+        fs, base = access.open(directory)
+        fs.create_dir(base, recursive=True)
+        return directory, access
+
     def write(self, df, table: str, schema_name: str | None = None) -> None:
         """Write ``df`` as the staged table ``table`` with that table's Parquet settings."""
         from schemas.tables import PARQUET_OPTIONS
