@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hecore.ops.spec import (NOT_IN_TFHE, SEAL_SCHEMES, TFHE_ONLY, Brightness, Contrast, Match, MeanFilter, Op,
-                             Watermark, op_name, parse_table_chain, raw_range)
+from hecore.ops.spec import (NOT_IN_TFHE, SEAL_SCHEMES, TFHE_ONLY, Match, Op, op_name, parse_table_chain,
+                             raw_range, run_kind)
 
 from .errors import InvalidParameters
 from .layouts import Layout
@@ -62,15 +62,8 @@ def _raw_constants(ops: Sequence[Op]) -> list[tuple[str, float]]:
     """The raw constant each additive op adds (``value / post_scale``)."""
     out, ps = [], 1.0
     for op in ops:
-        if isinstance(op, MeanFilter):
-            ps /= op.k * op.k
-        elif isinstance(op, Contrast):
-            ps *= op.f
-            out.append((op.spec, op.value / ps))
-        elif isinstance(op, Brightness):
-            out.append((op.spec, op.b / ps))
-        elif isinstance(op, Watermark):
-            out.append((op.spec, op.v / ps))
+        out += op.raw_constants(ps)
+        ps *= op.post_scale_factor
     return out
 
 
@@ -83,7 +76,7 @@ def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None 
     fractional = [spec for spec, c in _raw_constants(ops) if c != round(c)]
     depth, multiplies, wrong_layout = 0, False, ""
     packed = layout.packed
-    rotations = packed and any(isinstance(op, MeanFilter) for op in ops)
+    rotations = any(op.rotates(packed) for op in ops)
     integer_ok, why = layout is Layout.PACKED, {Layout.PACKED: "", Layout.PIXEL: "the pixel layout is CKKS-only",
                                                 Layout.PACKED_COMPLEX: "complex packing is CKKS-only"}[layout]
     if fractional and integer_ok:
@@ -273,12 +266,12 @@ ROUNDING_SHARE = 0.25
 
 
 def _window(ops: Sequence[Op]) -> int:
-    """How many slot values a stored value's error is summed over by the chain (the mean filters' k^2)."""
-    k2 = 1
+    """Over how many slot values (counted with their squared weights) a stored value's error is summed by the
+    chain: the product of its windowed ops' (the mean filter's k^2)."""
+    window = 1
     for op in ops:
-        if isinstance(op, MeanFilter):
-            k2 *= op.k * op.k
-    return k2
+        window *= op.error_window
+    return window
 
 
 def rounding_bound(n: int, scale_bits: int, drop: int, window: int = 1, key_norm: float = 1.0) -> float:
@@ -383,10 +376,7 @@ def storage_layout(params: Params, ops: Sequence, match: Match | None = None) ->
     (two pixels per slot) where the chain allows it -- CKKS keys, no match (it squares differences), no
     frequency-domain filter, no 8-bit table (those need one pixel per slot) -- else ``packed``; and the halo
     the chain's widest mean filter reaches (0 without one: no slot is spent on neighbours)."""
-    from hecore.ops.spec import window_offsets
-
-    halo = max((max(-lo, hi) for lo, hi in (window_offsets(op.k) for op in ops if isinstance(op, MeanFilter))),
-               default=0)
+    halo = max((getattr(op, "halo", 0) for op in ops), default=0)
     if params.is_integer or match is not None or any(_is_table_op(op) for op in ops):
         return Layout.PACKED, halo
     try:
@@ -493,9 +483,9 @@ def _seal_support(spec: str, scheme: str, layout) -> Support:
     layout = Layout.parse(layout) if layout is not None else Layout.PACKED
     if name in TFHE_ONLY:
         return _table_support(spec, scheme, layout)
-    if name == "infer":
+    if run_kind(spec) == "infer":
         return Support(spec, scheme, True, "a run of its own; the infer job checks the preset's levels (CKKS) or t")
-    if name == "match":
+    if run_kind(spec) == "match":
         ops, match = [], parse_match(spec)
     else:
         ops, match = [parse_op(spec)], None
@@ -563,7 +553,7 @@ def chain_support(specs: Sequence[str], scheme: str, layout: "Layout | str | Non
         return Support(chain, scheme, False, "; ".join(f"{s.spec}: {s.why}" for s in bad))
     if scheme == "tfhe":
         return Support(chain, scheme, True, "tfhe-default (`hepix keygen --scheme tfhe`)")
-    if any(op_name(s) == "infer" for s in specs):
+    if any(run_kind(s) == "infer" for s in specs):
         return Support(chain, scheme, True, "an infer run; the job checks the preset")
     from hecore.ops.spec import is_table_chain, parse_match, parse_ops
 
@@ -577,7 +567,7 @@ def chain_support(specs: Sequence[str], scheme: str, layout: "Layout | str | Non
         return (Support(chain, scheme, True, f"{fits[0].name}: one table for the chain "
                                              f"(`hepix keygen --preset {fits[0].name}`)") if fits
                 else Support(chain, scheme, False, f"no {scheme.upper()} preset runs the chain as one table"))
-    if specs and op_name(specs[-1]) == "match":         # a match comes last, after the ops it will see
+    if specs and run_kind(specs[-1]) == "match":        # a match comes last, after the ops it will see
         match = parse_match(specs.pop())
     lay = Layout.parse(layout) if layout is not None else Layout.PACKED
     try:

@@ -44,7 +44,7 @@ from tasks.rowchecks import RowExpect, check_batch
 
 from .runtime import runinfo
 from .runtime.console import table
-from .runtime.rowcheck import ImageSummary, image_problems, reject_row
+from .runtime.inputcheck import ImageSummary, image_problems, reject_row
 from .runtime.runs import exit_status
 from .runtime.storage import MANIFEST, inside, parse_manifest
 

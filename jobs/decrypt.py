@@ -42,9 +42,9 @@ from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 from .runtime.console import table
 from .runtime.decryptinput import decode_options, expectation, sheet_ids
 from .runtime.frames import driver_frame
+from .runtime.inputcheck import reject_row
 from .runtime.owner import OwnerMap
 from .runtime.progress import Progress
-from .runtime.rowcheck import reject_row
 from .runtime.runs import add_reject_arguments, add_spark_arguments, cogroup_function, exit_status, table_function
 from .runtime.session import add_trust_argument
 from .runtime.sources import read_images

@@ -10,7 +10,7 @@ images -- no block of values and no image goes through Spark (no shuffle, no gro
 2. checks every listed file's footer (jobs/runtime/runs.py ``input_table``), reads which images each row
    group holds (their ``image_id`` column) and plans the tasks;
 3. runs the tasks, and judges every image from the tasks' summaries of their checked rows
-   (jobs/runtime/rowcheck.py ``decide_summaries``: the same rejects as a pass over every checked row),
+   (jobs/runtime/inputcheck.py ``decide_summaries``: the same rejects as a pass over every checked row),
    keeping the scores of the images found whole.
 
 Where the images are spread over row groups shared with too many others (the tasks would read much of
@@ -75,7 +75,7 @@ def by_image(run, png_dir: str | None) -> Decrypted | None:
     from tasks.summaries import summary_schema
 
     from .runtime.decryptinput import decode_options, expectation, sheet_ids
-    from .runtime.rowcheck import decide_summaries, reject_row, side_table
+    from .runtime.inputcheck import decide_summaries, reject_row, side_table
     from .runtime.warmup import warm_up
 
     args, owner, spark = run.args, run.owner, run.spark
@@ -222,7 +222,7 @@ def _fill_sheet(run, job, drawn: dict, good: list[str], owner) -> dict:
     from tasks.summaries import summary_schema
 
     from .runtime.decryptinput import sheet_ids
-    from .runtime.rowcheck import side_table
+    from .runtime.inputcheck import side_table
 
     wanted = sheet_ids(run.args, owner, good)
     more = sorted(wanted - set(drawn))

@@ -43,7 +43,7 @@ from .runtime import runinfo
 from .runtime.console import table
 from .runtime.exchange import driver_rows, one_task, worker_rows, write_table
 from .runtime.frames import driver_frame
-from .runtime.rowcheck import reject_row
+from .runtime.inputcheck import reject_row
 from .runtime.runs import add_spark_arguments, exit_status, open_run
 from .runtime.session import plain_session, spark_info
 from .runtime.storage import Output, Storage
@@ -408,7 +408,7 @@ def _checked_outputs(run, df, rejects: list[dict], task_name: str, most_batches:
     A row is checked here (:func:`_row_problem`, a repeated or unknown index) and its ciphertext by the
     keys' checker: here when the row holds it, or, for a row the workers decrypted (tasks.infer.OPENED),
     by their verdict; a file they could not read is a rejects row of its own."""
-    from .runtime.rowcheck import RejectLog
+    from .runtime.inputcheck import RejectLog
 
     checker = None
     log = RejectLog(rejects)

@@ -7,7 +7,7 @@ reports and broadcasts the query's ciphertexts once, never a ciphertext byte of 
 
 1. a pass over the ``image_id`` column alone says which splits hold the query's rows; the driver reads
    those rows itself, checks them as every row is checked, and broadcasts them once;
-2. the checking pass (jobs/runtime/rowcheck.py) reads every split once, checks every row and, in the same
+2. the checking pass (jobs/runtime/inputcheck.py) reads every split once, checks every row and, in the same
    task, turns each good row of an image of the query's size into its partial distance per metric against
    the query's ciphertext of the same tile, channel and index (hecore.ops.matching), summed per image; the
    sums go to files of the run's staging area, by image (tasks/exchange.py);
@@ -52,8 +52,8 @@ from .runtime.exchange import (
     worker_rows,
     write_table,
 )
+from .runtime.inputcheck import ImageSummary, image_problems, reject_row
 from .runtime.progress import Progress
-from .runtime.rowcheck import ImageSummary, image_problems, reject_row
 from .runtime.runs import check_recordable_ops, exit_status, open_run
 from .runtime.sparktask import task_attempt
 
@@ -280,7 +280,7 @@ def decrypt_distances(run) -> tuple[list[dict], list[dict]]:
     from tasks.match import OPENED, decrypt_partition
 
     from .runtime.distancecheck import DistanceExpect, KnownImages, row_problem, value_problem
-    from .runtime.rowcheck import RejectLog
+    from .runtime.inputcheck import RejectLog
 
     run_id, owner = run.run_id, run.owner
     expect = DistanceExpect.for_run(run)

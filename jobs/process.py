@@ -35,14 +35,7 @@ from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 from tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, work_to_file
-from tasks.process import (
-    chain_partition,
-    chain_state,
-    chained,
-    mean_filter_group,
-    pointwise_partition,
-    scatter_partition,
-)
+from tasks.process import chain_partition, chain_state, chained, pointwise_partition, scatter_partition, window_group
 
 from .runtime.progress import Progress
 from .runtime.runs import (
@@ -78,9 +71,7 @@ def add_arguments(p) -> None:
 def check_ops_fit(df, ops, sizes: dict | None = None) -> None:
     """Refuse ops that do not fit some image (a watermark outside it), naming the images: the images of
     ``sizes`` (id -> (width, height), as the checking tasks summed them up), else of the rows ``df``."""
-    from hecore.ops.spec import Watermark
-
-    marks = [op for op in ops if isinstance(op, Watermark)]
+    marks = [op for op in ops if op.misfit(1, 1)]           # those that miss a 1x1 image can miss others
     if not marks:
         return
     if sizes is not None:
@@ -88,12 +79,13 @@ def check_ops_fit(df, ops, sizes: dict | None = None) -> None:
     else:
         sizes = df.select("image_id", "image_width", "image_height").distinct().collect()   # no ct column read
     for op in marks:
-        outside = [r for r in sizes if not (0 <= op.x < r["image_width"] and 0 <= op.y < r["image_height"])]
+        outside = [r for r in sizes if op.misfit(r["image_width"], r["image_height"])]
         if outside:
             shown = ", ".join(f"image {r['image_id']} ({r['image_width']}x{r['image_height']})" for r in outside[:3])
             more = f" and {len(outside) - 3} more" if len(outside) > 3 else ""
-            raise HepixError(f"{op.spec}: pixel (x={op.x}, y={op.y}) lies outside {len(outside)} image(s): "
-                             f"{shown}{more}; choose a pixel inside every image")
+            raise HepixError(f"{op.spec} does not fit {len(outside)} image(s): {shown}{more} "
+                             f"({op.misfit(outside[0]['image_width'], outside[0]['image_height'])}); choose a pixel "
+                             "inside every image")
 
 
 def planned_ops(run, ops) -> list:
@@ -129,12 +121,10 @@ HALO_SCHEMA = pa.schema(list(CIPHERTEXTS) + [pa.field(name, type_, nullable=Fals
 
 
 def shuffle_steps(run, ops):
-    """For a chain with the pixel layout's mean filter: the work of the reading task -- the pointwise ops
-    before the first mean filter, then its scatter (each ciphertext sent to its tile and to the neighbour
-    tiles whose halo needs it), rows of :data:`HALO_SCHEMA` -- and a function turning those rows (a Spark
+    """For a chain with a windowed op (mean filter, convolution) in the pixel layout: the work of the reading
+    task -- the pointwise ops before the first windowed op, then its scatter (each ciphertext sent to its tile
+    and to the neighbour tiles whose halo needs it), rows of :data:`HALO_SCHEMA` -- and a function turning those rows (a Spark
     DataFrame) into the Spark plan of the rest: the windows summed per output tile, then the remaining ops."""
-    from hecore.ops.spec import MeanFilter
-
     bc, token = run.broadcast(run.keys)
     common = dict(token=token, broadcast=bc, run_id=run.run_id, rebuilds=run.rebuilds)
     schema, halo_schema = spark_schema(CIPHERTEXTS), spark_schema(HALO_SCHEMA)
@@ -142,7 +132,7 @@ def shuffle_steps(run, ops):
     def pointwise(op):
         return functools.partial(pointwise_partition, spec=op.spec, tasks=run.tasks, **common)
 
-    first = next(i for i, op in enumerate(ops) if isinstance(op, MeanFilter))
+    first = next(i for i, op in enumerate(ops) if op.windowed)
     reading = functools.partial(chained, steps=[pointwise(op) for op in ops[:first]]
                                 + [functools.partial(scatter_partition, halo=ops[first].halo)])
 
@@ -151,10 +141,9 @@ def shuffle_steps(run, ops):
         for op in ops[first + 1:] + [None]:
             if pending is not None:                   # ``df`` is scattered: sum the windows of ``pending``
                 df = (df.groupBy("image_id", "channel", "target_ty", "target_tx")
-                      .applyInArrow(table_function(mean_filter_group, k=pending.k, spec=pending.spec, **common),
-                                    schema))
+                      .applyInArrow(table_function(window_group, spec=pending.spec, **common), schema))
                 pending = None
-            if isinstance(op, MeanFilter):
+            if op is not None and op.windowed:
                 df, pending = df.mapInArrow(functools.partial(scatter_partition, halo=op.halo), halo_schema), op
             elif op is not None:
                 df = df.mapInArrow(pointwise(op), schema)
@@ -165,7 +154,7 @@ def shuffle_steps(run, ops):
 
 def process_in_one_pass(run, expect, ops):
     """Read, check, process and write every ciphertext in one pass, the Python workers reading their input
-    split and writing the Parquet files (:func:`jobs.runtime.rowcheck.inspect_rows` with the chain as its
+    split and writing the Parquet files (:func:`jobs.runtime.inputcheck.inspect_rows` with the chain as its
     work); the checked input and the written files' entries as the workers reported them (None when they
     must be described again: images were taken out of them).
 

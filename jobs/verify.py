@@ -30,7 +30,7 @@ from tasks.rowchecks import KEY, RowExpect, check_partition
 from tasks.splits import SplitSource, plan_tasks, splits_of
 
 from .runtime import runinfo
-from .runtime.rowcheck import first_rejects, image_problems, image_summaries, split_plan
+from .runtime.inputcheck import first_rejects, image_problems, image_summaries, split_plan
 from .runtime.runs import add_spark_arguments
 from .runtime.session import plain_session
 from .runtime.storage import Storage, inside, join, read_manifest

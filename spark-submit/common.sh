@@ -225,6 +225,49 @@ hepix_extra_opts() {
   fi
 }
 
+# --executor-memory and --executor-cores from HEPIX_EXECUTOR_MEMORY and
+# HEPIX_EXECUTOR_CORES (yarn.sh, k8s.sh), as words in the array `hepix_executor`.
+hepix_executor_opts() {
+  hepix_executor=()
+  [[ -z ${HEPIX_EXECUTOR_MEMORY:-} ]] || hepix_executor+=(--executor-memory "$HEPIX_EXECUTOR_MEMORY")
+  [[ -z ${HEPIX_EXECUTOR_CORES:-} ]] || hepix_executor+=(--executor-cores "$HEPIX_EXECUTOR_CORES")
+}
+
+# The spark-submit words yarn.sh and k8s.sh end with, where the driver may run in
+# the cluster too and every container runs the packed env (hepix_env_choice):
+#   hepix_packed_opts DRIVER_ENV SRC_ZIP MAIN NODE_ENV_CONF...
+# sets the array `hepix_packed` to hepix_archive_opts, SRC_ZIP on the Python path
+# (--py-files), PYSPARK_PYTHON for the driver and the executors, the script's
+# NODE_ENV_CONF words (its spark.pyspark.* with HEPIX_NODE_ENV), XDG_CACHE_HOME for
+# both, the properties (hepix_confs), HEPIX_TRUSTED_CLUSTER=1 for the driver when
+# hepix_refuse_secret_jobs let a secret job through, HEPIX_SPARK_OPTS (hepix_extra)
+# and MAIN; hepix's own arguments follow.  DRIVER_ENV is the prefix of the driver's
+# environment properties: spark.yarn.appMasterEnv or spark.kubernetes.driverEnv.
+# Call it after hepix_conf_args and hepix_extra_opts.
+#
+# XDG_CACHE_HOME: hecore's numba kernels cache their machine code; imported
+# from the --py-files zip, numba caches under $XDG_CACHE_HOME/numba (default
+# ~/.cache), which the container's user may not be able to write.  Keep it in
+# the container's working directory.
+hepix_packed_opts() {
+  local driver_env=$1 src_zip=$2 main=$3
+  shift 3
+  hepix_packed=(
+    "${hepix_archive_opts[@]}"
+    --py-files "$src_zip"
+    --conf "$driver_env.PYSPARK_PYTHON=$hepix_env_python"
+    --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python"
+    "$@"
+    --conf "$driver_env.XDG_CACHE_HOME=.cache"
+    --conf spark.executorEnv.XDG_CACHE_HOME=.cache
+    "${hepix_confs[@]}"
+  )
+  if (( hepix_trusted )); then
+    hepix_packed+=(--conf "$driver_env.HEPIX_TRUSTED_CLUSTER=1")
+  fi
+  hepix_packed+=("${hepix_extra[@]}" "$main")
+}
+
 # hepix_run COMMAND...: run it, or print it (shell-quoted) under HEPIX_DRY_RUN=1.
 hepix_run() {
   if [[ ${HEPIX_DRY_RUN:-0} == 1 ]]; then

@@ -86,39 +86,23 @@ executors=${HEPIX_EXECUTORS:-2}
 submit=$(hepix_cluster_spark_submit)
 hepix_conf_args "$hepix_props"
 hepix_extra_opts
-trust_confs=()
-(( hepix_trusted )) && trust_confs=(--conf "spark.kubernetes.driverEnv.HEPIX_TRUSTED_CLUSTER=1")
-
-resources=()
-[[ -n ${HEPIX_EXECUTOR_MEMORY:-} ]] && resources+=(--executor-memory "$HEPIX_EXECUTOR_MEMORY")
-[[ -n ${HEPIX_EXECUTOR_CORES:-} ]] && resources+=(--executor-cores "$HEPIX_EXECUTOR_CORES")
+hepix_executor_opts
 
 # Nothing of this machine's Python goes to the pods.
 unset PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
 
-# XDG_CACHE_HOME: hecore's numba kernels cache their machine code; imported
-# from the --py-files zip, numba caches under $XDG_CACHE_HOME/numba (default
-# ~/.cache), which the image's user may not be able to write.  Keep it in the
-# pod's working directory.
+# The packed env in the driver's and the executors' pods, and the job (common.sh).
+hepix_packed_opts spark.kubernetes.driverEnv "$artifacts/hepix-src.zip" "$artifacts/hepix_main.py" \
+  "${node_env_confs[@]}"
 hepix_run "$submit" \
   --master "k8s://$master" \
   --deploy-mode cluster \
   --name "hepix-$hepix_command" \
   --driver-memory "$hepix_driver_memory" \
-  "${resources[@]}" \
+  "${hepix_executor[@]}" \
   --conf "spark.kubernetes.container.image=$HEPIX_IMAGE" \
   --conf "spark.kubernetes.container.image.pullPolicy=${HEPIX_IMAGE_PULL_POLICY:-IfNotPresent}" \
   --conf "spark.kubernetes.namespace=${HEPIX_K8S_NAMESPACE:-default}" \
   --conf "spark.kubernetes.authenticate.driver.serviceAccountName=${HEPIX_K8S_SERVICE_ACCOUNT:-spark}" \
   --conf "spark.executor.instances=$executors" \
-  "${hepix_archive_opts[@]}" \
-  --py-files "$artifacts/hepix-src.zip" \
-  --conf "spark.kubernetes.driverEnv.PYSPARK_PYTHON=$hepix_env_python" \
-  --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \
-  "${node_env_confs[@]}" \
-  --conf spark.kubernetes.driverEnv.XDG_CACHE_HOME=.cache \
-  --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
-  "${hepix_confs[@]}" \
-  "${trust_confs[@]}" \
-  "${hepix_extra[@]}" \
-  "$artifacts/hepix_main.py" "$@"
+  "${hepix_packed[@]}" "$@"

@@ -71,14 +71,11 @@ hepix_need_dist
 submit=$(hepix_cluster_spark_submit)
 hepix_conf_args "$hepix_props"
 hepix_extra_opts
-trust_confs=()
-(( hepix_trusted )) && trust_confs=(--conf "spark.yarn.appMasterEnv.HEPIX_TRUSTED_CLUSTER=1")
 
 resources=()
 [[ -n ${HEPIX_QUEUE:-} ]] && resources+=(--queue "$HEPIX_QUEUE")
 [[ -n ${HEPIX_EXECUTORS:-} ]] && resources+=(--num-executors "$HEPIX_EXECUTORS")
-[[ -n ${HEPIX_EXECUTOR_MEMORY:-} ]] && resources+=(--executor-memory "$HEPIX_EXECUTOR_MEMORY")
-[[ -n ${HEPIX_EXECUTOR_CORES:-} ]] && resources+=(--executor-cores "$HEPIX_EXECUTOR_CORES")
+hepix_executor_opts
 
 # The Python workers use the packed env; so does the driver in cluster mode.  An env
 # already on every node is named in spark.pyspark.python too (it outranks PYSPARK_PYTHON
@@ -94,24 +91,13 @@ else
   unset PYSPARK_DRIVER_PYTHON   # a local interpreter path means nothing in the application master
 fi
 
-# XDG_CACHE_HOME: hecore's numba kernels cache their machine code; imported
-# from the --py-files zip, numba caches under $XDG_CACHE_HOME/numba (default
-# ~/.cache), which the container's user may not be able to write.  Keep it in
-# the container's working directory.
+# The packed env in the application master's and the executors' containers, and the job (common.sh).
+hepix_packed_opts spark.yarn.appMasterEnv "$hepix_dist/hepix-src.zip" "$hepix_main" "${node_env_confs[@]}"
 hepix_run "$submit" \
   --master yarn \
   --deploy-mode "$mode" \
   --name "hepix-$hepix_command" \
   --driver-memory "$hepix_driver_memory" \
   "${resources[@]}" \
-  "${hepix_archive_opts[@]}" \
-  --py-files "$hepix_dist/hepix-src.zip" \
-  --conf "spark.yarn.appMasterEnv.PYSPARK_PYTHON=$hepix_env_python" \
-  --conf "spark.executorEnv.PYSPARK_PYTHON=$hepix_env_python" \
-  "${node_env_confs[@]}" \
-  --conf spark.yarn.appMasterEnv.XDG_CACHE_HOME=.cache \
-  --conf spark.executorEnv.XDG_CACHE_HOME=.cache \
-  "${hepix_confs[@]}" \
-  "${trust_confs[@]}" \
-  "${hepix_extra[@]}" \
-  "$hepix_main" "$@"
+  "${hepix_executor[@]}" \
+  "${hepix_packed[@]}" "$@"

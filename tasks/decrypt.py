@@ -221,7 +221,7 @@ def assemble(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS, match
     or implausible, values missing or out of place) and None.  ``match_key``: compute ``result_sha256``
     (what finds the original without an owner map).
 
-    The rows were checked before (jobs/runtime/rowcheck.py: complete, consistent, within the owner's pixel
+    The rows were checked before (jobs/runtime/inputcheck.py: complete, consistent, within the owner's pixel
     limit); ``max_values`` bounds the allocation once more, whatever the rows claim."""
     first = table.slice(0, 1).to_pylist()[0]
     errors = [e for e in table.column("error").to_pylist() if e]

@@ -1,7 +1,8 @@
 """The process stage: ciphertext rows in, processed ciphertext rows out, with public keys only.
 
-Pixel layout: pointwise ops on the serialized bytes (:mod:`hecore.ops.pixel`), and the mean filter's
-scatter (each ciphertext to its tile and the neighbours whose halo needs it) and per-tile window sums.
+Pixel layout: pointwise ops on the serialized bytes (:mod:`hecore.ops.pixel`), and a windowed op's (mean
+filter, convolution) scatter (each ciphertext to its tile and the neighbours whose halo needs it) and
+per-tile window sums.
 Packed layouts: the whole op chain within each ciphertext (:mod:`hecore.ops.packed`).  Matching: one
 image's ciphertexts joined with the query's, into one encrypted distance per metric.
 """
@@ -178,12 +179,13 @@ def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterat
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: str, run_id: str,
-                      rebuilds=None) -> pa.Table:
-    """One output tile of the k x k mean filter from the tile's ciphertexts and its halo."""
+def window_group(table: pa.Table, *, token: str, broadcast, spec: str, run_id: str, rebuilds=None) -> pa.Table:
+    """One output tile of a windowed op (mean filter, convolution) from the tile's ciphertexts and its halo."""
     from hecore.ciphertexts import SECURITY_LEAKS, CiphertextBatch
-    from hecore.ops.pixel import mean_filter_tile
+    from hecore.ops.pixel import window_tile
+    from hecore.ops.spec import parse_op
 
+    op = parse_op(spec)
     fmt = worker_state(token, broadcast, build_ct_format, rebuilds)
     rb = table.combine_chunks().to_batches()[0] if table.num_rows else None
     if rb is None:
@@ -201,8 +203,8 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
     strategies = pc_unique(rb.column("strategy"))
     security = SECURITY_LEAKS if SECURITY_LEAKS in securities else securities.pop()
     t = time.perf_counter()
-    batch = mean_filter_tile(fmt, tile_cts, height, width, k, out_y, out_x, out_h, out_w,
-                             strategy=strategies[0], security=security)
+    batch = window_tile(fmt, tile_cts, height, width, op, out_y, out_x, out_h, out_w,
+                        strategy=strategies[0], security=security)
     dt = (time.perf_counter() - t) / max(1, len(batch))
     # The output pixel (y, x) keeps the encryption time and history of the input at (y, x).
     own = {(int(py), int(px)): i for i, (py, px) in enumerate(pos)}
@@ -214,7 +216,7 @@ def mean_filter_group(table: pa.Table, *, token: str, broadcast, k: int, spec: s
     out = ciphertext_rows(
         meta, tile, first["channel"], batch, strategies[0], security, first["scheme"],
         level=first["level"], scale_bits=first["scale_bits"], ops=list(first["ops"]) + [spec],
-        post_scale=first["post_scale"] / (k * k),
+        post_scale=first["post_scale"] * op.post_scale_factor,
         encrypt_seconds=src.column("encrypt_seconds").to_numpy(),
         process_seconds=src.column("process_seconds").to_numpy() + dt)
     return pa.Table.from_batches([out])
@@ -250,14 +252,14 @@ def tfhe_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, 
 
 def _seal_chain(layout: str, specs: list[str], **common):
     """CKKS/BFV/BGV: the whole chain within each packed ciphertext, or the pixel layout's pointwise ops one
-    after the other on each batch (None for a mean filter there: it needs a shuffle)."""
+    after the other on each batch (None for a windowed op there: it needs a shuffle)."""
     from functools import partial
 
-    from hecore.ops.spec import MeanFilter, parse_ops
+    from hecore.ops.spec import parse_ops
 
     if Layout.parse(layout).packed:
         return partial(packed_partition, specs=specs, **common)
-    if any(isinstance(op, MeanFilter) for op in parse_ops(specs)):
+    if any(op.windowed for op in parse_ops(specs)):
         return None
     return partial(chained, steps=[partial(pointwise_partition, spec=s, **common) for s in specs])
 

@@ -5,7 +5,7 @@ them all back to be grouped by a second Spark job, the task aggregates them itse
 rows, which (channel, tile, index) keys, the sizes they claim (least and greatest), the layout, a file,
 how many failed -- an IMAGE_SUMMARY row -- and it keeps the first :data:`FIRST_BAD` failed rows of each
 image in the order the rejects list them (:func:`rank_key`).  The driver adds the summaries of an image
-up over the tasks (jobs.runtime.rowcheck): the same counts, keys and first rejects as a Spark aggregation
+up over the tasks (jobs.runtime.inputcheck): the same counts, keys and first rejects as a Spark aggregation
 over every CHECKED row gives, from a few rows per image and task.
 """
 from __future__ import annotations

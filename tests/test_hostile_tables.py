@@ -523,7 +523,7 @@ def test_a_png_name_stays_in_its_directory(tmp_path_factory, image_id, source):
 def test_the_row_checks_catch_every_forged_row_by_itself_or_with_its_image(sandbox, data, forgery):
     from hecore.checks import CiphertextChecker
     from hecore.params import preset
-    from jobs.runtime.rowcheck import ImageSummary, image_problems
+    from jobs.runtime.inputcheck import ImageSummary, image_problems
     from tasks.rowchecks import RowExpect, check_batch
 
     sb = sandbox

@@ -60,6 +60,19 @@ def test_packed_chain_decrypts_exactly_to_the_plaintext_chain(ckks_run):
         assert r["max_abs_err"] < 1e-2
 
 
+def test_a_packed_convolution_chain_decrypts_exactly(ckks_run):
+    root, src = ckks_run
+    ops = ["contrast:0.5", "conv:sharpen", "brightness:-10"]
+    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc-conv")]
+    for op in ops:
+        argv += ["--op", op]
+    assert main(argv + SPARK) == 0
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-conv"), "--out",
+                 str(root / "dec-conv"), "--owner", str(root / "enc.owner"), "--images", str(src)] + SPARK) == 0
+    for r in ds.dataset(root / "dec-conv" / "metrics").to_table().to_pylist():
+        assert r["ops"] == "|".join(ops) and (r["mse"], r["exact_fraction"]) == (0, 1.0), r
+
+
 def test_a_second_mean_filter_is_refused_naming_the_pixel_layout(ckks_run, capsys):
     root, _ = ckks_run
     argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "proc"), "--out", str(root / "again"),

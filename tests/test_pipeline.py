@@ -101,6 +101,13 @@ def numpy_reference(pixels: np.ndarray, ops: tuple[str, ...]) -> np.ndarray:
             x, y, v = arg.split(",")
             a = a.copy()
             a[int(y), int(x)] += float(v)
+        elif name == "conv":                  # the 3x3 weights row-major, the first on the pixel above-left
+            weights, _, div = arg.partition("/")
+            w = np.array([int(v) for v in weights.split(",")], dtype=np.float64).reshape(3, 3)
+            pad = [(1, 1), (1, 1)] + [(0, 0)] * (a.ndim - 2)
+            p = np.pad(a, pad, mode="edge")
+            h, wd = a.shape[:2]
+            a = sum(w[i, j] * p[i:i + h, j:j + wd] for i in range(3) for j in range(3)) / float(div or 1)
         elif name == "meanfilter":
             k = int(arg)
             assert k % 2 == 1, "this reference only handles odd windows"
@@ -368,6 +375,23 @@ def test_two_process_runs_match_an_independent_numpy_reference(chained_runs, ima
         got = np.array(Image.open(pngs[stem(name)]))
         want = numpy_reference(preprocessed(images / name), CHAIN_1 + CHAIN_2)
         np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+# --- 3b'. convolutions, twice through the shuffle ---------------------------------------------------------------
+
+CONV_CHAIN = ("conv:-1,0,1,-2,0,2,-1,0,1", "brightness:128", "conv:1,2,1,2,4,2,1,2,1/16")
+
+
+def test_convolutions_in_the_pixel_layout_decrypt_exactly(pipe, images):
+    dec = pipe.decrypt(pipe.process(CONV_CHAIN))
+    rows = read_table(dec / "metrics").to_pylist()
+    assert sorted(basename(r["source"]) for r in rows) == sorted(GOOD_IMAGES)
+    for r in rows:
+        assert r["ops"] == "|".join(CONV_CHAIN) and (r["mse"], r["exact_fraction"]) == (0, 1.0), r
+    pngs = png_images(dec)
+    for name in GOOD_IMAGES:
+        want = numpy_reference(preprocessed(images / name), CONV_CHAIN)
+        np.testing.assert_array_equal(np.array(Image.open(pngs[stem(name)])), want, err_msg=name)
 
 
 # --- 3c. a watermark outside the image ------------------------------------------------------------------

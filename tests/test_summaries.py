@@ -1,5 +1,5 @@
 """Per-image summaries of the checking tasks (tasks.summaries) and the driver's decisions from them
-(jobs.runtime.rowcheck.decide_summaries): the same counts, keys and rejects as one aggregation over every
+(jobs.runtime.inputcheck.decide_summaries): the same counts, keys and rejects as one aggregation over every
 checked row, however the rows are spread over tasks.  No Spark."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from jobs.runtime.rowcheck import REJECTS_PER_IMAGE, decide_summaries
+from jobs.runtime.inputcheck import REJECTS_PER_IMAGE, decide_summaries
 from schemas.stages import CHECKED, IMAGE_SUMMARY
 from tasks.summaries import ImageSummary, distinct_keys, merge_summaries, rank_key, summarize
 

@@ -83,8 +83,8 @@ from hecore.layouts.packed import encrypt_tiles as packed_encrypt_tiles
 from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.ops.matching import distance_scale, pair_partial, plain_distances
 from hecore.ops.packed import PackedGeometry, apply_ops
-from hecore.ops.pixel import apply_pointwise, mean_filter_tile
-from hecore.ops.spec import MeanFilter, Op, Watermark, finish_for, parse_ops, raw_range, reference, window_offsets
+from hecore.ops.pixel import apply_pointwise, window_tile
+from hecore.ops.spec import Op, Watermark, finish_for, parse_ops, raw_range, reference
 from hecore.quality import round_to_uint8
 from jobs.runtime import runinfo
 from jobs.runtime.console import table
@@ -261,12 +261,7 @@ def load_sources(folder: Path | None, config: OpsConfig = DEFAULT) -> Sources:
 
 
 def _halo(ops: Sequence[Op]) -> int:
-    reach = 0
-    for op in ops:
-        if isinstance(op, MeanFilter):
-            lo, hi = window_offsets(op.k)
-            reach = max(reach, -lo, hi)
-    return reach
+    return max((op.halo for op in ops), default=0)
 
 
 # --- image operations --------------------------------------------------------------------------
@@ -326,11 +321,11 @@ def run_pixel_chain(ctx: HEContext, strategy_name: str, img: np.ndarray, ops: Se
     """Pixel layout: a ciphertext per value, the byte-level ops of :mod:`hecore.ops.spec`, decryption
     of every ciphertext.  Pointwise chains stream tile by tile (a tile's ciphertexts are
     encrypted, operated on and decrypted before the next is made: memory stays at one tile);
-    a chain with a mean filter takes the image as one tile (its windows need the neighbours)."""
+    a chain with a windowed op takes the image as one tile (its windows need the neighbours)."""
     strategy = make_strategy(strategy_name, ctx, allow_leaky=True).prepare(img)
     fmt, scale_bits = ctx.ct_format, ctx.params.scale_bits
     h, w = img.shape[:2]
-    whole = any(isinstance(op, MeanFilter) for op in ops)
+    whole = any(op.windowed for op in ops)
     th, tw = (h, w) if whole else (min(tile, h), min(tile, w))
     if strategy.security != SECURITY_IND_CPA:
         # A caching strategy's first tile faults its output buffer in; steady state is what is timed.
@@ -351,10 +346,10 @@ def run_pixel_chain(ctx: HEContext, strategy_name: str, img: np.ndarray, ops: Se
         t = time.perf_counter()
         batch, post_scale = pt.batch, 1.0
         for op in ops:
-            if isinstance(op, MeanFilter):
+            if op.windowed:
                 cts = {(int(py), int(px)): batch[i] for i, (py, px) in enumerate(_pixel_positions(pt))}
-                batch = mean_filter_tile(fmt, cts, h, w, op.k, pt.y, pt.x, pt.h, pt.w,
-                                         strategy=batch.strategy, security=batch.security)
+                batch = window_tile(fmt, cts, h, w, op, pt.y, pt.x, pt.h, pt.w,
+                                    strategy=batch.strategy, security=batch.security)
             else:
                 batch = apply_pointwise(batch, fmt, op, _pixel_positions(pt), post_scale, scale_bits)
             post_scale *= op.post_scale_factor

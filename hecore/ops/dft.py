@@ -57,6 +57,8 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
+from .base import ImageOp, register
+
 __all__ = ["STAGES", "Diagonals", "dif_stages", "inverse_stages", "compose", "group_stages",
            "apply_diagonals", "spectrum_order", "lowpass_mask", "reference", "DftPipeline",
            "DftFilter", "parse_dftfilter", "pipeline_depth"]
@@ -429,8 +431,12 @@ def _circulant(dims: tuple[int, ...], mask: np.ndarray) -> Diagonals:
 
 # --- the hepix op ---------------------------------------------------------------------------
 
+_FORM = "'dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant]', e.g. dftfilter:lowpass=0.5"
+
+
+@register
 @dataclass(frozen=True)
-class DftFilter:
+class DftFilter(ImageOp):
     """``dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant]`` on packed tiles (CKKS).
 
     The tile's block (rows x cols slots, both powers of two; encrypt with ``--halo 0``) goes
@@ -444,10 +450,13 @@ class DftFilter:
     stages: str = "fold"
     tile: tuple | None = None          # (tile_h, tile_w): set by `hepix process` from the input's tiles
 
+    name: ClassVar[str] = "dftfilter"
+    form: ClassVar[str] = _FORM
     needs_rotation: ClassVar[bool] = True
     post_scale_factor: ClassVar[float] = 1.0
     halo: ClassVar[int] = 0
     pointwise: ClassVar[bool] = False
+    packed_only: ClassVar[bool] = True
 
     def __post_init__(self):
         if not (isinstance(self.cutoff, (int, float)) and 0 < float(self.cutoff) <= math.sqrt(2)):
@@ -505,6 +514,36 @@ class DftFilter:
                 out[:, :, ci] = res
         return out
 
+    @classmethod
+    def parse(cls, args: str, spec: str) -> "DftFilter":
+        return parse_dftfilter(args)
+
+    def raw_step(self, lo, hi, ps):
+        mid, half = (lo + hi) / 2, (hi - lo) / 2 * self.gain      # the DC passes; the rest rings
+        return mid - half, mid + half, ps
+
+    def grid_step(self, ps, offset, step):
+        return None                                               # no grid: raw x post_scale, as decrypted
+
+    def for_tiles(self, layout, tile, halo, slots):
+        """The filter for the input's tiles, which must suit it (packed layout, no halo, power-of-two sides)."""
+        import dataclasses
+
+        from hecore.layouts import Layout
+
+        from .packed import check_dft_tiles
+
+        if Layout.parse(layout) is not Layout.PACKED:
+            raise ValueError(f"{self.spec} runs in the packed layout only; encrypt with --layout packed")
+        check_dft_tiles(self, tile[0], tile[1], halo, slots)
+        return dataclasses.replace(self, tile=tuple(tile))
+
+    def packed(self, ev, c, geom, post_scale):
+        from .packed import check_dft_tiles
+
+        check_dft_tiles(self, geom.tile_h, geom.tile_w, geom.halo, ev.slots)
+        return self.pipeline((geom.rows, geom.cols)).evaluate(ev, c), post_scale
+
     @property
     def gain(self) -> float:
         """The worst-case factor by which the filter can stretch values about their mean: the L1 norm of
@@ -527,9 +566,6 @@ def _pipeline_cached(dims, cutoff, levels, stages) -> DftPipeline:
             _PIPELINES.clear()
         _PIPELINES[key] = DftPipeline.build(dims, lowpass_mask(dims, cutoff), stages=stages, levels=levels)
     return _PIPELINES[key]
-
-
-_FORM = "'dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant]', e.g. dftfilter:lowpass=0.5"
 
 
 def parse_dftfilter(args: str) -> DftFilter:

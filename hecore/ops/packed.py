@@ -49,7 +49,8 @@ import numpy as np
 from hecore.errors import InvalidParameters
 from hecore.evaluator import Evaluator
 
-from .spec import Brightness, Contrast, MeanFilter, Op, Watermark, window_offsets
+from .base import ImageOp
+from .spec import Op
 
 __all__ = ["PackedGeometry", "check_packed_chain", "apply_op", "apply_ops", "constant_for"]
 
@@ -126,8 +127,9 @@ class PackedGeometry:
         return complex(value, value) if self.complex_packing else value
 
 
-def _filters(ops: Sequence[Op]) -> list[MeanFilter]:
-    return [op for op in ops if isinstance(op, MeanFilter)]
+def _filters(ops: Sequence[Op]) -> list:
+    """The windowed ops (mean filters, convolutions) of a chain."""
+    return [op for op in ops if op.windowed]
 
 
 def check_packed_chain(done: Sequence[Op], ops: Sequence[Op], halo: int) -> None:
@@ -139,18 +141,12 @@ def check_packed_chain(done: Sequence[Op], ops: Sequence[Op], halo: int) -> None
     filters = _filters(list(done) + list(ops))
     if len(filters) > 1:
         raise InvalidParameters(
-            f"the packed layout applies at most one mean filter per image ({', '.join(f.spec for f in filters)} "
-            "asked): a second one would need the first one's output in the tile halos; use --layout pixel "
-            "(any chain), or one filter"
+            f"the packed layout applies at most one mean filter or convolution per image "
+            f"({', '.join(f.spec for f in filters)} asked): a second one would need the first one's output in the "
+            "tile halos; use --layout pixel (any chain), or one filter"
         )
     for f in _filters(ops):
-        lo, hi = window_offsets(f.k)
-        need = max(-lo, hi)
-        if halo < need:
-            raise InvalidParameters(
-                f"{f.spec} reaches {need} pixel(s) beyond each tile but the tiles were encrypted with a halo of "
-                f"{halo}; encrypt with `--halo {need}` (or more)"
-            )
+        f.check_halo(halo)
 
 
 def constant_for(ev: Evaluator, value: float, post_scale: float, what: str):
@@ -171,35 +167,10 @@ def constant_for(ev: Evaluator, value: float, post_scale: float, what: str):
 
 
 def apply_op(ev: Evaluator, c, op: Op, geom: PackedGeometry, post_scale: float):
-    """``op`` on one packed tile channel ``c``: returns ``(ciphertext, new post_scale)``."""
-    if isinstance(op, Brightness):
-        return ev.add_values(c, geom.constant(constant_for(ev, op.b, post_scale, op.spec))), post_scale
-    if isinstance(op, Contrast):
-        new_scale = post_scale * op.f
-        return ev.add_values(c, geom.constant(constant_for(ev, op.value, new_scale, op.spec))), new_scale
-    if isinstance(op, Watermark):
-        if not (0 <= op.y < geom.image_h and 0 <= op.x < geom.image_w):
-            raise ValueError(f"{op.spec}: pixel (x={op.x}, y={op.y}) lies outside the "
-                             f"{geom.image_w}x{geom.image_h} image")
-        value = constant_for(ev, op.v, post_scale, op.spec)
-        vec = np.zeros(geom.slots_used, dtype=np.complex128 if geom.complex_packing else np.float64)
-        for part, unit in zip(range(geom.parts), (1, 1j)):
-            src_y, src_x = geom.source_pixels(part)
-            vec[(src_y == op.y) & (src_x == op.x)] += unit * value
-        if not vec.any():
-            return c, post_scale                    # not in this tile or its halo: unchanged
-        return ev.add_values(c, vec), post_scale
-    if isinstance(op, MeanFilter):
-        lo, hi = window_offsets(op.k)
-        if geom.halo < max(-lo, hi):
-            check_packed_chain([], [op], geom.halo)
-        rows = ev.rotate(ev.window_sum(c, op.k, 1), lo)
-        total = ev.rotate(ev.window_sum(rows, op.k, geom.cols), lo * geom.cols)
-        return total, post_scale / (op.k * op.k)
-    if getattr(op, "spec", "").startswith("dftfilter:"):
-        check_dft_tiles(op, geom.tile_h, geom.tile_w, geom.halo, ev.slots)
-        return op.pipeline((geom.rows, geom.cols)).evaluate(ev, c), post_scale
-    raise TypeError(f"not an operation: {op!r}")
+    """``op`` on one packed tile channel ``c``: returns ``(ciphertext, new post_scale)`` (:meth:`Op.packed`)."""
+    if not isinstance(op, ImageOp):
+        raise TypeError(f"not an operation: {op!r}")
+    return op.packed(ev, c, geom, post_scale)
 
 
 def check_dft_tiles(op, tile_h: int, tile_w: int, halo: int, slots: int) -> None:

@@ -14,7 +14,9 @@ import numpy as np
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextFormat
 from hecore.kernels import add_constant_c0, linear_combination
 
-from .spec import Brightness, Contrast, MeanFilter, Op, Watermark, check_int, check_number, window_offsets
+from .base import ImageOp, check_int, check_number
+from .spec import Op
+from .windows import MeanFilter, WindowOp, window_offsets
 
 #: Largest |constant| (in units of 1/Delta) :func:`constant_word` accepts.
 _CONSTANT_BOUND = 2**62
@@ -108,14 +110,9 @@ def apply_pointwise(batch: CiphertextBatch, fmt: CiphertextFormat, op: Op, posit
     positions = np.asarray(positions)
     if positions.shape != (len(batch), 2):
         raise ValueError(f"positions has shape {positions.shape}; expected ({len(batch)}, 2)")
-    if isinstance(op, Brightness):
-        return add_constant(batch, fmt, op.b, post_scale, scale_bits)
-    if isinstance(op, Contrast):
-        return add_constant(batch, fmt, op.value, post_scale * op.f, scale_bits)
-    if isinstance(op, Watermark):
-        mask = (positions[:, 0] == op.y) & (positions[:, 1] == op.x)
-        return add_constant(batch, fmt, op.v, post_scale, scale_bits, mask=mask)
-    raise ValueError(f"{op!r} is not a pointwise operation (brightness, contrast or watermark)")
+    if not isinstance(op, ImageOp) or not op.pointwise:
+        raise ValueError(f"{op!r} is not a pointwise operation (brightness, contrast or watermark)")
+    return op.pixel_pointwise(batch, fmt, positions, post_scale, scale_bits)
 
 
 class MissingNeighbour(KeyError, ValueError):
@@ -125,16 +122,22 @@ class MissingNeighbour(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def window_multiplicities(k: int, size: int, pos: int) -> tuple[np.ndarray, np.ndarray]:
-    """Along one axis of ``size`` pixels: the clamped coordinates the window at ``pos`` covers, and how often.
+def window_multiplicities(k: int, size: int, pos: int,
+                          weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Along one axis of ``size`` pixels: the clamped coordinates the window at ``pos`` covers, and how often
+    (each offset counted with its weight, 1 without ``weights``).
 
-    Returns ``(coords, counts)`` (int64, ``coords`` ascending, ``counts`` summing to ``k``).
-    The 2-D multiplicities are the outer product of the row and the column ones.
+    Returns ``(coords, counts)`` (int64, ``coords`` ascending; without weights ``counts`` sum to ``k``).
+    The 2-D multiplicities of one term of a kernel are the outer product of the row and the column ones.
     """
     lo, hi = window_offsets(k)
     coords = np.clip(np.arange(pos + lo, pos + hi + 1), 0, size - 1)
-    uniq, counts = np.unique(coords, return_counts=True)
-    return uniq.astype(np.int64), counts.astype(np.int64)
+    if weights is None:
+        weights = np.ones(k, dtype=np.int64)
+    uniq, inverse = np.unique(coords, return_inverse=True)
+    counts = np.zeros(len(uniq), dtype=np.int64)
+    np.add.at(counts, inverse, np.asarray(weights, dtype=np.int64))
+    return uniq.astype(np.int64), counts
 
 
 def _needed_range(k: int, size: int, first: int, last: int) -> tuple[int, int]:
@@ -146,21 +149,34 @@ def _needed_range(k: int, size: int, first: int, last: int) -> tuple[int, int]:
 def mean_filter_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], object],
                      height: int, width: int, k: int, out_y: int, out_x: int, out_h: int, out_w: int,
                      *, strategy: str = "fresh", security: str = SECURITY_IND_CPA) -> CiphertextBatch:
-    """The raw ``k x k`` window sums of the output region, one ciphertext per pixel, row-major.
+    """The raw ``k x k`` window sums of the output region: :func:`window_tile` of ``meanfilter:k``."""
+    return window_tile(fmt, tile_cts, height, width, MeanFilter(k), out_y, out_x, out_h, out_w,
+                       strategy=strategy, security=security)
+
+
+def window_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], object],
+                height: int, width: int, op: WindowOp, out_y: int, out_x: int, out_h: int, out_w: int,
+                *, strategy: str = "fresh", security: str = SECURITY_IND_CPA) -> CiphertextBatch:
+    """The raw weighted ``k x k`` window sums of a windowed op (mean filter, convolution) over the output
+    region, one ciphertext per pixel, row-major.
 
     ``tile_cts`` maps absolute pixel coordinates ``(py, px)`` of one channel
     of a ``height x width`` image to serialized ciphertexts of ``fmt``; it
     must hold every pixel the clamped windows of the region
     ``[out_y, out_y + out_h) x [out_x, out_x + out_w)`` touch (the tile plus
     its halo, see :func:`halo_tiles`), and may hold more.  Output pixel
-    ``(y, x)`` is ``sum multiplicity x ct`` over its window; its true value is
-    that times ``post_scale / k^2`` (deferred scaling, see the module doc).
+    ``(y, x)`` is ``sum multiplicity x ct`` over its window (each clamped input counted with the sum of
+    the weights that land on it); its true value is that times ``post_scale / divisor`` (deferred scaling,
+    see :mod:`hecore.ops.windows`).
     ``strategy`` and ``security`` label the result: pass the inputs' labels
     (if any input leaks, so does the result).
     """
     height = check_int("height", height, 1)
     width = check_int("width", width, 1)
-    k = MeanFilter(k).k
+    if not isinstance(op, WindowOp):
+        raise ValueError(f"{op!r} is not a windowed operation (mean filter or convolution)")
+    k = op.k
+    terms = op.terms()
     out_h = check_int("out_h", out_h, 0)
     out_w = check_int("out_w", out_w, 0)
     out_y = check_int("out_y", out_y, 0)
@@ -182,7 +198,7 @@ def mean_filter_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], o
     scratch = np.empty(fmt.words, dtype=np.uint64)
     c0, c1 = _needed_range(k, width, out_x, out_x + out_w - 1)
     ncols = c1 - c0 + 1
-    col_mult = [window_multiplicities(k, width, x) for x in range(out_x, out_x + out_w)]
+    col_mult = [[window_multiplicities(k, width, x, cw) for x in range(out_x, out_x + out_w)] for _, cw in terms]
     # Output rows are done in blocks so that the table of input coefficients stays bounded.
     per_row = ncols * fmt.words * 8
     block = max(1, min(out_h, TABLE_BUDGET_BYTES // per_row - (k - 1)))
@@ -196,10 +212,11 @@ def mean_filter_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], o
                 table[(r - r0) * ncols + (c - c0)] = _coefficients_at(fmt, tile_cts, r, c)
         coefs = np.zeros(((y1 - y0) * out_w, nrows * ncols), dtype=np.int16)
         for y in range(y0, y1):
-            rows, rcount = window_multiplicities(k, height, y)
-            for j, (cols, ccount) in enumerate(col_mult):
-                idx = ((rows - r0)[:, None] * ncols + (cols - c0)[None, :]).ravel()
-                coefs[(y - y0) * out_w + j, idx] = np.outer(rcount, ccount).ravel()
+            for (rw, _), cols_of in zip(terms, col_mult):
+                rows, rcount = window_multiplicities(k, height, y, rw)
+                for j, (cols, ccount) in enumerate(cols_of):
+                    idx = ((rows - r0)[:, None] * ncols + (cols - c0)[None, :]).ravel()
+                    coefs[(y - y0) * out_w + j, idx] += np.outer(rcount, ccount).ravel().astype(np.int16)
         dst = np.arange((y0 - out_y) * out_w, (y1 - out_y) * out_w, dtype=np.int64)
         linear_combination(out, dst, header, table, coefs, q, fmt.n, scratch)
     return result
@@ -210,7 +227,7 @@ def _coefficients_at(fmt: CiphertextFormat, tile_cts, py: int, px: int) -> np.nd
         ct = tile_cts[(py, px)]
     except KeyError:
         raise MissingNeighbour(
-            f"the ciphertext of pixel (py={py}, px={px}) is missing: the mean filter's window needs it "
+            f"the ciphertext of pixel (py={py}, px={px}) is missing: the filter's window needs it "
             f"(collect each tile's halo with halo_tiles)"
         ) from None
     try:

@@ -80,239 +80,34 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar, Sequence, Union
+from typing import Sequence
 
 import numpy as np
 
 from hecore.spectext import check_ascii_digits
 
+from . import dft as _dft  # noqa: F401 -- registers dftfilter
+from .base import ImageOp, as_image, check_int, check_number, fmt_number, op_class, registered
+from .pointwise import CONTRAST_RANGE, MID_GREY, Brightness, Contrast, Watermark
+from .windows import KERNELS, MAX_MEAN_K, Convolution, MeanFilter, WindowOp, window_offsets
+
 __all__ = [
-    "Brightness", "Contrast", "Watermark", "MeanFilter", "MID_GREY", "raw_range", "Op", "parse_op", "parse_ops",
-    "Chain", "parse_chain", "Match", "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets",
-    "MAX_MEAN_K", "SEAL_SCHEMES", "TFHE_ONLY", "NOT_IN_TFHE", "op_name", "is_table_chain", "parse_table_chain",
-    "check_ascii_digits",
+    "Brightness", "Contrast", "Watermark", "MeanFilter", "Convolution", "WindowOp", "KERNELS", "MID_GREY",
+    "CONTRAST_RANGE", "raw_range", "Op", "ImageOp", "parse_op", "parse_ops", "Chain", "parse_chain", "Match",
+    "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets", "MAX_MEAN_K", "SEAL_SCHEMES",
+    "TFHE_ONLY", "NOT_IN_TFHE", "op_name", "is_table_chain", "parse_table_chain", "check_ascii_digits",
+    "check_int", "check_number", "as_image", "fmt_number", "run_kind",
 ]
 
-#: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
-#: :func:`~hecore.kernels.linear_combination` takes int16 multiplicities.
-MAX_MEAN_K = 181
-
-#: The fixed point of :class:`Contrast`.
-MID_GREY = 128
-
-#: Contrast factors hepix accepts (a factor is a change of post_scale; 0 would lose the image).
-CONTRAST_RANGE = (1.0 / 256, 256.0)
-
+#: An image op of this vocabulary: any registered :class:`hecore.ops.base.ImageOp`.
+Op = ImageOp
 
 #: :meth:`Finish.apply` snaps raw values to their grid only when its step is at least this.
 _MIN_SNAP_STEP = Fraction(1, 256)
 
 
-def _fmt(x: float) -> str:
-    """A number as the shortest text that parses back to it (``50``, ``-30``, ``0.5``)."""
-    x = float(x)
-    return str(int(x)) if x.is_integer() and abs(x) < 2**53 else repr(x)
-
-
-def check_number(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return value
-
-
-def check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _as_image(img: np.ndarray) -> np.ndarray:
-    arr = np.asarray(img, dtype=np.float64)
-    if arr.ndim not in (2, 3) or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"image must have shape (H, W) or (H, W, C), got {arr.shape}")
-    return arr
-
-
-# --- the operations --------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Brightness:
-    """Add ``b`` to every pixel value of every channel (iCHEETAH §4.4.2, brightness +50; the TenSEAL study uses +60).
-
-    Encrypted: a constant added to every ciphertext, see :func:`hecore.ops.pixel.apply_pointwise`.
-    """
-
-    b: float
-
-    depth: ClassVar[int] = 0
-    needs_rotation: ClassVar[bool] = False
-    post_scale_factor: ClassVar[float] = 1.0
-    halo: ClassVar[int] = 0
-    pointwise: ClassVar[bool] = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "b", check_number("brightness offset", self.b))
-
-    @property
-    def spec(self) -> str:
-        return f"brightness:{_fmt(self.b)}"
-
-    @property
-    def value(self) -> float:
-        """The constant added to the true value of an affected pixel."""
-        return self.b
-
-    def apply_plain(self, img: np.ndarray) -> np.ndarray:
-        return _as_image(img) + self.b
-
-
-@dataclass(frozen=True)
-class Contrast:
-    """Scale every pixel value about mid-grey: ``F (x - 128) + 128`` (the TenSEAL study's adjustment family).
-
-    Encrypted: ``post_scale`` is multiplied by ``F`` (free, exact) and
-    ``128 (1 - F)`` is added as a constant, see the module doc.
-    """
-
-    f: float
-
-    depth: ClassVar[int] = 0
-    needs_rotation: ClassVar[bool] = False
-    halo: ClassVar[int] = 0
-    pointwise: ClassVar[bool] = True
-
-    def __post_init__(self):
-        f = check_number("contrast factor F", self.f)
-        lo, hi = CONTRAST_RANGE
-        if not lo <= f <= hi:
-            raise ValueError(f"contrast factor F={f} must lie in [{lo}, {hi:g}] (1 keeps the image)")
-        object.__setattr__(self, "f", f)
-
-    @property
-    def spec(self) -> str:
-        return f"contrast:{_fmt(self.f)}"
-
-    @property
-    def post_scale_factor(self) -> float:
-        return self.f
-
-    @property
-    def value(self) -> float:
-        """The constant added to the true value after the scaling."""
-        return MID_GREY * (1.0 - self.f)
-
-    def apply_plain(self, img: np.ndarray) -> np.ndarray:
-        return (_as_image(img) - MID_GREY) * self.f + MID_GREY
-
-
-@dataclass(frozen=True)
-class Watermark:
-    """Add ``v`` to the pixel at column ``x``, row ``y``, in every channel (iCHEETAH §4.4.4).
-
-    Encrypted: a constant added to that pixel's ciphertexts only; every other
-    ciphertext is copied byte for byte, see :func:`hecore.ops.pixel.apply_pointwise`.
-    """
-
-    x: int
-    y: int
-    v: float
-
-    depth: ClassVar[int] = 0
-    needs_rotation: ClassVar[bool] = False
-    post_scale_factor: ClassVar[float] = 1.0
-    halo: ClassVar[int] = 0
-    pointwise: ClassVar[bool] = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "x", check_int("watermark column x", self.x, 0))
-        object.__setattr__(self, "y", check_int("watermark row y", self.y, 0))
-        object.__setattr__(self, "v", check_number("watermark value v", self.v))
-
-    @property
-    def spec(self) -> str:
-        return f"watermark:{self.x},{self.y},{_fmt(self.v)}"
-
-    @property
-    def value(self) -> float:
-        return self.v
-
-    def apply_plain(self, img: np.ndarray) -> np.ndarray:
-        arr = _as_image(img)
-        if self.y >= arr.shape[0] or self.x >= arr.shape[1]:
-            raise ValueError(
-                f"watermark pixel (x={self.x}, y={self.y}) lies outside the "
-                f"{arr.shape[1]}x{arr.shape[0]} (WxH) image"
-            )
-        out = arr.copy()
-        out[self.y, self.x] += self.v
-        return out
-
-
-@dataclass(frozen=True)
-class MeanFilter:
-    """The ``k x k`` mean filter with edge replication (iCHEETAH §4.4.1, 3x3 there).
-
-    Any ``k >= 1``: offsets ``-(k//2) .. k//2`` for odd ``k``, ``-(k//2) .. k//2 - 1``
-    for even ``k``; coordinates outside the image are clamped to its edge.
-    Encrypted: the sum of the window's ciphertexts (:func:`hecore.ops.pixel.mean_filter_tile`),
-    with the division by ``k^2`` deferred to the key holder (``post_scale_factor``).
-    """
-
-    k: int
-
-    depth: ClassVar[int] = 0
-    needs_rotation: ClassVar[bool] = False
-    pointwise: ClassVar[bool] = False
-
-    def __post_init__(self):
-        k = check_int("mean filter side k", self.k, 1)
-        if k > MAX_MEAN_K:
-            raise ValueError(f"mean filter side k={k} is larger than the supported {MAX_MEAN_K}")
-        object.__setattr__(self, "k", k)
-
-    @property
-    def spec(self) -> str:
-        return f"meanfilter:{self.k}"
-
-    @property
-    def post_scale_factor(self) -> float:
-        return 1.0 / (self.k * self.k)
-
-    @property
-    def halo(self) -> int:
-        """How far (pixels) a window reaches beyond its centre, on the longer side."""
-        return self.k // 2
-
-    def apply_plain(self, img: np.ndarray) -> np.ndarray:
-        arr = _as_image(img)
-        lo, hi = window_offsets(self.k)
-        pad = [(-lo, hi), (-lo, hi)] + ([(0, 0)] if arr.ndim == 3 else [])
-        padded = np.pad(arr, pad, mode="edge")
-        h, w = arr.shape[:2]
-        total = np.zeros_like(arr)
-        for dy in range(self.k):
-            for dx in range(self.k):
-                total += padded[dy:dy + h, dx:dx + w]
-        return total / (self.k * self.k)
-
-
-Op = Union[Brightness, Contrast, Watermark, MeanFilter]
-
-_FORMS = ("'brightness:B', 'contrast:F', 'watermark:X,Y,V', 'meanfilter:K' or "
-          "'dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant]'")
-_NUM = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*"
-_INT = r"\s*(\d+)\s*"
-_PATTERNS = {
-    "brightness": (re.compile(f"^{_NUM}$"), "'brightness:B' with B a number, e.g. brightness:50"),
-    "contrast": (re.compile(f"^{_NUM}$"), "'contrast:F' with F a factor in [1/256, 256], e.g. contrast:1.5"),
-    "watermark": (re.compile(f"^{_INT},{_INT},{_NUM}$"),
-                  "'watermark:X,Y,V' with X (column) and Y (row) integers >= 0 and V a number, "
-                  "e.g. watermark:10,20,5"),
-    "meanfilter": (re.compile(f"^{_INT}$"), f"'meanfilter:K' with K an integer in 1..{MAX_MEAN_K}, e.g. meanfilter:3"),
-}
+def _forms() -> str:
+    return ", ".join(f"'{op_class(n).form.split(chr(39))[1]}'" for n in registered())
 
 
 #: The schemes whose op vocabulary is this module's (Pyfhel/SEAL); TFHE's is :mod:`hecore.tfhe.ops`.
@@ -333,6 +128,7 @@ NOT_IN_TFHE = {
                 "lut:hex-..., with hecore.tfhe.ops.Lut.from_table)",
     "watermark": "not implemented for TFHE (its ops apply one function to every pixel)",
     "meanfilter": "not implemented for TFHE (its ops are functions of one pixel; a filter sums neighbours)",
+    "conv": "not implemented for TFHE (its ops are functions of one pixel; a convolution sums neighbours)",
     "dftfilter": "a CKKS frequency-domain filter (complex slots, packed layout)",
     "match": "matching is CKKS/BFV/BGV (squared or absolute differences summed over slots)",
     "infer": "inference is CKKS/BFV (plaintext weights times packed ciphertexts)",
@@ -342,6 +138,17 @@ NOT_IN_TFHE = {
 def op_name(spec) -> str:
     """The name part of a spec (``threshold`` of ``threshold:128``), lower case; "" for a non-string."""
     return spec.strip().partition(":")[0].strip().lower() if isinstance(spec, str) else ""
+
+
+#: The specs that are a whole run on their own (what :func:`run_kind` says of them).
+RUN_KINDS = ("match", "infer")
+
+
+def run_kind(spec) -> str:
+    """``match`` or ``infer`` for a spec that is a whole run on its own (``match:QUERY``, ``infer:MODEL``),
+    else ``image``."""
+    name = op_name(spec)
+    return name if name in RUN_KINDS else "image"
 
 
 def is_table_chain(specs) -> bool:
@@ -358,34 +165,26 @@ def _tfhe_only(spec: str, name: str) -> ValueError:
 
 
 def parse_op(spec: str) -> Op:
-    """The operation of a command-line spec: ``brightness:B``, ``watermark:X,Y,V``, ``meanfilter:K``."""
+    """The image op of a command-line spec, e.g. ``brightness:50``, ``meanfilter:3``, ``conv:sharpen``: the
+    registered op class of its name (:mod:`hecore.ops.base`) parses the rest."""
     if not isinstance(spec, str):
-        raise ValueError(f"operation spec must be a string like {_FORMS}, got {spec!r}")
+        raise ValueError(f"operation spec must be a string like {_forms()}, got {spec!r}")
     check_ascii_digits(spec)
     name, sep, args = spec.strip().partition(":")
     name = name.strip().lower()
     if name in TFHE_ONLY:
         raise _tfhe_only(spec, name)
-    if name == "dftfilter":                    # CKKS frequency-domain filter, packed layout (hecore.ops.dft)
-        from .dft import parse_dftfilter
-
-        return parse_dftfilter(args)
-    if name not in _PATTERNS:
-        raise ValueError(f"unknown operation {spec!r}: expected {_FORMS}")
-    pattern, form = _PATTERNS[name]
-    m = pattern.match(args) if sep else None
-    if m is None:
-        raise ValueError(f"bad operation spec {spec!r}: expected {form}")
+    cls = op_class(name)
+    if cls is None:
+        raise ValueError(f"unknown operation {spec!r}: expected {_forms()}")
+    if not sep:
+        raise ValueError(f"bad operation spec {spec!r}: expected {cls.form}")
     try:
-        if name == "brightness":
-            return Brightness(float(m.group(1)))
-        if name == "contrast":
-            return Contrast(float(m.group(1)))
-        if name == "watermark":
-            return Watermark(int(m.group(1)), int(m.group(2)), float(m.group(3)))
-        return MeanFilter(int(m.group(1)))
+        return cls.parse(args, spec)
     except ValueError as e:
-        raise ValueError(f"bad operation spec {spec!r}: {e}; expected {form}") from None
+        if str(e).startswith("bad "):
+            raise
+        raise ValueError(f"bad operation spec {spec!r}: {e}; expected {cls.form}") from None
 
 
 def parse_ops(specs: Sequence[str]) -> list[Op]:
@@ -452,7 +251,7 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     if scheme not in (None,) + SEAL_SCHEMES:
         raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SEAL_SCHEMES + ('tfhe',))}")
     if not specs:
-        raise ValueError(f"no operation given: expected {_FORMS}, or match:QUERY, or infer:MODEL")
+        raise ValueError(f"no operation given: expected {_forms()}, or match:QUERY, or infer:MODEL")
     if is_table_chain(specs):                  # 8-bit functions folded into one table (hecore.ops.lut, BFV)
         return Chain(ops=tuple(parse_table_chain(specs)))
     kinds = [op_name(s) for s in specs]
@@ -494,21 +293,9 @@ def raw_range(ops: Sequence[Op], lo: float = 0.0, hi: float = 255.0) -> tuple[fl
     """
     ps = 1.0
     for op in ops:
-        if isinstance(op, MeanFilter):
-            lo, hi = lo * op.k * op.k, hi * op.k * op.k
-            ps /= op.k * op.k
-        elif isinstance(op, Contrast):
-            ps *= op.f
-            lo, hi = lo + op.value / ps, hi + op.value / ps
-        elif isinstance(op, Brightness):
-            lo, hi = lo + op.b / ps, hi + op.b / ps
-        elif isinstance(op, Watermark):
-            lo, hi = min(lo, lo + op.v / ps), max(hi, hi + op.v / ps)
-        elif getattr(op, "spec", "").startswith("dftfilter:"):
-            mid, half = (lo + hi) / 2, (hi - lo) / 2 * op.gain      # the DC passes; the rest rings
-            lo, hi = mid - half, mid + half
-        else:
+        if not isinstance(op, ImageOp):
             raise TypeError(f"not an operation: {op!r}")
+        lo, hi, ps = op.raw_step(lo, hi, ps)
     return lo, hi
 
 
@@ -524,7 +311,7 @@ def reference(img_uint8: np.ndarray, ops: Sequence[Op]) -> np.ndarray:
     encrypted side computes.  The result is therefore rounded to 9 decimals,
     far below any pixel step and far above float noise.
     """
-    img = _as_image(img_uint8)
+    img = as_image(img_uint8)
     for op in ops:
         img = op.apply_plain(img)
     return np.round(img, 9) if ops else img
@@ -579,41 +366,22 @@ class Finish:
 def finish_for(ops: Sequence[Op]) -> Finish:
     """The :class:`Finish` of a chain of ops applied to integer pixels."""
     ps, offset, step = Fraction(1), Fraction(0), Fraction(1)
-    if any(getattr(op, "spec", "").startswith("dftfilter:") for op in ops):
-        # a frequency-domain filter leaves no grid to snap to: raw x post_scale, as decrypted
-        for op in ops:
-            ps *= Fraction(op.post_scale_factor)
-        return Finish(ps, Fraction(0), Fraction(0))
     for op in ops:
-        if isinstance(op, MeanFilter):
-            offset *= op.k * op.k
-            ps /= op.k * op.k
-        elif isinstance(op, Brightness):
-            offset += Fraction(op.b) / ps
-        elif isinstance(op, Contrast):
-            ps *= Fraction(op.f)
-            offset += Fraction(MID_GREY) * (1 - Fraction(op.f)) / ps
-        elif isinstance(op, Watermark):
-            w = Fraction(op.v) / ps
-            if w:
-                den = math.lcm(step.denominator, w.denominator)
-                step = Fraction(math.gcd(step.numerator * (den // step.denominator),
-                                         w.numerator * (den // w.denominator)), den)
-        else:
+        if not isinstance(op, ImageOp):
             raise TypeError(f"not an operation: {op!r}")
+        grid = op.grid_step(ps, offset, step)
+        if grid is None:
+            # an op that leaves no grid to snap to (a frequency-domain filter): raw x post_scale, as decrypted
+            return Finish(_post_scale(ops), Fraction(0), Fraction(0))
+        ps, offset, step = grid
     return Finish(ps, offset % step, step)
 
 
-# --- encrypted side: constants --------------------------------------------------------------
-
-
-# --- encrypted side: the mean filter -----------------------------------------------------------
-
-
-def window_offsets(k: int) -> tuple[int, int]:
-    """First and last offset of a ``k``-wide window: ``-(k//2)`` and ``-(k//2) + k - 1``."""
-    lo = -(k // 2)
-    return lo, lo + k - 1
+def _post_scale(ops) -> Fraction:
+    ps = Fraction(1)
+    for op in ops:
+        ps *= Fraction(op.post_scale_factor)
+    return ps
 
 
 METRICS = ("l2", "l1")

@@ -132,14 +132,14 @@ class SealScheme(Scheme):
 
 def _chain_and_match(specs: Sequence[str]):
     """The image ops of a chain and its match (last, when there is one)."""
-    from hecore.ops.spec import is_table_chain, parse_match, parse_ops
+    from hecore.ops.spec import is_table_chain, parse_match, parse_ops, run_kind
 
     specs, match = list(specs), None
     if is_table_chain(specs):                   # 8-bit ops: one BFV table (hecore.ops.lut)
         from hecore.ops.spec import parse_table_chain
 
         return parse_table_chain(specs), None
-    if specs and specs[-1].strip().lower().startswith("match:"):
+    if specs and run_kind(specs[-1]) == "match":
         match = parse_match(specs.pop())
     return parse_ops(specs), match
 
@@ -158,21 +158,10 @@ def _table_chain(params, done: Sequence[str], ops: list, layout: str) -> list:
 
 
 def _with_tiles(ops: list, layout: str, options: dict, params) -> list:
-    """A frequency-domain filter (hecore.ops.dft) works tile by tile: its spec records the run's tile,
-    and the tiles must suit it."""
-    from hecore.ops.dft import DftFilter
-    from hecore.ops.packed import check_dft_tiles
-
-    out = []
-    for op in ops:
-        if isinstance(op, DftFilter):
-            if Layout.parse(layout) is not Layout.PACKED:
-                raise ValueError(f"{op.spec} runs in the packed layout only; encrypt with --layout packed")
-            th, tw = (int(v) for v in options.get("tile", (0, 0)))
-            check_dft_tiles(op, th, tw, int(options.get("halo", 0)), params.slots)
-            op = dataclasses.replace(op, tile=(th, tw))
-        out.append(op)
-    return out
+    """Each op as planned for the input's tiles (:meth:`hecore.ops.base.ImageOp.for_tiles`): a
+    frequency-domain filter works tile by tile, its spec records the run's tile, and the tiles must suit it."""
+    th, tw = (int(v) for v in options.get("tile", (0, 0)))
+    return [op.for_tiles(Layout.parse(layout), (th, tw), int(options.get("halo", 0)), params.slots) for op in ops]
 
 
 SEAL = SealScheme()

@@ -7,7 +7,7 @@ first, :meth:`Run.manifest` and :meth:`Run.commit` the second; a job's ``run()``
 
 The input came from the cluster, so the preamble trusts none of it: the manifest is validated
 (schemas.manifest), the job reads exactly the files it lists (:meth:`Run.input_table`, each inside the
-table's directory), and every row is checked before use (:meth:`Run.checked_input`, jobs/runtime/rowcheck.py):
+table's directory), and every row is checked before use (:meth:`Run.checked_input`, jobs/runtime/inputcheck.py):
 a bad row is a rejects row and its image is left out.  The owner's jobs (``secret=True``) run in a
 :func:`jobs.runtime.session.secret_session`.
 """
@@ -276,7 +276,7 @@ class Run:
         from schemas.tables import TABLES, spark_schema
         from tasks.splits import splits_of
 
-        from .rowcheck import reject_row
+        from .inputcheck import reject_row
 
         arrow_schema = schema if schema is not None else TABLES[table]
         paths = listed_paths(self.parent, self.args.input, table)
@@ -345,10 +345,10 @@ class Run:
 
     def checked_input(self, stage: str, expect=None, keys=None, owner=None, work=None, work_schema=None, *,
                       broadcast: tuple | None = None, collect: bool = False, states: tuple = ()):
-        """The input's ciphertext rows after every check (jobs/runtime/rowcheck.py): the images with a bad row are left
-        out whole, and each bad row or image becomes a rejects row of ``stage``.  With ``work`` (a partition
+        """The input's ciphertext rows after every check (jobs/runtime/inputcheck.py): the images with a bad row are
+        left out whole, and each bad row or image becomes a rejects row of ``stage``.  With ``work`` (a partition
         function giving ``work_schema`` rows), the work's output for the good images, done in the checking
-        pass (:func:`jobs.runtime.rowcheck.inspect_rows`; the caller releases it), the Python workers reading
+        pass (:func:`jobs.runtime.inputcheck.inspect_rows`; the caller releases it), the Python workers reading
         the input's splits themselves (no ciphertext byte passes through the JVM), and the images judged
         from the tasks' own summaries; ``collect``: the work's rows are small, collected as a pyarrow table.
 
@@ -361,7 +361,7 @@ class Run:
         from tasks.rowchecks import checker_builder
         from tasks.splits import SplitSource, plan_tasks
 
-        from .rowcheck import inspect_rows
+        from .inputcheck import inspect_rows
         from .warmup import warm_up
 
         expect = expect or self.expectation()
