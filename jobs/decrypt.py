@@ -292,6 +292,8 @@ def run(run) -> int:
     (:func:`through_spark`)."""
     from .imagedecrypt import by_image
 
+    if run.owner is not None:           # the owner's images as the input holds them (grey: one channel)
+        run.owner = run.owner.processed_by(run.parent.ops, run.parent.preset)
     args, parent, owner = run.args, run.parent, run.owner
     png_dir = None
     if args.png:

@@ -35,7 +35,18 @@ from schemas.manifest import Counts
 from schemas.stages import HALO_COLUMNS, WRITTEN
 from schemas.tables import CIPHERTEXTS, spark_schema
 from tasks.files import drop_images, keep_reported, keep_schema, rows_to_file, work_to_file
-from tasks.process import chain_partition, chain_state, chained, pointwise_partition, scatter_partition, window_group
+from tasks.process import (
+    GROUP_FUNCTIONS,
+    GROUP_KEYS,
+    chain_partition,
+    chain_state,
+    chained,
+    regroup_kind,
+    row_steps,
+    rows_out,
+    scatter_step,
+    split_chain,
+)
 
 from .runtime.progress import Progress
 from .runtime.runs import (
@@ -56,7 +67,9 @@ def add_arguments(p) -> None:
     p.add_argument("--input", required=True, help="output directory of `hepix encrypt` (or of process)")
     p.add_argument("--out", required=True, help="output directory for the processed ciphertexts")
     p.add_argument("--op", action="append", required=True, metavar="SPEC",
-                   help="brightness:B, contrast:F, watermark:X,Y,V, meanfilter:K or "
+                   help="brightness:B, contrast:F, watermark:X,Y,V, meanfilter:K, conv:NAME or "
+                        "conv:W1,...,W9[/D] (NAME gauss3, gauss5, sharpen, sobel-x, sobel-y, laplace; 9 or 25 "
+                        "integer weights, row-major), grey (RGB to one channel) or "
                         "dftfilter:lowpass=R[,levels=L][,stages=fold|three|circulant] (CKKS, packed, halo 0: "
                         "a low-pass filter per tile through the encrypted DFT); repeat to chain, applied "
                         "in order. Or, alone: match:QUERY[,l2|,l1] -- encrypted distances from the image QUERY "
@@ -121,35 +134,38 @@ HALO_SCHEMA = pa.schema(list(CIPHERTEXTS) + [pa.field(name, type_, nullable=Fals
 
 
 def shuffle_steps(run, ops):
-    """For a chain with a windowed op (mean filter, convolution) in the pixel layout: the work of the reading
-    task -- the pointwise ops before the first windowed op, then its scatter (each ciphertext sent to its tile
-    and to the neighbour tiles whose halo needs it), rows of :data:`HALO_SCHEMA` -- and a function turning those rows (a Spark
-    DataFrame) into the Spark plan of the rest: the windows summed per output tile, then the remaining ops."""
+    """For a chain with an op that brings rows together (:func:`tasks.process.split_chain`: a windowed op in
+    the pixel layout, grey in any): the work of the reading task -- the ops before it, row by row, then the
+    scatter it needs (a windowed op's: each ciphertext sent to its tile and to the neighbour tiles whose halo
+    needs it) --, the schema of its rows, and a function turning those rows (a Spark DataFrame) into the
+    Spark plan of the rest: each group of rows summed, then the ops that follow, cut the same way."""
+    layout = run.parent.layout
     bc, token = run.broadcast(run.keys)
     common = dict(token=token, broadcast=bc, run_id=run.run_id, rebuilds=run.rebuilds)
     schema, halo_schema = spark_schema(CIPHERTEXTS), spark_schema(HALO_SCHEMA)
+    stages = split_chain(layout, [o.spec for o in ops])
 
-    def pointwise(op):
-        return functools.partial(pointwise_partition, spec=op.spec, tasks=run.tasks, **common)
+    def steps(local, group):
+        """The row-by-row ops and the scatter before ``group``: (partition function, schema of its rows)."""
+        parts = [(row_steps(layout, local, tasks=run.tasks, **common), schema)]
+        if group is not None:
+            parts.append((scatter_step(layout, group), halo_schema))
+        return [(fn, out) for fn, out in parts if fn is not None]
 
-    first = next(i for i, op in enumerate(ops) if op.windowed)
-    reading = functools.partial(chained, steps=[pointwise(op) for op in ops[:first]]
-                                + [functools.partial(scatter_partition, halo=ops[first].halo)])
+    reading = steps(*stages[0])
 
-    def rest(scattered):
-        df, pending = scattered, ops[first]
-        for op in ops[first + 1:] + [None]:
-            if pending is not None:                   # ``df`` is scattered: sum the windows of ``pending``
-                df = (df.groupBy("image_id", "channel", "target_ty", "target_tx")
-                      .applyInArrow(table_function(window_group, spec=pending.spec, **common), schema))
-                pending = None
-            if op is not None and op.windowed:
-                df, pending = df.mapInArrow(functools.partial(scatter_partition, halo=op.halo), halo_schema), op
-            elif op is not None:
-                df = df.mapInArrow(pointwise(op), schema)
+    def rest(df):
+        for i, (local, group) in enumerate(stages):
+            for fn, out in steps(local, group) if i else ():
+                df = df.mapInArrow(fn, out)
+            if group is not None:
+                kind = regroup_kind(layout, group)
+                df = (df.groupBy(*GROUP_KEYS[kind])
+                      .applyInArrow(table_function(GROUP_FUNCTIONS[kind], spec=group, **common), schema))
         return df
 
-    return reading, rest
+    reading_schema = HALO_SCHEMA if reading and reading[-1][1] is halo_schema else CIPHERTEXTS
+    return functools.partial(chained, steps=[fn for fn, _ in reading]), reading_schema, rest
 
 
 def process_in_one_pass(run, expect, ops):
@@ -174,9 +190,9 @@ def process_in_one_pass(run, expect, ops):
                                                            attempt=task_attempt, access=access, by_image=True))
         written = checked.df.to_pylist()
     else:
-        reading, rest = shuffle_steps(run, ops)
+        reading, reading_schema, rest = shuffle_steps(run, ops)
         checked = run.checked_input("process", expect, keys=run.keys.for_checks(), work=reading,
-                                    work_schema=HALO_SCHEMA)
+                                    work_schema=reading_schema)
         written = rest(checked.df).mapInArrow(functools.partial(rows_to_file, directory=directory,
                                                                 attempt=task_attempt, access=access),
                                               spark_schema(WRITTEN)).collect()
@@ -233,10 +249,11 @@ def run(args, chain) -> int:
         counts = Counts(images_in=checked.images, images_encrypted=images,
                         images_rejected=len(checked.bad_images), ciphertexts=checksums["ciphertexts"]["rows"],
                         ciphertext_bytes=ct_bytes, rejects=len(checked.rejects))
-        if counts.ciphertexts != checked.rows - checked.bad_image_rows:
-            raise HepixError(f"internal error: {checked.rows} ciphertexts in "
-                             f"({checked.bad_image_rows} of them left out with their images), {counts.ciphertexts} "
-                             "out; nothing was committed")
+        want = rows_out(parent.layout, [o.spec for o in ops], parent.preset, checked.shapes)
+        if counts.ciphertexts != want:
+            raise HepixError(f"internal error: {checked.rows} ciphertexts in ({checked.bad_image_rows} of them left "
+                             f"out with their images), {counts.ciphertexts} out where the chain leaves {want}; "
+                             "nothing was committed")
         manifest = run.manifest(ops=list(parent.ops) + [o.spec for o in ops], counts=counts, files=files,
                                 checksums=checksums, strategy=run.keys.scheme.processed_strategy(parent.strategy))
         run.commit(manifest, ["ciphertexts", "rejects"])

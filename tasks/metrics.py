@@ -52,7 +52,7 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
     its original (``original`` bytes and ``orig_*`` size, or None); ``raw`` its raw values (H x W x C), None
     when it was rejected.  An image of ``sheet_ids`` with an original gets its contact-sheet panels."""
     from hecore.images import array_to_image_bytes
-    from hecore.ops.spec import recorded_finish, recorded_reference
+    from hecore.ops.spec import recorded_finish, recorded_reference, recorded_shape
     from hecore.quality import compare, round_to_uint8
 
     from .contactsheet import panels
@@ -75,13 +75,16 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
     finish = recorded_finish(ops, r["preset"])      # TFHE: the exact bytes
     values = finish.apply(raw)                      # the true values (the Finish decrypt applies)
     original = r.get("original")
-    if original is not None and (r["orig_height"], r["orig_width"], r["orig_channels"]) != shape:
+    orig_shape = (r.get("orig_height"), r.get("orig_width"), r.get("orig_channels"))
+    if original is not None and recorded_shape(ops, r["preset"], *orig_shape) != shape:
         base.update(reject_reason="size-mismatch", reject_detail=(
             f"decrypts to {r['width']}x{r['height']}x{r['channels']}, its original is "
-            f"{r['orig_width']}x{r['orig_height']}x{r['orig_channels']}"))
+            f"{r['orig_width']}x{r['orig_height']}x{r['orig_channels']}"
+            + (f" (after {'|'.join(ops)}: {'x'.join(map(str, recorded_shape(ops, r['preset'], *orig_shape)))})"
+               if ops else "")))
         return {**base, "reference": "none"}
     if original is not None:
-        orig = np.frombuffer(original, dtype=np.uint8).reshape(shape)
+        orig = np.frombuffer(original, dtype=np.uint8).reshape(orig_shape)
         if r["orig_channels"] == 1:
             orig = orig[:, :, 0]
         expected = recorded_reference(orig, ops, r["preset"])   # TFHE: saturated after every op
@@ -91,7 +94,8 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
                     psnr=q.psnr, ssim=q.ssim, exact_fraction=q.exact_fraction,
                     max_abs_err=float(np.max(np.abs(unsnapped - expected))))
         if r["image_id"] in sheet_ids:
-            base["sheet_panels"] = panels(orig, round_to_uint8(expected), round_to_uint8(values))
+            base["sheet_panels"] = panels(_shown_as(orig, values.shape), round_to_uint8(expected),
+                                          round_to_uint8(values))
     else:
         base.update(reference="none")
     if png_dir:
@@ -132,3 +136,14 @@ def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tup
         row.update(refs.slice(0, 1).to_pylist()[0])
     return pa.Table.from_pylist([score(row, raw, run_id=run_id, png_dir=png_dir, sheet_ids=sheet_ids)],
                                 schema=SCORED)
+
+
+def _shown_as(original: np.ndarray, shape: tuple) -> np.ndarray:
+    """The original as a panel beside results of ``shape`` (a chain that changes the size or the channels:
+    resized with a box filter, converted to grey); the original itself when it has that shape."""
+    if original.shape == tuple(shape):
+        return original
+    from PIL import Image
+
+    picture = Image.fromarray(original).convert("L" if len(shape) == 2 else "RGB")
+    return np.asarray(picture.resize((shape[1], shape[0]), Image.Resampling.BOX))

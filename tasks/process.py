@@ -12,7 +12,9 @@ import os
 import time
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from hecore.layouts import Layout
 from hecore.schemes.seal import SEAL
@@ -222,6 +224,122 @@ def window_group(table: pa.Table, *, token: str, broadcast, spec: str, run_id: s
     return pa.Table.from_batches([out])
 
 
+def channel_group(table: pa.Table, *, token: str, broadcast, spec: str, run_id: str, rebuilds=None) -> pa.Table:
+    """One tile's channels combined into one channel (``grey``): the rows of one (image, tile), every
+    channel, in either layout; channel 0's rows come out with the combined ciphertexts and one channel."""
+    from hecore.layouts import Layout
+    from hecore.ops.spec import parse_op
+
+    if not table.num_rows:
+        return pa.Table.from_batches([], schema=CIPHERTEXTS)
+    op = parse_op(spec)
+    rb = table.combine_chunks().to_batches()[0]
+    rb = rb.take(pc.sort_indices(rb, [("channel", "ascending"), ("index", "ascending")]))
+    channels = rb.column("channel").to_numpy()
+    count = int(np.sum(channels == 0))
+    c = int(channels.max()) + 1
+    if not count or len(channels) != count * c or (channels.reshape(c, count) != np.arange(c)[:, None]).any():
+        raise ValueError(f"{spec}: the rows of tile ({rb.column('tile_y')[0]}, {rb.column('tile_x')[0]}) of image "
+                         f"{rb.column('image_id')[0]} do not hold every channel once")
+    first = rb.slice(0, count)
+    ps = float(single_value(rb, "post_scale"))
+    t = time.perf_counter()
+    if Layout.parse(str(first.column("layout")[0])).packed:
+        ev = worker_state(token, broadcast, build_evaluator, rebuilds)
+        stored = [rb.column("ct")[i].as_buffer() for i in range(c)]
+        combined, new_ps = op.packed_channels(ev, [ev.load(b) for b in stored], ps)
+        new_ct = pa.array([ev.dump_like(combined, stored[0])], type=pa.binary())
+    else:
+        from hecore.ciphertexts import SECURITY_LEAKS, CiphertextBatch
+
+        fmt = worker_state(token, broadcast, build_ct_format, rebuilds)
+        securities = set(pc_unique(rb.column("security")))
+        security = SECURITY_LEAKS if SECURITY_LEAKS in securities else securities.pop()
+        batches = [CiphertextBatch.from_arrow(rb.column("ct").slice(k * count, count)) for k in range(c)]
+        new_ct = op.pixel_channels(fmt, batches, strategy=pc_unique(rb.column("strategy"))[0],
+                                   security=security).to_arrow()
+        new_ps = ps * op.post_scale_factor
+    dt = (time.perf_counter() - t) / count
+    spent = rb.column("encrypt_seconds").to_numpy().reshape(c, count).sum(axis=0)
+    out = replace_columns(
+        first, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, count, pa.string()),
+        image_channels=constant_column(1, count, pa.int32()),
+        ops=pa.array([o + [spec] for o in first.column("ops").to_pylist()], type=pa.list_(pa.string())),
+        post_scale=constant_column(new_ps, count, pa.float64()),
+        encrypt_seconds=pa.array(spent, type=pa.float64()),
+        process_seconds=pa.array(first.column("process_seconds").to_numpy() + dt, type=pa.float64()))
+    return pa.Table.from_batches([out])
+
+
+# --- a chain cut at the ops that bring rows together ---------------------------------------------------
+
+#: The columns Spark groups the rows by for each way of bringing them together (hecore.ops.base.ImageOp.regroup).
+GROUP_KEYS = {"halo": ("image_id", "channel", "target_ty", "target_tx"), "channels": ("image_id", "tile_y", "tile_x")}
+
+#: What sums a group of rows, for each way of bringing them together.
+GROUP_FUNCTIONS = {"halo": window_group, "channels": channel_group}
+
+
+def split_chain(layout: str, specs: list[str]) -> list[tuple[list[str], str | None]]:
+    """The chain cut after each op that brings rows together in ``layout`` (a windowed op in the pixel layout,
+    ``grey`` in any): ``(ops that run row by row, the regrouping op or None)``, in order."""
+    from hecore.ops.spec import parse_op
+
+    packed = Layout.parse(layout).packed
+    stages, local = [], []
+    for spec in specs:
+        if parse_op(spec).regroup(packed) is None:
+            local.append(spec)
+        else:
+            stages.append((local, spec))
+            local = []
+    if local or not stages:
+        stages.append((local, None))
+    return stages
+
+
+def rows_out(layout: str, specs: list[str], preset: str, shapes: dict) -> int:
+    """How many ciphertext rows the chain ``specs`` leaves of images of ``shapes`` (id -> (height, width,
+    channels, tile_h, tile_w)): each image's rows at its size after the chain (``grey``: one channel)."""
+    from hecore.ops.spec import recorded_shape
+
+    from .rowchecks import expected_rows
+
+    return sum(expected_rows(layout, *recorded_shape(specs, preset, h, w, c), th, tw)
+               for h, w, c, th, tw in shapes.values())
+
+
+def regroup_kind(layout: str, spec: str) -> str:
+    from hecore.ops.spec import parse_op
+
+    return parse_op(spec).regroup(Layout.parse(layout).packed)
+
+
+def scatter_step(layout: str, spec: str):
+    """The partition function that sends rows where the regrouping op ``spec`` needs them before Spark groups
+    them (a windowed op's halo), or None when the rows are grouped as they are."""
+    from functools import partial
+
+    from hecore.ops.spec import parse_op
+
+    if regroup_kind(layout, spec) == "halo":
+        return partial(scatter_partition, halo=parse_op(spec).halo)
+    return None
+
+
+def row_steps(layout: str, specs: list[str], **common):
+    """The partition function of ops that run row by row (``common``: the broadcast keys' token and broadcast,
+    run id, accumulators), or None for no op: the whole sub-chain in each packed ciphertext, or the pixel
+    layout's pointwise ops one after the other."""
+    from functools import partial
+
+    if not specs:
+        return None
+    if Layout.parse(layout).packed:
+        return partial(packed_partition, specs=specs, **common)
+    return partial(chained, steps=[partial(pointwise_partition, spec=s, **common) for s in specs])
+
+
 # --- TFHE: one ciphertext per pixel value, any chain of 8-bit ops, server key only ------------------
 
 def tfhe_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, specs: list[str],
@@ -252,16 +370,11 @@ def tfhe_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast, 
 
 def _seal_chain(layout: str, specs: list[str], **common):
     """CKKS/BFV/BGV: the whole chain within each packed ciphertext, or the pixel layout's pointwise ops one
-    after the other on each batch (None for a windowed op there: it needs a shuffle)."""
-    from functools import partial
-
-    from hecore.ops.spec import parse_ops
-
-    if Layout.parse(layout).packed:
-        return partial(packed_partition, specs=specs, **common)
-    if any(op.windowed for op in parse_ops(specs)):
+    after the other on each batch; None when an op brings rows together (:func:`split_chain`): it needs a
+    shuffle."""
+    if split_chain(layout, specs)[0][1] is not None:
         return None
-    return partial(chained, steps=[partial(pointwise_partition, spec=s, **common) for s in specs])
+    return row_steps(layout, specs, **common)
 
 
 def _per_value_chain(layout: str, specs: list[str], **common):

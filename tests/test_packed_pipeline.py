@@ -73,6 +73,24 @@ def test_a_packed_convolution_chain_decrypts_exactly(ckks_run):
         assert r["ops"] == "|".join(ops) and (r["mse"], r["exact_fraction"]) == (0, 1.0), r
 
 
+def test_packed_grey_decrypts_one_channel_exactly(ckks_run):
+    root, src = ckks_run
+    ops = ["conv:gauss3", "grey", "brightness:3"]
+    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc-grey")]
+    for op in ops:
+        argv += ["--op", op]
+    assert main(argv + SPARK) == 0
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-grey"), "--out",
+                 str(root / "dec-grey"), "--owner", str(root / "enc.owner"), "--images", str(src), "--png",
+                 "--contact-sheet", str(root / "sheet-grey.png")] + SPARK) == 0
+    metrics = ds.dataset(root / "dec-grey" / "metrics").to_table().to_pylist()
+    assert len(metrics) == 2
+    for r in metrics:
+        assert r["ops"] == "|".join(ops) and (r["channels"], r["mse"], r["exact_fraction"]) == (1, 0, 1.0), r
+    assert all(np.array(Image.open(p)).ndim == 2 for p in (root / "dec-grey" / "images").glob("*.png"))
+    assert (root / "sheet-grey.png").is_file()
+
+
 def test_a_second_mean_filter_is_refused_naming_the_pixel_layout(ckks_run, capsys):
     root, _ = ckks_run
     argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "proc"), "--out", str(root / "again"),

@@ -108,6 +108,11 @@ def numpy_reference(pixels: np.ndarray, ops: tuple[str, ...]) -> np.ndarray:
             p = np.pad(a, pad, mode="edge")
             h, wd = a.shape[:2]
             a = sum(w[i, j] * p[i:i + h, j:j + wd] for i in range(3) for j in range(3)) / float(div or 1)
+        elif name == "contrast":
+            a = (a - 128) * float(arg) + 128
+        elif name == "grey":                  # ITU-R BT.601 in integers; a grey image is unchanged
+            if a.ndim == 3:
+                a = (77 * a[:, :, 0] + 150 * a[:, :, 1] + 29 * a[:, :, 2]) / 256
         elif name == "meanfilter":
             k = int(arg)
             assert k % 2 == 1, "this reference only handles odd windows"
@@ -392,6 +397,24 @@ def test_convolutions_in_the_pixel_layout_decrypt_exactly(pipe, images):
     for name in GOOD_IMAGES:
         want = numpy_reference(preprocessed(images / name), CONV_CHAIN)
         np.testing.assert_array_equal(np.array(Image.open(pngs[stem(name)])), want, err_msg=name)
+
+
+GREY_CHAIN = ("brightness:-20", "grey", "meanfilter:3", "contrast:2")
+
+
+def test_grey_in_the_pixel_layout_decrypts_one_channel_exactly(pipe, images):
+    dec = pipe.decrypt(pipe.process(GREY_CHAIN))
+    rows = read_table(dec / "metrics").to_pylist()
+    assert sorted(basename(r["source"]) for r in rows) == sorted(GOOD_IMAGES)
+    for r in rows:
+        assert (r["channels"], r["mse"], r["exact_fraction"]) == (1, 0, 1.0), r
+    pngs = png_images(dec)
+    for name in GOOD_IMAGES:
+        got = np.array(Image.open(pngs[stem(name)]))
+        assert got.ndim == 2, name
+        np.testing.assert_array_equal(got, numpy_reference(preprocessed(images / name), GREY_CHAIN), err_msg=name)
+    cts = read_table(pipe.process(GREY_CHAIN) / "ciphertexts", ["channel", "image_channels"])
+    assert set(cts.column("channel").to_pylist()) == {0} and set(cts.column("image_channels").to_pylist()) == {1}
 
 
 # --- 3c. a watermark outside the image ------------------------------------------------------------------

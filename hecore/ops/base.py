@@ -83,6 +83,7 @@ class ImageOp:
 
     name: ClassVar[str] = ""
     form: ClassVar[str] = ""
+    takes_args: ClassVar[bool] = True        # ``name:ARGS``; False: the bare name (``grey``)
     depth: ClassVar[int] = 0                 # CKKS levels the op spends
     post_scale_factor: ClassVar[float] = 1.0
     halo: ClassVar[int] = 0                  # how far a window reaches beyond its centre (pixels)
@@ -130,6 +131,16 @@ class ImageOp:
         """The op as planned for an input of ``layout`` with tiles ``tile`` (rows, columns) and ``halo``
         (ValueError when they do not suit it); most ops need nothing of them."""
         return self
+
+    def out_shape(self, height: int, width: int, channels: int) -> tuple[int, int, int]:
+        """The image's size after the op (ValueError when it cannot take one of this size)."""
+        return height, width, channels
+
+    def regroup(self, packed: bool) -> str | None:
+        """How the process job brings together the rows the op needs, in a packed (``packed``) or the pixel
+        layout: None (each row alone), ``"halo"`` (each tile with its neighbours' values within
+        :attr:`halo`) or ``"channels"`` (a tile's channels together)."""
+        return None
 
     def misfit(self, width: int, height: int) -> str:
         """Why the op does not fit a ``width x height`` image ("" when it does)."""

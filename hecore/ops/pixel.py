@@ -7,7 +7,7 @@ No multiplication, rescale, relinearisation or rotation: every op here has depth
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -253,3 +253,40 @@ def halo_tiles(py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int,
     ty0, ty1 = max(0, (py - r) // tile_h), min(rows - 1, (py + r) // tile_h)
     tx0, tx1 = max(0, (px - r) // tile_w), min(cols - 1, (px + r) // tile_w)
     return [(ty, tx) for ty in range(ty0, ty1 + 1) for tx in range(tx0, tx1 + 1)]
+
+
+def _addmod(a: np.ndarray, b: np.ndarray, q: np.ndarray) -> np.ndarray:
+    s = a + b                       # both below q < 2^63: no wrap-around
+    return np.where(s >= q, s - q, s)
+
+
+def weighted_sum(fmt: CiphertextFormat, batches: Sequence[CiphertextBatch], weights: Sequence[int], *,
+                 strategy: str = "fresh", security: str = SECURITY_IND_CPA) -> CiphertextBatch:
+    """``sum_k weights[k] x batches[k][i]`` for every ``i``: ciphertexts of equal counts combined word by word
+    (mod each prime) with small integer weights, by doublings and additions -- what turns the channels of a
+    pixel into one value (``grey``).  ``strategy`` and ``security`` label the result."""
+    if len(batches) != len(weights) or not batches:
+        raise ValueError(f"{len(batches)} batches for {len(weights)} weights")
+    count = len(batches[0])
+    if any(len(b) != count for b in batches):
+        raise ValueError(f"the batches hold {sorted({len(b) for b in batches})} ciphertexts; they must agree")
+    q = np.repeat(np.tile(fmt.q_array(), 2), fmt.n)            # the prime of every word
+    acc = np.zeros((count, fmt.words), dtype=np.uint64)
+    for batch, w in zip(batches, weights):
+        w = int(w)
+        data = _check_batch(batch, fmt).reshape(count, fmt.stride)
+        x = np.ascontiguousarray(data[:, fmt.header_len:]).view(np.uint64).copy()
+        n, term = abs(w), np.zeros_like(acc)
+        while n:
+            if n & 1:
+                term = _addmod(term, x, q)
+            n >>= 1
+            if n:
+                x = _addmod(x, x, q)
+        if w < 0:
+            term = np.where(term == 0, term, q - term)
+        acc = _addmod(acc, term, q)
+    out = np.empty((count, fmt.stride), dtype=np.uint8)
+    out[:, :fmt.header_len] = np.frombuffer(fmt.header, dtype=np.uint8)
+    out[:, fmt.header_len:] = acc.view(np.uint8).reshape(count, 8 * fmt.words)
+    return CiphertextBatch.uniform(out.reshape(-1), count, fmt.stride, strategy, security)

@@ -86,6 +86,7 @@ import numpy as np
 
 from hecore.spectext import check_ascii_digits
 
+from . import channels as _channels  # noqa: F401 -- registers grey
 from . import dft as _dft  # noqa: F401 -- registers dftfilter
 from .base import ImageOp, as_image, check_int, check_number, fmt_number, op_class, registered
 from .pointwise import CONTRAST_RANGE, MID_GREY, Brightness, Contrast, Watermark
@@ -129,6 +130,7 @@ NOT_IN_TFHE = {
     "watermark": "not implemented for TFHE (its ops apply one function to every pixel)",
     "meanfilter": "not implemented for TFHE (its ops are functions of one pixel; a filter sums neighbours)",
     "conv": "not implemented for TFHE (its ops are functions of one pixel; a convolution sums neighbours)",
+    "grey": "not implemented for TFHE (its ops are functions of one pixel value; grey sums a pixel's channels)",
     "dftfilter": "a CKKS frequency-domain filter (complex slots, packed layout)",
     "match": "matching is CKKS/BFV/BGV (squared or absolute differences summed over slots)",
     "infer": "inference is CKKS/BFV (plaintext weights times packed ciphertexts)",
@@ -177,7 +179,7 @@ def parse_op(spec: str) -> Op:
     cls = op_class(name)
     if cls is None:
         raise ValueError(f"unknown operation {spec!r}: expected {_forms()}")
-    if not sep:
+    if not sep and cls.takes_args:
         raise ValueError(f"bad operation spec {spec!r}: expected {cls.form}")
     try:
         return cls.parse(args, spec)
@@ -450,6 +452,17 @@ def recorded_reference(img_uint8: np.ndarray, specs: Sequence[str], preset) -> n
 
         return reference_chain(np.asarray(img_uint8, dtype=np.uint8), recorded_chain(specs, preset)).astype(np.float64)
     return reference(img_uint8, parse_ops(list(specs)))
+
+
+def recorded_shape(specs: Sequence[str], preset, height: int, width: int, channels: int) -> tuple[int, int, int]:
+    """The size (height, width, channels) an image of ``height x width x channels`` has after a run's recorded
+    ops (``grey``: one channel); unchanged for TFHE's and the tables' ops, which keep every value's place."""
+    shape = (height, width, channels)
+    if _exact_bytes(specs, preset):
+        return shape
+    for op in parse_ops([s for s in specs if run_kind(s) == "image"]):
+        shape = op.out_shape(*shape)
+    return shape
 
 
 def recorded_finish(specs: Sequence[str], preset) -> Finish:

@@ -108,6 +108,9 @@ class WindowOp(ImageOp):
         eye = np.eye(self.k, dtype=np.int64)
         return [(eye[i], self.weights[i]) for i in range(self.k) if self.weights[i].any()]
 
+    def regroup(self, packed: bool):
+        return None if packed else "halo"        # a packed tile carries its halo
+
     def raw_step(self, lo, hi, ps):
         w = self.weights
         pos, neg = int(w[w > 0].sum()), int(w[w < 0].sum())

@@ -6,8 +6,15 @@ fingerprint, how to encrypt, decrypt, check a row and evaluate, and which ops it
 alone (no key read), :func:`scheme_for_preset` from a run's or a row's preset, :func:`scheme_named`
 from a command line's ``--scheme``.
 
-:data:`SCHEMES` is the one routing table: a new scheme is a module beside :mod:`.seal` and
-:mod:`.tfhe` implementing :mod:`.base`, and one entry here.
+:data:`SCHEMES` routes a key directory, a preset and a secret file to their family, and
+:data:`SCHEME_NAMES` each ``--scheme`` name.  A new scheme is a module beside :mod:`.seal` and
+:mod:`.tfhe` implementing :mod:`.base`, its entries in both tables here, and what names the schemes
+outside this package: its op vocabulary (:mod:`hecore.ops.spec`) and what the planner knows of it
+(:data:`hecore.planner.ALL_SCHEMES`, the ``--scheme`` choices, and which ops it runs), how the
+process stage runs a chain of it (:data:`tasks.process.CHAINS`), its presets, parameters, strategy
+labels and ops in the manifest checks (:mod:`schemas.manifest`), its preset names among
+``hepix keygen --preset``'s choices (:mod:`jobs.keygen`), and its public key files among those a
+key directory on HDFS is copied with (:func:`jobs.runtime.remote.key_file_names`).
 """
 from __future__ import annotations
 

@@ -7,13 +7,17 @@ is called, what values a decrypted run may hold.  A :class:`KeySet` is one key d
 (:func:`hecore.schemes.open_keys`): its scheme, parameters and fingerprint, and the encryptor,
 decryptor, row checker and evaluator built from its bytes.
 
-Callers hold a key set and ask it; they never compare scheme names.  As Lattigo keeps one
-``rlwe`` core with ``hefloat``/``heint``/``hebin`` beside it, and TenSEAL a ``SCHEME_TYPE``, the
-jobs hold these two interfaces and the schemes live behind them.
+The jobs hold a key set (or, before any key is read, a scheme) and ask it rather than compare
+scheme names; what is decided from names and presets alone -- the op vocabularies
+(:mod:`hecore.ops.spec`), the planner and ``hepix plan``, ``hepix keygen``'s choices, the manifest
+checks (:mod:`schemas.manifest`) -- and the process stage's table of chain runners
+(:data:`tasks.process.CHAINS`) name the schemes themselves (:mod:`hecore.schemes` lists what a new
+one needs).  As Lattigo keeps one ``rlwe`` core with ``hefloat``/``heint``/``hebin`` beside it,
+and TenSEAL a ``SCHEME_TYPE``, the jobs hold these two interfaces and the schemes live behind them.
 
-A key set holds bytes only (public material, and the secret on the owner's side), so it pickles
-and broadcasts; what it builds (a SEAL context, a tfhe-rs key) is built where it is used, once per
-Python worker.
+A key set holds its parameters and bytes only (public material, and the secret on the owner's
+side), so it pickles and broadcasts; what it builds (a SEAL context, a tfhe-rs key) is built where
+it is used, once per Python worker.
 """
 from __future__ import annotations
 
@@ -25,7 +29,9 @@ from collections.abc import Sequence
 class Scheme(ABC):
     """A scheme family: what its keys can do, known from its name alone (no key read)."""
 
-    #: ``seal`` or ``tfhe``: the family, for messages and the routing of :mod:`hecore.schemes`.
+    #: ``seal`` or ``tfhe``: the family's name (TFHE's is also how :mod:`hecore.ops.spec` and the planner
+    #: name its op vocabulary); :mod:`hecore.schemes` routes by :meth:`owns_manifest`, :meth:`owns_preset`
+    #: and its ``--scheme`` table, not by this name.
     name: str
     #: How the docs and messages name its schemes (``CKKS/BFV/BGV``, ``TFHE``).
     title: str

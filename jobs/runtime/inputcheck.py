@@ -52,6 +52,7 @@ class CheckedInput:
     id_less: bool = False           # some rows had no image id (each a rejects row)
     cached: object = None           # the persisted check-and-work output ``df`` reads (inspect_rows' work)
     sizes: dict = field(default_factory=dict)   # from the tasks' summaries: good image id -> (width, height)
+    shapes: dict = field(default_factory=dict)  # good image id -> (height, width, channels, tile_h, tile_w)
 
     def release(self) -> None:
         """Drop the persisted work output once the job has used ``df`` (nothing to do without one)."""
@@ -250,8 +251,10 @@ def _judge(summaries: list[ImageSummary], rejects: list[dict], bad: set[str], *,
         bad_rows = sum(n for i, n in rows_of.items() if i in bad or i is None)
     else:
         bad_rows = sum(n for i, n in rows_of.items() if i in bad)
+    shapes = {s.image_id: (s.heights[0], s.widths[0], s.channels[0], s.tiles[0], s.tiles[2]) for s in summaries
+              if s.image_id is not None and s.image_id not in bad}
     return CheckedInput(None, rejects, bad, bad_rows, images=len([i for i in rows_of if i is not None]),
-                        rows=total, good_ids=good, id_less=None in rows_of)
+                        rows=total, good_ids=good, id_less=None in rows_of, shapes=shapes)
 
 
 #: The bad rows of one image the driver keeps as rejects rows; the rest are counted in one more row.

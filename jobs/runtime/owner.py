@@ -21,6 +21,7 @@ Local paths only: the map is written with plain file I/O on the machine that run
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -98,10 +99,18 @@ class OwnerImage:
 class OwnerMap:
     """An owner map directory: read it (decrypt, audit), or build it batch by batch (encrypt)."""
 
-    def __init__(self, directory: Path, doc: dict):
+    def __init__(self, directory: Path, doc: dict, shape=None):
         self.directory = directory
         self.doc = doc
         self._images: dict[str, OwnerImage] | None = None
+        self._shape = shape             # (h, w, c) -> the size a processed run holds (processed_by)
+
+    def processed_by(self, specs, preset) -> "OwnerMap":
+        """This map as a run that applied the ops ``specs`` holds its images: every size through the chain
+        (:func:`hecore.ops.spec.recorded_shape`: ``grey`` leaves one channel); the rest as recorded."""
+        from hecore.ops.spec import recorded_shape
+
+        return OwnerMap(self.directory, self.doc, lambda h, w, c: recorded_shape(list(specs), preset, h, w, c))
 
     # --- reading ---------------------------------------------------------------------------------------
     @classmethod
@@ -146,6 +155,9 @@ class OwnerMap:
                         raise OwnerMapError(f"{self.directory / batch['images']}: image "
                                             f"{str(image.image_id)[:80]!r} is not a record encrypt writes "
                                             "(its id, size or ciphertext count); the owner map was changed")
+                    if self._shape is not None:
+                        h, w, c = self._shape(image.image_height, image.image_width, image.image_channels)
+                        image = dataclasses.replace(image, image_height=h, image_width=w, image_channels=c)
                     out[image.image_id] = image
             self._images = out
         return self._images
