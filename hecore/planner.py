@@ -74,11 +74,12 @@ def requirements(ops: Sequence[Op], layout: "Layout | str", match: Match | None 
     lo, hi = raw_range(ops)
     bound = max(abs(lo), abs(hi))
     fractional = [spec for spec, c in _raw_constants(ops) if c != round(c)]
-    depth, multiplies, wrong_layout = 0, False, ""
+    depth, multiplies = 0, False
     packed = layout.packed
     rotations = any(op.rotates(packed) for op in ops)
     integer_ok, why = layout is Layout.PACKED, {Layout.PACKED: "", Layout.PIXEL: "the pixel layout is CKKS-only",
                                                 Layout.PACKED_COMPLEX: "complex packing is CKKS-only"}[layout]
+    wrong_layout = next((p for p in (op.layout_problem(layout) for op in ops) if p), "")
     if fractional and integer_ok:
         integer_ok, why = False, f"{', '.join(fractional)} add non-integer raw values"
     if match is not None:

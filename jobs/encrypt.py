@@ -24,6 +24,7 @@ files already hold (encrypted or rejected); ``--overwrite`` redoes them all.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 
@@ -315,7 +316,7 @@ def tile_and_halo(args, keys, layout: Layout, chain=None) -> tuple[tuple[int, in
             raise HepixError(f"--halo {halo}: the --for-op chain's mean filter reaches {chain_halo(params, chain)} "
                              f"pixels beyond each tile; give --halo {chain_halo(params, chain)} (or drop --halo)")
         try:
-            tile = tile_spec or default_tile(params, halo, layout.complex_packing)
+            tile = tile_spec or _tile_for(chain, default_tile(params, halo, layout.complex_packing))
             check_tile_fits(params, *tile, halo, layout.complex_packing)
         except ValueError as e:
             raise HepixError(str(e)) from None
@@ -326,6 +327,13 @@ def tile_and_halo(args, keys, layout: Layout, chain=None) -> tuple[tuple[int, in
         raise HepixError(f"the pixel layout (iCHEETAH) is CKKS-only; {params.name} is {params.scheme.upper()}: use "
                          "--layout packed, or keys of a CKKS preset")
     return tuple(tile_spec or parse_tile_spec(DEFAULT_TILE)), 0
+
+
+def _tile_for(chain, tile: tuple[int, int]) -> tuple[int, int]:
+    """The default tile, its sides rounded down to what the declared chain's ops need (a downsample by ``F``:
+    multiples of ``F``)."""
+    step = math.lcm(*[getattr(op, "packed_stride", 1) for op in chain[0]]) if chain is not None and chain[0] else 1
+    return tuple(max(step, v // step * step) for v in tile)
 
 
 def chain_halo(params, chain) -> int:

@@ -84,7 +84,8 @@ def add_arguments(p) -> None:
 def check_ops_fit(df, ops, sizes: dict | None = None) -> None:
     """Refuse ops that do not fit some image (a watermark outside it), naming the images: the images of
     ``sizes`` (id -> (width, height), as the checking tasks summed them up), else of the rows ``df``."""
-    marks = [op for op in ops if op.misfit(1, 1)]           # those that miss a 1x1 image can miss others
+    # the ops that can miss an image: those that miss a 1x1 one (TFHE's and the tables' ops never do)
+    marks = [op for op in ops if hasattr(op, "misfit") and op.misfit(1, 1)]
     if not marks:
         return
     if sizes is not None:
@@ -209,6 +210,18 @@ def process_in_one_pass(run, expect, ops):
     return checked, reported
 
 
+def _options_after(parent, ops) -> dict:
+    """The input's options, its tile as the output rows hold it (a packed downsample shrinks it)."""
+    from hecore.layouts import Layout
+    from hecore.ops.spec import recorded_tile
+
+    options = dict(parent.options)
+    if options.get("tile"):
+        options["tile"] = list(recorded_tile([o.spec for o in ops], parent.preset, options["tile"],
+                                             Layout.parse(parent.layout).packed))
+    return options
+
+
 def run(args, chain) -> int:
     """``hepix process`` with image ops (``chain``: :func:`hecore.ops.spec.parse_chain` of ``--op``)."""
     from pyspark.sql import functions as F
@@ -255,7 +268,8 @@ def run(args, chain) -> int:
                              f"out with their images), {counts.ciphertexts} out where the chain leaves {want}; "
                              "nothing was committed")
         manifest = run.manifest(ops=list(parent.ops) + [o.spec for o in ops], counts=counts, files=files,
-                                checksums=checksums, strategy=run.keys.scheme.processed_strategy(parent.strategy))
+                                checksums=checksums, strategy=run.keys.scheme.processed_strategy(parent.strategy),
+                                options=_options_after(parent, ops))
         run.commit(manifest, ["ciphertexts", "rejects"])
     secs = run.timings["process_seconds"]
     print(f"processed {counts.ciphertexts} ciphertexts of {counts.images_encrypted} images in {secs:.1f} s "

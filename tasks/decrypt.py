@@ -152,10 +152,12 @@ def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
     ``loaded``: the ciphertexts as the row checks loaded them on ``ctx`` (None where they did not)."""
     from hecore.flooding import flood
     from hecore.layouts.packed import decrypt_block
+    from hecore.ops.spec import recorded_stride
 
     cols = {k: rb.column(k).to_numpy(zero_copy_only=False)
             for k in ("tile_h", "tile_w", "halo", "h", "w", "y", "x", "post_scale")}
     complex_packing = [Layout.parse(v).complex_packing for v in rb.column("layout").to_pylist()]
+    stride = recorded_stride(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
     ct = rb.column("ct")
     keep, blocks, seconds = [], [], []
     for i in range(rb.num_rows):
@@ -164,7 +166,7 @@ def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
         try:
             c = loaded[i] if loaded is not None and loaded[i] is not None else ct[i].as_buffer()
             slots = decrypt_block(ctx, c, int(cols["tile_h"][i]), int(cols["tile_w"][i]),
-                                  int(cols["halo"][i]), complex_packing[i])[:h, :w]
+                                  int(cols["halo"][i]), complex_packing[i], stride)[:h, :w]
         except Exception as e:  # noqa: BLE001 -- the library refused it
             yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
             continue

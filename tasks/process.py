@@ -153,13 +153,35 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
         yield replace_columns(
             rb, ct=new_ct, ct_xxh3=ct_checksums(new_ct), run_id=constant_column(run_id, rb.num_rows, pa.string()),
             ops=pa.array([r["ops"] + list(specs) for r in rows], type=pa.list_(pa.string())),
-            post_scale=pa.array(scales, type=pa.float64()), process_seconds=pa.array(secs, type=pa.float64()))
+            post_scale=pa.array(scales, type=pa.float64()), process_seconds=pa.array(secs, type=pa.float64()),
+            **(_resized(rows, ops) if ops is not None and any(op.packed_stride > 1 for op in ops) else {}))
 
 
-def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterator[pa.RecordBatch]:
-    """Send each pixel ciphertext to its own tile and to the neighbour tiles whose halo needs it."""
-    from hecore.ops.pixel import halo_tiles
+#: The geometry columns of a row (the image's size, its tile's, where it lies).
+GEOMETRY = ("image_height", "image_width", "tile_h", "tile_w", "y", "x", "h", "w")
 
+
+def _resized(rows: list[dict], ops) -> dict:
+    """The geometry columns of packed rows after ``ops`` that shrink the image (a downsample): the image, the
+    tile and its place, in output pixels (a tile's sides are multiples of the factor: each maps to one)."""
+    out = {k: [] for k in GEOMETRY}
+    for r in rows:
+        (H, W, _), (th, tw) = (r["image_height"], r["image_width"], r["image_channels"]), (r["tile_h"], r["tile_w"])
+        for op in ops:
+            H, W, _ = op.out_shape(H, W, 1)
+            th, tw = op.out_tile((th, tw), True)
+        y, x = r["tile_y"] * th, r["tile_x"] * tw
+        for k, v in zip(GEOMETRY, (H, W, th, tw, y, x, min(th, H - y), min(tw, W - x))):
+            out[k].append(v)
+    return {k: pa.array(v, type=pa.int32()) for k, v in out.items()}
+
+
+def scatter_partition(batches: Iterator[pa.RecordBatch], *, spec: str) -> Iterator[pa.RecordBatch]:
+    """Send each pixel ciphertext to the output tiles whose windows need it (:meth:`WindowOp.target_tiles`: a
+    filter's own tile and the neighbours whose halo needs it; a downsample's one output tile)."""
+    from hecore.ops.spec import parse_op
+
+    op = parse_op(spec)
     for rb in batches:
         if rb.num_rows == 0:
             continue
@@ -169,7 +191,7 @@ def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterat
         take, tys, txs = [], [], []
         for i in range(rb.num_rows):
             rows, cols = -(-int(hh[i]) // int(th[i])), -(-int(ww[i]) // int(tw[i]))
-            for ty, tx in halo_tiles(int(pos[i, 0]), int(pos[i, 1]), int(th[i]), int(tw[i]), rows, cols, halo):
+            for ty, tx in op.target_tiles(int(pos[i, 0]), int(pos[i, 1]), int(th[i]), int(tw[i]), rows, cols):
                 take.append(i)
                 tys.append(ty)
                 txs.append(tx)
@@ -182,7 +204,8 @@ def scatter_partition(batches: Iterator[pa.RecordBatch], *, halo: int) -> Iterat
 
 
 def window_group(table: pa.Table, *, token: str, broadcast, spec: str, run_id: str, rebuilds=None) -> pa.Table:
-    """One output tile of a windowed op (mean filter, convolution) from the tile's ciphertexts and its halo."""
+    """One output tile of a windowed op (mean filter, convolution, downsample) from the input ciphertexts its
+    windows read (the tile and its halo; a downsample's blocks)."""
     from hecore.ciphertexts import SECURITY_LEAKS, CiphertextBatch
     from hecore.ops.pixel import window_tile
     from hecore.ops.spec import parse_op
@@ -196,8 +219,9 @@ def window_group(table: pa.Table, *, token: str, broadcast, spec: str, run_id: s
     ty, tx = first["target_ty"], first["target_tx"]
     th, tw = first["tile_h"], first["tile_w"]
     height, width = first["image_height"], first["image_width"]
+    out_height, out_width, _ = op.out_shape(height, width, first["image_channels"])
     out_y, out_x = ty * th, tx * tw
-    out_h, out_w = min(th, height - out_y), min(tw, width - out_x)
+    out_h, out_w = min(th, out_height - out_y), min(tw, out_width - out_x)
     pos = pixel_positions(rb)
     cts = CiphertextBatch.from_arrow(rb.column("ct"))
     tile_cts = {(int(py), int(px)): cts[i] for i, (py, px) in enumerate(pos)}
@@ -208,11 +232,13 @@ def window_group(table: pa.Table, *, token: str, broadcast, spec: str, run_id: s
     batch = window_tile(fmt, tile_cts, height, width, op, out_y, out_x, out_h, out_w,
                         strategy=strategies[0], security=security)
     dt = (time.perf_counter() - t) / max(1, len(batch))
-    # The output pixel (y, x) keeps the encryption time and history of the input at (y, x).
+    # The output pixel (y, x) keeps the encryption time and history of the input its window starts from.
     own = {(int(py), int(px)): i for i, (py, px) in enumerate(pos)}
-    order = [own[(out_y + j // out_w, out_x + j % out_w)] for j in range(out_h * out_w)]
+    step = op.stride
+    order = [own[(step * (out_y + j // out_w), step * (out_x + j % out_w))] for j in range(out_h * out_w)]
     src = rb.take(pa.array(order, type=pa.int64()))
-    tile = {**first, "tile_y": ty, "tile_x": tx, "y": out_y, "x": out_x, "h": out_h, "w": out_w}
+    tile = {**first, "image_height": out_height, "image_width": out_width, "tile_y": ty, "tile_x": tx,
+            "y": out_y, "x": out_x, "h": out_h, "w": out_w}
     meta = RowMeta(run_id=run_id, layout=first["layout"], preset=first["preset"],
                        key_fingerprint=first["key_fingerprint"])
     out = ciphertext_rows(
@@ -274,17 +300,20 @@ def channel_group(table: pa.Table, *, token: str, broadcast, spec: str, run_id: 
 # --- a chain cut at the ops that bring rows together ---------------------------------------------------
 
 #: The columns Spark groups the rows by for each way of bringing them together (hecore.ops.base.ImageOp.regroup).
-GROUP_KEYS = {"halo": ("image_id", "channel", "target_ty", "target_tx"), "channels": ("image_id", "tile_y", "tile_x")}
+GROUP_KEYS = {"halo": ("image_id", "channel", "target_ty", "target_tx"), "channels": ("image_id", "tile_y", "tile_x"),
+              "blocks": ("image_id", "channel", "target_ty", "target_tx")}
 
 #: What sums a group of rows, for each way of bringing them together.
-GROUP_FUNCTIONS = {"halo": window_group, "channels": channel_group}
+GROUP_FUNCTIONS = {"halo": window_group, "channels": channel_group, "blocks": window_group}
 
 
 def split_chain(layout: str, specs: list[str]) -> list[tuple[list[str], str | None]]:
     """The chain cut after each op that brings rows together in ``layout`` (a windowed op in the pixel layout,
     ``grey`` in any): ``(ops that run row by row, the regrouping op or None)``, in order."""
-    from hecore.ops.spec import parse_op
+    from hecore.ops.spec import is_table_chain, parse_op
 
+    if is_table_chain(specs):                   # one BFV table, row by row (hecore.ops.lut)
+        return [(list(specs), None)]
     packed = Layout.parse(layout).packed
     stages, local = [], []
     for spec in specs:
@@ -301,11 +330,13 @@ def split_chain(layout: str, specs: list[str]) -> list[tuple[list[str], str | No
 def rows_out(layout: str, specs: list[str], preset: str, shapes: dict) -> int:
     """How many ciphertext rows the chain ``specs`` leaves of images of ``shapes`` (id -> (height, width,
     channels, tile_h, tile_w)): each image's rows at its size after the chain (``grey``: one channel)."""
-    from hecore.ops.spec import recorded_shape
+    from hecore.ops.spec import recorded_shape, recorded_tile
 
     from .rowchecks import expected_rows
 
-    return sum(expected_rows(layout, *recorded_shape(specs, preset, h, w, c), th, tw)
+    packed = Layout.parse(layout).packed
+    return sum(expected_rows(layout, *recorded_shape(specs, preset, h, w, c),
+                             *recorded_tile(specs, preset, (th, tw), packed))
                for h, w, c, th, tw in shapes.values())
 
 
@@ -320,10 +351,8 @@ def scatter_step(layout: str, spec: str):
     them (a windowed op's halo), or None when the rows are grouped as they are."""
     from functools import partial
 
-    from hecore.ops.spec import parse_op
-
-    if regroup_kind(layout, spec) == "halo":
-        return partial(scatter_partition, halo=parse_op(spec).halo)
+    if regroup_kind(layout, spec) in ("halo", "blocks"):
+        return partial(scatter_partition, spec=spec)
     return None
 
 

@@ -91,6 +91,26 @@ def test_packed_grey_decrypts_one_channel_exactly(ckks_run):
     assert (root / "sheet-grey.png").is_file()
 
 
+def test_packed_downsample_decrypts_the_smaller_image_exactly(ckks_run):
+    root, src = ckks_run
+    ops = ["brightness:-4", "downsample:2", "contrast:1.25"]
+    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc-small")]
+    for op in ops:
+        argv += ["--op", op]
+    assert main(argv + SPARK) == 0
+    m = json.loads((root / "proc-small" / "_manifest.json").read_text())
+    assert m["options"]["tile"] == [15, 31]
+    for owner in (["--owner", str(root / "enc.owner")], []):
+        out = root / f"dec-small-{len(owner)}"
+        assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-small"), "--out",
+                     str(out), *owner, "--images", str(src)] + SPARK) == 0
+        metrics = {r["source"].rsplit("/", 1)[-1]: r for r in ds.dataset(out / "metrics").to_table().to_pylist()}
+        assert {k: (r["height"], r["width"], r["channels"]) for k, r in metrics.items()} == \
+            {"rgb.png": (20, 35, 3), "grey.png": (17, 10, 1)}
+        for r in metrics.values():
+            assert (r["mse"], r["exact_fraction"]) == (0, 1.0), r
+
+
 def test_a_second_mean_filter_is_refused_naming_the_pixel_layout(ckks_run, capsys):
     root, _ = ckks_run
     argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "proc"), "--out", str(root / "again"),

@@ -113,6 +113,13 @@ def numpy_reference(pixels: np.ndarray, ops: tuple[str, ...]) -> np.ndarray:
         elif name == "grey":                  # ITU-R BT.601 in integers; a grey image is unchanged
             if a.ndim == 3:
                 a = (77 * a[:, :, 0] + 150 * a[:, :, 1] + 29 * a[:, :, 2]) / 256
+        elif name == "downsample":            # the F x F block mean, the last blocks' edge replicated
+            f = int(arg)
+            h, w = a.shape[:2]
+            hh, ww = -(-h // f), -(-w // f)
+            pad = [(0, hh * f - h), (0, ww * f - w)] + [(0, 0)] * (a.ndim - 2)
+            p = np.pad(a, pad, mode="edge")
+            a = sum(p[i::f, j::f] for i in range(f) for j in range(f)) / (f * f)
         elif name == "meanfilter":
             k = int(arg)
             assert k % 2 == 1, "this reference only handles odd windows"
@@ -415,6 +422,22 @@ def test_grey_in_the_pixel_layout_decrypts_one_channel_exactly(pipe, images):
         np.testing.assert_array_equal(got, numpy_reference(preprocessed(images / name), GREY_CHAIN), err_msg=name)
     cts = read_table(pipe.process(GREY_CHAIN) / "ciphertexts", ["channel", "image_channels"])
     assert set(cts.column("channel").to_pylist()) == {0} and set(cts.column("image_channels").to_pylist()) == {1}
+
+
+SMALL_CHAIN = ("conv:0,-1,0,-1,5,-1,0,-1,0", "downsample:4", "grey", "brightness:7")
+
+
+def test_downsample_in_the_pixel_layout_decrypts_the_smaller_image_exactly(pipe, images):
+    dec = pipe.decrypt(pipe.process(SMALL_CHAIN))
+    rows = read_table(dec / "metrics").to_pylist()
+    assert sorted(basename(r["source"]) for r in rows) == sorted(GOOD_IMAGES)
+    for r in rows:
+        assert (r["height"], r["width"], r["channels"], r["mse"], r["exact_fraction"]) == (4, 4, 1, 0, 1.0), r
+    pngs = png_images(dec)
+    for name in GOOD_IMAGES:
+        got = np.array(Image.open(pngs[stem(name)]))
+        np.testing.assert_array_equal(got, numpy_reference(preprocessed(images / name), SMALL_CHAIN), err_msg=name)
+    assert manifest(pipe.process(SMALL_CHAIN)).counts.ciphertexts == 3 * 4 * 4
 
 
 # --- 3c. a watermark outside the image ------------------------------------------------------------------

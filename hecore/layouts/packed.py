@@ -153,14 +153,18 @@ def encrypt_tiles(pixels: np.ndarray, encryptor: "Encryptor | HEContext", tile_h
 
 
 def decrypt_block(ctx: HEContext, ct, tile_h: int, tile_w: int, halo: int = 0,
-                  complex_packing: bool = False) -> np.ndarray:
-    """The tile's ``tile_h x tile_w`` raw values (halo cut off) of one packed ciphertext."""
+                  complex_packing: bool = False, stride: int = 1) -> np.ndarray:
+    """The tile's ``tile_h x tile_w`` raw values (halo cut off) of one packed ciphertext.  ``stride``: the
+    values sit in every ``stride``-th slot of every ``stride``-th row of a block ``stride`` times larger (the
+    tile of a downsampled image, :mod:`hecore.ops.downsample`)."""
     if complex_packing:
+        if stride != 1:
+            raise ValueError("complex packing holds no downsampled tile")
         return join_halves(ctx.decrypt_complex(ct, block_rows(tile_h, halo, True) * (tile_w + 2 * halo)),
                            tile_h, tile_w, halo)
-    bh, bw = tile_h + 2 * halo, tile_w + 2 * halo
+    bh, bw = tile_h * stride + 2 * halo, tile_w * stride + 2 * halo
     block = ctx.decrypt_slots(ct, bh * bw).reshape(bh, bw)
-    return block[halo:halo + tile_h, halo:halo + tile_w]
+    return block[halo:halo + tile_h * stride:stride, halo:halo + tile_w * stride:stride]
 
 
 def decrypt_tiles(ctx: HEContext, grid: TileGrid, tiles) -> np.ndarray:

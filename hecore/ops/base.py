@@ -91,6 +91,8 @@ class ImageOp:
     windowed: ClassVar[bool] = False         # a weighted sum of neighbours (the pixel layout shuffles for it)
     needs_rotation: ClassVar[bool] = False   # rotations in every layout (the DFT filter)
     packed_only: ClassVar[bool] = False      # no pixel-layout evaluation
+    position_free: ClassVar[bool] = True     # the same on every value, wherever it sits (a constant added)
+    packed_stride: ClassVar[int] = 1         # packed: results in every n-th slot of every n-th row (downsample)
 
     @classmethod
     def parse(cls, args: str, spec: str) -> "ImageOp":       # pragma: no cover - every op overrides it
@@ -127,6 +129,10 @@ class ImageOp:
         """Whether the op needs Galois keys in a packed (``packed``) or the pixel layout."""
         return self.needs_rotation or (packed and not self.pointwise)
 
+    def layout_problem(self, layout) -> str:
+        """Why the op cannot run in ``layout`` ("" when it can)."""
+        return ""
+
     def for_tiles(self, layout, tile: tuple[int, int], halo: int, slots: int) -> "ImageOp":
         """The op as planned for an input of ``layout`` with tiles ``tile`` (rows, columns) and ``halo``
         (ValueError when they do not suit it); most ops need nothing of them."""
@@ -141,6 +147,10 @@ class ImageOp:
         layout: None (each row alone), ``"halo"`` (each tile with its neighbours' values within
         :attr:`halo`) or ``"channels"`` (a tile's channels together)."""
         return None
+
+    def out_tile(self, tile: tuple[int, int], packed: bool) -> tuple[int, int]:
+        """The tile size of the rows after the op (the packed tile shrinks with a downsampled image)."""
+        return tuple(tile)
 
     def misfit(self, width: int, height: int) -> str:
         """Why the op does not fit a ``width x height`` image ("" when it does)."""

@@ -457,6 +457,7 @@ class DftFilter(ImageOp):
     halo: ClassVar[int] = 0
     pointwise: ClassVar[bool] = False
     packed_only: ClassVar[bool] = True
+    position_free: ClassVar[bool] = False
 
     def __post_init__(self):
         if not (isinstance(self.cutoff, (int, float)) and 0 < float(self.cutoff) <= math.sqrt(2)):

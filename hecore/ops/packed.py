@@ -128,8 +128,8 @@ class PackedGeometry:
 
 
 def _filters(ops: Sequence[Op]) -> list:
-    """The windowed ops (mean filters, convolutions) of a chain."""
-    return [op for op in ops if op.windowed]
+    """The ops of a chain that read the tile's halo (mean filters, convolutions)."""
+    return [op for op in ops if op.windowed and op.halo > 0]
 
 
 def check_packed_chain(done: Sequence[Op], ops: Sequence[Op], halo: int) -> None:
@@ -147,6 +147,21 @@ def check_packed_chain(done: Sequence[Op], ops: Sequence[Op], halo: int) -> None
         )
     for f in _filters(ops):
         f.check_halo(halo)
+    chain = list(done) + list(ops)
+    for i, op in enumerate(chain):
+        if op.packed_stride > 1:
+            before = [o.spec for o in _filters(chain[:i])]
+            if before:
+                raise InvalidParameters(
+                    f"{', '.join(before)} before {op.spec}: in the packed layout a filter's values beyond the "
+                    f"image edge are not the edge replicated, and {op.spec}'s last, partial blocks read them; use "
+                    "--layout pixel for this chain")
+            after = [o.spec for o in chain[i + 1:] if not o.position_free]
+            if after:
+                raise InvalidParameters(
+                    f"{', '.join(after)} after {op.spec}: in the packed layout the downsampled values stay in "
+                    "their input slots, so an op that reads neighbours or a position cannot follow; apply it "
+                    f"before {op.spec}, or use --layout pixel")
 
 
 def constant_for(ev: Evaluator, value: float, post_scale: float, what: str):

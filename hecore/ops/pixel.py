@@ -122,16 +122,16 @@ class MissingNeighbour(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def window_multiplicities(k: int, size: int, pos: int,
-                          weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def window_multiplicities(k: int, size: int, pos: int, weights: np.ndarray | None = None,
+                          lo: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Along one axis of ``size`` pixels: the clamped coordinates the window at ``pos`` covers, and how often
     (each offset counted with its weight, 1 without ``weights``).
 
     Returns ``(coords, counts)`` (int64, ``coords`` ascending; without weights ``counts`` sum to ``k``).
     The 2-D multiplicities of one term of a kernel are the outer product of the row and the column ones.
     """
-    lo, hi = window_offsets(k)
-    coords = np.clip(np.arange(pos + lo, pos + hi + 1), 0, size - 1)
+    lo = window_offsets(k)[0] if lo is None else lo
+    coords = np.clip(np.arange(pos + lo, pos + lo + k), 0, size - 1)
     if weights is None:
         weights = np.ones(k, dtype=np.int64)
     uniq, inverse = np.unique(coords, return_inverse=True)
@@ -140,10 +140,12 @@ def window_multiplicities(k: int, size: int, pos: int,
     return uniq.astype(np.int64), counts
 
 
-def _needed_range(k: int, size: int, first: int, last: int) -> tuple[int, int]:
-    """The clamped input coordinates [a, b] that outputs first..last need along one axis."""
-    lo, hi = window_offsets(k)
-    return max(0, first + lo), min(size - 1, last + hi)
+def _needed_range(k: int, size: int, first: int, last: int, lo: int | None = None,
+                  stride: int = 1) -> tuple[int, int]:
+    """The clamped input coordinates [a, b] that outputs first..last need along one axis (output ``i``'s
+    window starts at input ``stride i + lo``)."""
+    lo = window_offsets(k)[0] if lo is None else lo
+    return max(0, min(size - 1, stride * first + lo)), min(size - 1, max(0, stride * last + lo + k - 1))
 
 
 def mean_filter_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], object],
@@ -181,10 +183,11 @@ def window_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], object
     out_w = check_int("out_w", out_w, 0)
     out_y = check_int("out_y", out_y, 0)
     out_x = check_int("out_x", out_x, 0)
-    if out_y + out_h > height or out_x + out_w > width:
+    out_height, out_width, _ = op.out_shape(height, width, 1)
+    if out_y + out_h > out_height or out_x + out_w > out_width:
         raise ValueError(
             f"output region rows {out_y}..{out_y + out_h - 1}, columns {out_x}..{out_x + out_w - 1} "
-            f"passes the {height}x{width} image"
+            f"passes the {out_height}x{out_width} image"
         )
     stride = fmt.stride
     count = out_h * out_w
@@ -196,15 +199,17 @@ def window_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], object
     header = fmt.header_array()
     q = fmt.q_array()
     scratch = np.empty(fmt.words, dtype=np.uint64)
-    c0, c1 = _needed_range(k, width, out_x, out_x + out_w - 1)
+    lo, step = op.lo, op.stride
+    c0, c1 = _needed_range(k, width, out_x, out_x + out_w - 1, lo, step)
     ncols = c1 - c0 + 1
-    col_mult = [[window_multiplicities(k, width, x, cw) for x in range(out_x, out_x + out_w)] for _, cw in terms]
+    col_mult = [[window_multiplicities(k, width, step * x, cw, lo) for x in range(out_x, out_x + out_w)]
+                for _, cw in terms]
     # Output rows are done in blocks so that the table of input coefficients stays bounded.
     per_row = ncols * fmt.words * 8
-    block = max(1, min(out_h, TABLE_BUDGET_BYTES // per_row - (k - 1)))
+    block = max(1, min(out_h, (TABLE_BUDGET_BYTES // per_row - (k - 1)) // step))
     for y0 in range(out_y, out_y + out_h, block):
         y1 = min(out_y + out_h, y0 + block)          # outputs y0 .. y1 - 1
-        r0, r1 = _needed_range(k, height, y0, y1 - 1)
+        r0, r1 = _needed_range(k, height, y0, y1 - 1, lo, step)
         nrows = r1 - r0 + 1
         table = np.empty((nrows * ncols, fmt.words), dtype=np.uint64)
         for r in range(r0, r1 + 1):
@@ -213,7 +218,7 @@ def window_tile(fmt: CiphertextFormat, tile_cts: Mapping[tuple[int, int], object
         coefs = np.zeros(((y1 - y0) * out_w, nrows * ncols), dtype=np.int16)
         for y in range(y0, y1):
             for (rw, _), cols_of in zip(terms, col_mult):
-                rows, rcount = window_multiplicities(k, height, y, rw)
+                rows, rcount = window_multiplicities(k, height, step * y, rw, lo)
                 for j, (cols, ccount) in enumerate(cols_of):
                     idx = ((rows - r0)[:, None] * ncols + (cols - c0)[None, :]).ravel()
                     coefs[(y - y0) * out_w + j, idx] += np.outer(rcount, ccount).ravel().astype(np.int16)

@@ -88,6 +88,7 @@ from hecore.spectext import check_ascii_digits
 
 from . import channels as _channels  # noqa: F401 -- registers grey
 from . import dft as _dft  # noqa: F401 -- registers dftfilter
+from . import downsample as _downsample  # noqa: F401 -- registers downsample
 from .base import ImageOp, as_image, check_int, check_number, fmt_number, op_class, registered
 from .pointwise import CONTRAST_RANGE, MID_GREY, Brightness, Contrast, Watermark
 from .windows import KERNELS, MAX_MEAN_K, Convolution, MeanFilter, WindowOp, window_offsets
@@ -130,6 +131,7 @@ NOT_IN_TFHE = {
     "watermark": "not implemented for TFHE (its ops apply one function to every pixel)",
     "meanfilter": "not implemented for TFHE (its ops are functions of one pixel; a filter sums neighbours)",
     "conv": "not implemented for TFHE (its ops are functions of one pixel; a convolution sums neighbours)",
+    "downsample": "not implemented for TFHE (its ops are functions of one pixel; a downsample sums blocks)",
     "grey": "not implemented for TFHE (its ops are functions of one pixel value; grey sums a pixel's channels)",
     "dftfilter": "a CKKS frequency-domain filter (complex slots, packed layout)",
     "match": "matching is CKKS/BFV/BGV (squared or absolute differences summed over slots)",
@@ -463,6 +465,24 @@ def recorded_shape(specs: Sequence[str], preset, height: int, width: int, channe
     for op in parse_ops([s for s in specs if run_kind(s) == "image"]):
         shape = op.out_shape(*shape)
     return shape
+
+
+def recorded_stride(specs: Sequence[str], preset) -> int:
+    """In how many slots and rows of a packed block a run's values sit (a downsample by ``F``: every ``F``-th;
+    :func:`hecore.layouts.packed.decrypt_block`); 1 for every other chain."""
+    if _exact_bytes(specs, preset):
+        return 1
+    return math.prod(op.packed_stride for op in parse_ops([s for s in specs if run_kind(s) == "image"]))
+
+
+def recorded_tile(specs: Sequence[str], preset, tile, packed: bool) -> tuple[int, int]:
+    """The tile size of a run's rows after its recorded ops (a packed downsample shrinks it)."""
+    tile = tuple(int(v) for v in tile)
+    if _exact_bytes(specs, preset):
+        return tile
+    for op in parse_ops([s for s in specs if run_kind(s) == "image"]):
+        tile = op.out_tile(tile, packed)
+    return tile
 
 
 def recorded_finish(specs: Sequence[str], preset) -> Finish:

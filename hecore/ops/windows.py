@@ -76,6 +76,7 @@ class WindowOp(ImageOp):
 
     pointwise: ClassVar[bool] = False
     windowed: ClassVar[bool] = True
+    position_free: ClassVar[bool] = False
 
     k: int          # the window's side (a field of the mean filter, a property of a convolution)
 
@@ -90,7 +91,11 @@ class WindowOp(ImageOp):
 
     @property
     def lo(self) -> int:
+        """Where a window starts, relative to the (strided) position of its output."""
         return window_offsets(self.k)[0]
+
+    #: Output ``i`` is the window at input ``stride i`` (1: a filter; ``F``: a downsample by ``F``).
+    stride: ClassVar[int] = 1
 
     @property
     def halo(self) -> int:
@@ -110,6 +115,13 @@ class WindowOp(ImageOp):
 
     def regroup(self, packed: bool):
         return None if packed else "halo"        # a packed tile carries its halo
+
+    def target_tiles(self, py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int) -> list:
+        """The output tiles whose windows need input pixel ``(py, px)`` of a ``rows x cols`` tile grid (pixel
+        layout): its own and the neighbours within :attr:`halo`."""
+        from .pixel import halo_tiles
+
+        return halo_tiles(py, px, tile_h, tile_w, rows, cols, self.halo)
 
     def raw_step(self, lo, hi, ps):
         w = self.weights

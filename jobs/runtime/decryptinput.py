@@ -12,13 +12,17 @@ def expectation(run, owner: OwnerMap | None):
     """What the input rows must say: this key's parameters, the owner's layout, tile, halo, pixel limit and
     at-rest format (the scale and level of the rows; the input manifest's only without an owner map), the
     input run's ops and labels."""
+    from hecore.layouts import Layout
+    from hecore.ops.spec import recorded_tile
     from tasks.rowchecks import run_labels
 
     if owner is None:
         return run.expectation(preset=run.keys.params.name, max_pixels=run.args.max_pixels)
     s = owner.settings
     labels = run_labels(run.keys.params.name, None, {"settings": s})
-    return run.expectation(preset=run.keys.params.name, layout=s["layout"], tile=tuple(s["tile"]),
+    # the tile as the input's rows hold it: a packed downsample shrinks it
+    tile = recorded_tile(list(run.parent.ops), run.parent.preset, s["tile"], Layout.parse(s["layout"]).packed)
+    return run.expectation(preset=run.keys.params.name, layout=s["layout"], tile=tile,
                            halo=int(s["halo"]), max_pixels=int(s["max_pixels"]), **labels)
 
 
