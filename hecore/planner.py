@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hecore.ops.spec import (NOT_IN_TFHE, SEAL_SCHEMES, TFHE_ONLY, Match, Op, op_name, parse_table_chain,
+from hecore.ops.spec import (SEAL_SCHEMES, TFHE_ONLY, Match, Op, op_name, parse_table_chain,
                              raw_range, run_kind)
 
 from .errors import InvalidParameters
@@ -32,7 +32,7 @@ __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describ
            "at_rest_problems", "check_at_rest", "rounding_bound", "storage_layout", "ALL_SCHEMES", "Support",
            "support", "chain_support", "describe_support"]
 
-#: Every scheme hepix runs: the SEAL ones (presets in hecore.params) and TFHE (hecore.tfhe).
+#: Every scheme hepix runs: the SEAL ones (presets in hecore.params) and TFHE (hecore.tfhe), by ``--scheme`` name.
 ALL_SCHEMES = SEAL_SCHEMES + ("tfhe",)
 
 
@@ -216,10 +216,9 @@ def plan(ops: Sequence[Op], layout: str, *, scheme: str | None = None, match: Ma
 
     ``scheme="tfhe"``: ``ops`` are TFHE ops (:func:`hecore.ops.spec.parse_chain` with ``scheme="tfhe"``)
     and the answer is TFHE's parameter set when the layout is the pixel layout and there is no match."""
-    if scheme == "tfhe":
-        from hecore.tfhe.params import TFHE_DEFAULT
-
-        return [TFHE_DEFAULT] if not _tfhe_layout_problem(layout) and match is None else []
+    family = _family(scheme)
+    if family is not None:                   # another scheme's own planning (TFHE: its one parameter set)
+        return family.presets_for(ops, layout, match)
     req = requirements(ops, layout, match)
     order = {"ckks": 0, "bfv": 1, "bgv": 2}
     fits = [p for p in PRESETS.values() if (scheme is None or p.scheme == scheme) and not problems(p, req)]
@@ -450,33 +449,6 @@ class Support:
         return f"{'yes' if self.ok else 'no'}: {self.why}"
 
 
-def _tfhe_layout_problem(layout) -> str:
-    if layout is None or Layout.parse(layout) is Layout.PIXEL:
-        return ""
-    return f"TFHE encrypts one pixel value per ciphertext (the pixel layout), not the {Layout.parse(layout)} layout"
-
-
-def _tfhe_support(spec: str, layout) -> Support:
-    from hecore.tfhe.ops import BrightnessWrap, Lut, Max, Min, Threshold, parse_op
-
-    name = op_name(spec)
-    if name in NOT_IN_TFHE:
-        return Support(spec, "tfhe", False, f"{NOT_IN_TFHE[name]}; use --scheme ckks (or bfv, bgv)")
-    try:
-        op = parse_op(spec)
-    except ValueError as e:
-        if name in TFHE_ONLY:       # malformed for the one scheme that has the op: the user's error
-            raise
-        return Support(spec, "tfhe", False, str(e))
-    where = _tfhe_layout_problem(layout)
-    if where:
-        return Support(spec, "tfhe", False, where)
-    what = {Threshold: f"exact: 255 where x >= {getattr(op, 't', '')}, else 0",
-            Min: "exact", Max: "exact", BrightnessWrap: "exact, modulo 256 (no clipping)",
-            Lut: "exact: any 8-bit function"}.get(type(op), "exact, saturating at 0 and 255 after every op")
-    return Support(spec, "tfhe", True, f"{what} (tfhe-default, pixel layout: per value){_cost('tfhe', name)}")
-
-
 def _seal_support(spec: str, scheme: str, layout) -> Support:
     from hecore.ops.spec import parse_match, parse_op
 
@@ -514,7 +486,7 @@ MEASURED_MS_PER_VALUE = {
 }
 
 
-def _cost(scheme: str, name: str) -> str:
+def measured_cost(scheme: str, name: str) -> str:
     ms = MEASURED_MS_PER_VALUE.get(scheme, {}).get(name)
     if not ms:
         return ""
@@ -528,19 +500,33 @@ def _table_support(spec: str, scheme: str, layout: Layout) -> Support:
     if not fits:
         why = problems(max((p for p in PRESETS.values() if p.scheme == scheme), key=_size),
                        requirements(ops, layout))
-        return Support(spec, scheme, False, "; ".join(why) + ("" if scheme == "bfv" else "; use --scheme bfv"))
+        tables = [p for p in PRESETS.values() if p.scheme == scheme and p.is_bfv]
+        return Support(spec, scheme, False, "; ".join(why) + ("" if tables else "; use --scheme bfv"))
     return Support(spec, scheme, True, f"{fits[0].name}, {layout} layout: exact, batched (its table's polynomial "
-                                       f"over F_t on every slot at once){_cost(scheme, op_name(spec))}")
+                                       f"over F_t on every slot at once){measured_cost(scheme, op_name(spec))}")
+
+
+def _family(scheme: str | None):
+    """The scheme family of ``--scheme NAME`` when it is not SEAL's (whose planning is this module's), else
+    None; :class:`InvalidParameters` for a name no scheme has."""
+    from hecore.schemes import SEAL, scheme_named
+
+    if scheme is None:
+        return None
+    try:
+        family = scheme_named(scheme)
+    except ValueError:
+        raise InvalidParameters(f"unknown scheme {scheme!r}; expected one of {', '.join(ALL_SCHEMES)}") from None
+    return None if family is SEAL else family
 
 
 def support(spec: str, scheme: str, layout: "Layout | str | None" = None) -> Support:
     """Whether ``scheme`` can run the op ``spec`` (alone) in ``layout`` (None: the packed layout for
     CKKS/BFV/BGV, the pixel layout for TFHE), and why (not).  A spec that is malformed for the scheme
     that knows its name raises ValueError naming the problem."""
-    if scheme == "tfhe":
-        return _tfhe_support(spec, layout)
-    if scheme not in SEAL_SCHEMES:
-        raise InvalidParameters(f"unknown scheme {scheme!r}; expected one of {', '.join(ALL_SCHEMES)}")
+    family = _family(scheme)
+    if family is not None:
+        return family.support(spec, layout)
     return _seal_support(spec, scheme, layout)
 
 
@@ -552,8 +538,9 @@ def chain_support(specs: Sequence[str], scheme: str, layout: "Layout | str | Non
     bad = [s for s in each if not s.ok]
     if bad:
         return Support(chain, scheme, False, "; ".join(f"{s.spec}: {s.why}" for s in bad))
-    if scheme == "tfhe":
-        return Support(chain, scheme, True, "tfhe-default (`hepix keygen --scheme tfhe`)")
+    family = _family(scheme)
+    if family is not None:
+        return family.chain_support(chain)
     if any(run_kind(s) == "infer" for s in specs):
         return Support(chain, scheme, True, "an infer run; the job checks the preset")
     from hecore.ops.spec import is_table_chain, parse_match, parse_ops

@@ -116,9 +116,11 @@ def input_kind(parent) -> str:
     """What a decrypt input holds: ``distances`` (a match run), ``scores`` (encrypted digits) or ``images``.
     The manifest says so; the table it must then list is checked when it is read
     (:func:`jobs.runtime.storage.listed_paths`)."""
+    from hecore.ops.spec import run_kind
+
     from .infer import LAYOUT
 
-    if parent.ops and parent.ops[-1].startswith("match:"):
+    if parent.ops and run_kind(parent.ops[-1]) == "match":
         return DISTANCES
     if parent.layout == LAYOUT:
         return SCORES

@@ -255,15 +255,10 @@ def declared_chain(args):
     """``--for-op``'s chain: ``(ops, match)``, or None when no chain is declared."""
     if not args.for_op:
         return None
-    from hecore.ops.spec import is_table_chain, parse_match, parse_ops, parse_table_chain
+    from hecore.ops.spec import ops_and_match
 
-    specs, match = list(args.for_op), None
     try:
-        if is_table_chain(specs):
-            return parse_table_chain(specs), None
-        if specs and specs[-1].strip().lower().startswith("match:"):
-            match = parse_match(specs.pop())
-        return parse_ops(specs), match
+        return ops_and_match(args.for_op)
     except ValueError as e:
         raise HepixError(f"--for-op: {e}") from None
 

@@ -459,7 +459,9 @@ def decrypt(run) -> int:
     labels) and accuracy.  Every row is checked first (its key, SEAL's validation, the batch's samples
     within the task); a bad batch is a rejects row.  ``--flood-std`` floods the scores."""
     args, parent, params, run_id = run.args, run.parent, run.keys.params, run.run_id
-    if not (parent.ops and parent.ops[-1].startswith("infer:")):
+    from hecore.ops.spec import run_kind
+
+    if not (parent.ops and run_kind(parent.ops[-1]) == "infer"):
         raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
                          "run `hepix process --op infer:MODEL` first")
     from hecore.infer import models as infer

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hecore.errors import HepixError
-from hecore.ops.spec import parse_ops, raw_range
+from hecore.ops.spec import parse_ops, raw_range, run_kind
 from hecore.planner import check as check_params
 from schemas.manifest import Counts
 from schemas.stages import WRITTEN
@@ -138,7 +138,7 @@ def run(args, chain) -> int:
     match = chain.match
     with open_run(args, "process") as run:
         parent = run.parent
-        if any(op.startswith("match:") for op in parent.ops):
+        if any(run_kind(op) == "match" for op in parent.ops):
             raise HepixError(f"{args.input} already holds distances, not images")
         check_recordable_ops(parent, [match.spec])
         done = parse_ops(list(parent.ops))

@@ -26,18 +26,10 @@ def seal_layout(args) -> str:
 def planned_chain(args):
     """(ops, match) of the ``--op`` specs in the CKKS/BFV/BGV vocabulary: a match:QUERY may come last,
     after the ops it will see."""
-    from hecore.ops.spec import is_table_chain, op_name, parse_match, parse_ops
+    from hecore.ops.spec import ops_and_match
 
-    specs = list(args.op)
-    match = None
     try:
-        if is_table_chain(specs):                   # 8-bit ops: one BFV table (hecore.ops.lut)
-            from hecore.ops.spec import parse_table_chain
-
-            return parse_table_chain(specs), None
-        if specs and op_name(specs[-1]) == "match":
-            match = parse_match(specs.pop())
-        return parse_ops(specs), match
+        return ops_and_match(args.op)
     except ValueError as e:
         raise HepixError(str(e)) from None
 
@@ -47,7 +39,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from hecore.ops.spec import SEAL_SCHEMES, is_table_chain, op_name
+    from hecore.ops.spec import SEAL_SCHEMES, is_table_chain, run_kind
     from hecore.planner import chain_support, describe_plan, describe_support, plan
     from hecore.schemes import scheme_named
 
@@ -63,7 +55,7 @@ def run(args) -> int:
     seal = [s for s in schemes if s in SEAL_SCHEMES]
     smallest = None
     table_ok = not is_table_chain(args.op) or any(v.ok for s, v in verdicts.items() if s in SEAL_SCHEMES)
-    if seal and table_ok and not any(op_name(s) == "infer" for s in args.op):
+    if seal and table_ok and not any(run_kind(s) == "infer" for s in args.op):
         ops, match = planned_chain(args)
         only = args.scheme if args.scheme in SEAL_SCHEMES else None
         print(f"CKKS/BFV/BGV presets, {seal_layout(args)} layout:")

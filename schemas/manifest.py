@@ -217,6 +217,11 @@ def _preset_params(preset: str) -> dict:
     return (TFHE_PRESETS[preset] if preset in TFHE_PRESETS else PRESETS[preset]).to_json()
 
 
+def _is_bfv(preset: str) -> bool:
+    from hecore.params import PRESETS
+    return preset in PRESETS and PRESETS[preset].is_bfv
+
+
 def _conversions():
     from hecore.images import CONVERSIONS
     return set(CONVERSIONS)
@@ -225,15 +230,16 @@ def _conversions():
 def op_list(v, path):
     """Image ops that parse (hecore.ops.spec), the last possibly a ``match:`` or ``infer:`` run."""
     specs = listing(text(MAX_OP_CHARS), MAX_OPS)(v, path)
-    from hecore.ops.spec import check_ascii_digits
+    from hecore.ops.spec import check_ascii_digits, run_kind
 
     for i, spec in enumerate(specs):
         try:
             check_ascii_digits(spec)
-            if spec.startswith("match:") and i == len(specs) - 1:
+            kind = run_kind(spec)
+            if kind == "match" and i == len(specs) - 1:
                 from hecore.ops.spec import parse_match
                 parse_match(spec)
-            elif spec.startswith("infer:") and i == len(specs) - 1:
+            elif kind == "infer" and i == len(specs) - 1:
                 from hecore.infer.models import parse_infer
                 parse_infer(spec.partition(":")[2])
             else:
@@ -287,9 +293,17 @@ TFHE_PARAMS = record({
     "failure_log2": integer(-1024, 0), "layouts": listing(text(32, choices=_layouts), 4)})
 
 
+#: The parameter record of each scheme family (:attr:`hecore.schemes.base.Scheme.name`).
+PARAMS_RECORDS = {"seal": SEAL_PARAMS, "tfhe": TFHE_PARAMS}
+
+
 def key_params(v, path):
-    """A key's parameters: a TFHE parameter set's record, or a CKKS/BFV/BGV preset's."""
-    return TFHE_PARAMS(v, path) if isinstance(v, dict) and v.get("scheme") == "tfhe" else SEAL_PARAMS(v, path)
+    """A key's parameters: the record of the family its ``scheme`` names (a TFHE parameter set's, or a
+    CKKS/BFV/BGV preset's; SEAL's for a name no family has, which that record then refuses)."""
+    from hecore.schemes import SCHEME_NAMES
+
+    family = SCHEME_NAMES.get(v.get("scheme")) if isinstance(v, dict) and isinstance(v.get("scheme"), str) else None
+    return PARAMS_RECORDS.get(family.name if family is not None else "", SEAL_PARAMS)(v, path)
 
 
 SETTINGS = record({
@@ -351,7 +365,7 @@ def _check_ops_of_scheme(ops: list, preset) -> None:
         if is_tfhe_preset(preset):
             recorded_chain(ops, preset)
         elif is_table_chain(ops):                # 8-bit tables: BFV's (hecore.ops.lut)
-            if _preset_params(preset).get("scheme") != "bfv":
+            if not _is_bfv(preset):
                 raise ValueError(f"8-bit table ops ({' | '.join(ops)}) run on BFV keys only")
             recorded_chain(ops, preset)
         else:

@@ -47,10 +47,10 @@ class DistanceExpect:
     @classmethod
     def for_run(cls, run) -> "DistanceExpect":
         """From the job's key and the input run's manifest (its ops parse; the numbers are recomputed)."""
-        from hecore.ops.spec import parse_ops, raw_range, recorded_finish
+        from hecore.ops.spec import parse_ops, raw_range, recorded_finish, run_kind
 
         parent, params = run.parent, run.keys.params
-        image_ops = tuple(o for o in parent.ops if not o.startswith("match:"))
+        image_ops = tuple(o for o in parent.ops if run_kind(o) != "match")
         lo, hi = raw_range(parse_ops(list(image_ops)))
         metrics = tuple((parent.options.get("match") or {}).get("metrics") or ("l1", "l2"))
         return cls(fingerprint=run.fingerprint, layout=parent.layout or "", preset=params.name, ops=image_ops,

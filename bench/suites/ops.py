@@ -102,6 +102,10 @@ USC_SIPI_MAIN = "7.1.01.tiff"
 USC_SIPI_OTHER = ("5.1.12.tiff", "7.1.02.tiff", "5.2.09.tiff", "4.2.05.tiff")
 SKIMAGE_MAIN = "camera"
 SKIMAGE_OTHER = ("page", "coffee", "moon")
+#: The colour image of hepix's own image ops (convolutions, grey, downsample): USC-SIPI's house, else
+#: scikit-image's astronaut.
+USC_SIPI_COLOUR = "4.1.05.tiff"
+SKIMAGE_COLOUR = "astronaut"
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,9 @@ class OpsConfig:
     pixel_tile: int = 32
     watermark: tuple = (10, 20, 5.0)        # x (column), y (row), value
     match_brighten: int = 30
+    #: hepix's image ops on the colour image: its size in the packed layouts and in the pixel layout.
+    colour_size: int = 128
+    pixel_colour_size: int = 32
 
     @property
     def watermark_spec(self) -> str:
@@ -136,7 +143,8 @@ class OpsConfig:
 DEFAULT = OpsConfig()
 #: ``--quick``: the same cases, smaller where one ciphertext per pixel makes them long (a smoke run).
 QUICK = replace(DEFAULT, meanfilter_size=32, watermark_size=32, pixel_brightness_full_size=64,
-                pixel_brightness_fresh_size=16, pixel_extras_size=16, pixel_match=(("tenseal-8192", ("l2",), 8),))
+                pixel_brightness_fresh_size=16, pixel_extras_size=16, pixel_match=(("tenseal-8192", ("l2",), 8),),
+                colour_size=32, pixel_colour_size=8)
 
 
 @dataclass(frozen=True)
@@ -221,6 +229,7 @@ class Sources:
     match1: tuple[str, np.ndarray]
     match3: tuple[str, np.ndarray]
     origin: str                   # usc-sipi | skimage
+    colour: tuple[str, np.ndarray] | None = None     # RGB, for hepix's own image ops
 
 
 def _plain_order_holds(one: np.ndarray, other: np.ndarray, config: OpsConfig) -> bool:
@@ -253,11 +262,20 @@ def load_sources(folder: Path | None, config: OpsConfig = DEFAULT) -> Sources:
             one = grey(load_image(main).pixels)
             candidates = [(f"usc-sipi/{p.name}", grey(load_image(p).pixels)) for p in others]
             name1 = f"usc-sipi/{main.name}"
-            return Sources((name1, one), (name1, one), pick_image3(one, candidates, config), "usc-sipi")
+            colour = folder / USC_SIPI_COLOUR
+            colour = ((f"usc-sipi/{colour.name}", load_image(colour).pixels) if colour.is_file()
+                      else (f"skimage-{SKIMAGE_COLOUR}", sample(SKIMAGE_COLOUR)))
+            return Sources((name1, one), (name1, one), pick_image3(one, candidates, config), "usc-sipi", colour)
     one = grey(sample(SKIMAGE_MAIN))
     candidates = [(f"skimage-{n}", grey(sample(n))) for n in SKIMAGE_OTHER]
     name1 = f"skimage-{SKIMAGE_MAIN}"
-    return Sources((name1, one), (name1, one), pick_image3(one, candidates, config), "skimage")
+    return Sources((name1, one), (name1, one), pick_image3(one, candidates, config), "skimage",
+                   (f"skimage-{SKIMAGE_COLOUR}", sample(SKIMAGE_COLOUR)))
+
+
+def prepared_colour(pixels: np.ndarray, size: int) -> np.ndarray:
+    """The colour image's preprocessing: the largest centred square, resized, its channels kept."""
+    return resize(center_crop(pixels), size)
 
 
 def _halo(ops: Sequence[Op]) -> int:
@@ -421,6 +439,34 @@ def _pixel_size(case: Case, packed_size: int, strategy: str, config: OpsConfig) 
     return packed_size
 
 
+# --- hepix's own image ops, on a colour image ---------------------------------------------------
+
+def colour_rows(sources: Sources, config: OpsConfig, keys) -> list[OpsMeasurement]:
+    """Every case of :data:`bench.suites.imageops.COLOUR_CASES`: packed CKKS and BFV at ``colour_size``, the
+    pixel layout (CKKS, ``fresh``) at ``pixel_colour_size``."""
+    from .imageops import COLOUR_CASES, run_packed, run_pixel
+
+    if sources.colour is None:
+        return []
+    name, pixels = sources.colour
+    rows = []
+    for case_name, specs in COLOUR_CASES:
+        case, ops = Case(case_name, EXTRA_SECTION, specs), parse_ops(list(specs))
+        img = prepared_colour(pixels, config.colour_size)
+        for preset in (config.packed_ckks, config.packed_bfv):
+            ctx, ev = keys.get(preset)
+            raw, enc, opt, dec, count, nbytes = run_packed(ctx, ev, img, ops)
+            rows.append(_image_row(case, PACKED, ctx, "fresh", SECURITY_IND_CPA, name, img,
+                                   ChainResult(raw, enc, opt, dec, count, nbytes), ops))
+        ctx, _ev = keys.get(config.pixel_preset)
+        small = prepared_colour(pixels, config.pixel_colour_size)
+        strategy = make_strategy("fresh", ctx).prepare(small)
+        raw, enc, opt, dec, count, nbytes = run_pixel(ctx, strategy, small, ops)
+        rows.append(_image_row(case, PIXEL, ctx, "fresh", SECURITY_IND_CPA, name, small,
+                               ChainResult(raw, enc, opt, dec, count, nbytes, strategy.setup_seconds), ops))
+    return rows
+
+
 # --- matching ---------------------------------------------------------------------------------
 
 def match_bound() -> float:
@@ -550,6 +596,9 @@ def run_ops_bench(sources: Sources, config: OpsConfig = DEFAULT, *,
             small = img if s == size else prepared(main_pixels, s)
             res = run_pixel_chain(ctx, strategy, small, ops, config.pixel_tile)
             add(_image_row(case, PIXEL, ctx, strategy, security_of(strategy), main_name, small, res, ops))
+
+    for m in colour_rows(sources, config, keys):
+        add(m)
 
     images, label = match_images(sources, config.match_size, config)
     for name, metrics in config.packed_match:

@@ -98,7 +98,7 @@ __all__ = [
     "CONTRAST_RANGE", "raw_range", "Op", "ImageOp", "parse_op", "parse_ops", "Chain", "parse_chain", "Match",
     "parse_match", "METRICS", "reference", "Finish", "finish_for", "window_offsets", "MAX_MEAN_K", "SEAL_SCHEMES",
     "TFHE_ONLY", "NOT_IN_TFHE", "op_name", "is_table_chain", "parse_table_chain", "check_ascii_digits",
-    "check_int", "check_number", "as_image", "fmt_number", "run_kind",
+    "check_int", "check_number", "as_image", "fmt_number", "run_kind", "ops_and_match",
 ]
 
 #: An image op of this vocabulary: any registered :class:`hecore.ops.base.ImageOp`.
@@ -250,10 +250,12 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     specs = list(specs)
     for spec in specs:
         check_ascii_digits(spec)
-    if scheme == "tfhe":
-        return _parse_tfhe_chain(specs)
-    if scheme not in (None,) + SEAL_SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SEAL_SCHEMES + ('tfhe',))}")
+    if scheme is not None:
+        from hecore.schemes import SEAL, scheme_named
+
+        family = scheme_named(scheme)           # refuses an unknown name
+        if family is not SEAL:
+            return family.parse_chain(specs)
     if not specs:
         raise ValueError(f"no operation given: expected {_forms()}, or match:QUERY, or infer:MODEL")
     if is_table_chain(specs):                  # 8-bit functions folded into one table (hecore.ops.lut, BFV)
@@ -273,18 +275,15 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     return Chain(ops=tuple(parse_ops(specs)))
 
 
-def _parse_tfhe_chain(specs: list) -> Chain:
-    from hecore.tfhe.ops import parse_op as parse_tfhe_op
-
-    if not specs:
-        raise ValueError("no operation given: expected TFHE ops such as brightness:60, threshold:128, min:C, "
-                         "max:C, brightness-wrap:B or lut:NAME")
-    for spec in specs:
-        name = op_name(spec)
-        if name in NOT_IN_TFHE:
-            raise ValueError(f"{spec.strip()} cannot run on TFHE keys: {NOT_IN_TFHE[name]}; use CKKS/BFV/BGV keys "
-                             "for it (`hepix plan --op ...` says which)")
-    return Chain(ops=tuple(parse_tfhe_op(s) for s in specs), scheme="tfhe")
+def ops_and_match(specs: Sequence[str]) -> tuple[list, "Match | None"]:
+    """The image ops of a chain and its match (the last spec, when it is ``match:``); a chain of 8-bit table
+    ops parses as TFHE's vocabulary (one BFV table, :mod:`hecore.ops.lut`), without a match."""
+    specs, match = list(specs), None
+    if is_table_chain(specs):
+        return parse_table_chain(specs), None
+    if specs and run_kind(specs[-1]) == "match":
+        match = parse_match(specs.pop())
+    return parse_ops(specs), match
 
 
 def raw_range(ops: Sequence[Op], lo: float = 0.0, hi: float = 255.0) -> tuple[float, float]:

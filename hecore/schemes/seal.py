@@ -132,16 +132,9 @@ class SealScheme(Scheme):
 
 def _chain_and_match(specs: Sequence[str]):
     """The image ops of a chain and its match (last, when there is one)."""
-    from hecore.ops.spec import is_table_chain, parse_match, parse_ops, run_kind
+    from hecore.ops.spec import ops_and_match
 
-    specs, match = list(specs), None
-    if is_table_chain(specs):                   # 8-bit ops: one BFV table (hecore.ops.lut)
-        from hecore.ops.spec import parse_table_chain
-
-        return parse_table_chain(specs), None
-    if specs and run_kind(specs[-1]) == "match":
-        match = parse_match(specs.pop())
-    return parse_ops(specs), match
+    return ops_and_match(specs)
 
 
 def _table_chain(params, done: Sequence[str], ops: list, layout: str) -> list:
