@@ -12,7 +12,7 @@ import argparse
 import importlib
 
 from bench.suites import SUITES
-from hecore.params import PRESETS
+from hecore.seal.params import PRESETS
 
 #: The options a suite may read besides --out and --quick (a suite lists its own in ``OPTIONS``).
 SUITE_OPTIONS = ("images", "sizes", "preset", "image", "repeats", "strategies", "tile",

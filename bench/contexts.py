@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 
-from hecore.context import HEContext
-from hecore.evaluator import Evaluator
-from hecore.params import Params, preset
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import Params, preset
 
 
 class Keys:

@@ -1,8 +1,8 @@
 """Timing helpers shared by the suites: medians, the split of one packed encryption, one core.
 
 Timing lives here, never in :mod:`hecore`: the core offers plain methods
-(:meth:`~hecore.context.HEContext.encode_vector`, :meth:`~hecore.context.HEContext.encrypt_encoded`,
-:meth:`~hecore.evaluator.Evaluator.dump`) and the benchmarks time them.
+(:meth:`~hecore.seal.context.HEContext.encode_vector`, :meth:`~hecore.seal.context.HEContext.encrypt_encoded`,
+:meth:`~hecore.seal.evaluator.Evaluator.dump`) and the benchmarks time them.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hecore.context import HEContext
-from hecore.evaluator import Evaluator
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
 from jobs.runtime import runinfo
 
 
@@ -56,7 +56,7 @@ class EncryptionSplit:
 
 def split_encryption(ctx: HEContext, ev: Evaluator, values: np.ndarray) -> EncryptionSplit:
     """Encode ``values``, encrypt the plaintext, and serialise a ciphertext of the same shape, each
-    timed apart.  :meth:`~hecore.context.HEContext.encrypt_encoded` returns bytes, so its
+    timed apart.  :meth:`~hecore.seal.context.HEContext.encrypt_encoded` returns bytes, so its
     serialisation is timed again on its own (the ciphertext loaded back and dumped: same size,
     same level) and taken off its time."""
     t0 = time.perf_counter()

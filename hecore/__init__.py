@@ -7,17 +7,18 @@ over a public key, a secret key or a pixel strategy (:mod:`hecore.encrypt`), the
 metrics, and the keyless audit (:mod:`hecore.audit`).  The paper's leaking caching strategies live in
 :mod:`hecore.encrypt.hazmat` and are reached only through ``make_strategy(name, ctx, allow_leaky=True)``.
 """
-from .ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS, CiphertextBatch
-from .context import HEContext, PublicMaterial
-from .encrypt import Encryptor, PublicKeyEncryptor, encryptor_for
 from hecore.encrypt.strategies import Fresh, make_strategy, strategy_from_state, strategy_names
+
+from .ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS, CiphertextBatch
+from .encrypt import Encryptor, PublicKeyEncryptor, encryptor_for
 from .errors import HepixError
 from .images import ImagePolicy, LoadedImage, load_image
-from .keys import export_public, keygen, load_public, load_secret
 from .layouts import Layout
-from .params import DEFAULT_PRESET, PRESETS, Params, preset
 from .quality import Quality, compare
 from .schemes import KeySet, open_keys
+from .seal.context import HEContext, PublicMaterial
+from .seal.keys import export_public, keygen, load_public, load_secret
+from .seal.params import DEFAULT_PRESET, PRESETS, Params, preset
 
 __all__ = [
     "CiphertextBatch", "DEFAULT_PRESET", "Encryptor", "Fresh", "HEContext", "HepixError", "ImagePolicy", "KeySet", "Layout",

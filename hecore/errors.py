@@ -6,6 +6,8 @@ errors into rows of the ``rejects`` table.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class HepixError(Exception):
     """Base class of every error hepix raises on purpose."""
@@ -93,3 +95,12 @@ class UnsupportedImageMode(ImageError):
 
 class DecompressionBomb(ImageError):
     reason = "decompression-bomb"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a ciphertext was refused, whatever the scheme: ``reason`` (a rejects tag) and ``detail`` (the
+    message)."""
+
+    reason: str
+    detail: str

@@ -17,6 +17,9 @@ from .errors import KeyDirectoryError
 #: The largest ``hepix-keys.json`` (a few hundred bytes in practice).
 MAX_MANIFEST_BYTES = 1 << 20
 
+#: The manifest every key directory holds, whatever its scheme.
+MANIFEST = "hepix-keys.json"
+
 
 def read_bounded(path: str | os.PathLike, max_bytes: int, *, what: str) -> bytes:
     """The bytes of the regular file ``path`` (a symbolic link to one is followed), refused when it is

@@ -4,7 +4,7 @@ A public key directory is a copy that travels (to an encrypting machine, a share
 its own ``hepix-keys.json`` cannot vouch for it: whoever can replace ``public.key`` can rewrite the sha256
 and the fingerprint beside it.  Encrypting under a public key is safe only when the owner knows that key
 is its own, so before ``hepix encrypt`` uses a public-only key directory its fingerprint (which covers
-every public component of the key set: :meth:`hecore.context.PublicMaterial.fingerprint`,
+every public component of the key set: :meth:`hecore.seal.context.PublicMaterial.fingerprint`,
 :meth:`hecore.tfhe.params.TfhePublicMaterial.fingerprint`) must be vouched for by something the owner
 holds (:func:`vouch`):
 

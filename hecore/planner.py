@@ -21,18 +21,17 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from hecore.ops.spec import (SEAL_SCHEMES, TFHE_ONLY, Match, Op, op_name, parse_table_chain,
-                             raw_range, run_kind)
+from hecore.ops.spec import SEAL_SCHEMES, TFHE_ONLY, Match, Op, op_name, parse_table_chain, raw_range, run_kind
 
 from .errors import InvalidParameters
 from .layouts import Layout
-from .params import PRESETS, Params
+from .seal.params import PRESETS, Params
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "at_rest",
            "at_rest_problems", "check_at_rest", "rounding_bound", "storage_layout", "ALL_SCHEMES", "Support",
            "support", "chain_support", "describe_support"]
 
-#: Every scheme hepix runs: the SEAL ones (presets in hecore.params) and TFHE (hecore.tfhe), by ``--scheme`` name.
+#: Every scheme hepix runs: the SEAL ones (presets in hecore.seal.params) and TFHE (hecore.tfhe), by ``--scheme`` name.
 ALL_SCHEMES = SEAL_SCHEMES + ("tfhe",)
 
 
@@ -324,12 +323,13 @@ def at_rest(params: Params, ops: Sequence[Op], layout: "Layout | str", match: Ma
     kept as its seed: ``seeded``) that can be dropped while the rounding error stays below
     :data:`ROUNDING_SHARE` of the chain's tolerance (see :func:`rounding_bound`).
 
-    ``store="seal"``: the same level and scale for SEAL's own serialization (:class:`hecore.atrest.SealStoreEncryptor`),
+    ``store="seal"``: the same level and scale for SEAL's own serialization
+    (:class:`hecore.seal.atrest.SealStoreEncryptor`),
     which drops no bits.  Without a declared chain (``declared=False``) the ciphertexts stay at the first
     level, at the preset's scale, losslessly stored: any chain the preset allows can run on them later.
     Raises :class:`InvalidParameters` when the preset cannot run the chain at all (as :func:`check`).
     """
-    from hecore.atrest import STORES, AtRest
+    from hecore.seal.atrest import STORES, AtRest
 
     layout = Layout.parse(layout)
     if store not in STORES:
@@ -390,7 +390,7 @@ def storage_layout(params: Params, ops: Sequence, match: Match | None = None) ->
 
 def at_rest_problems(params: Params, stored, ops: Sequence[Op], layout: "Layout | str",
                      match: Match | None = None) -> list[str]:
-    """Why ciphertexts stored as ``stored`` (:class:`hecore.atrest.AtRest`) cannot run ``ops`` exactly (empty when
+    """Why ciphertexts stored as ``stored`` (:class:`hecore.seal.atrest.AtRest`) cannot run ``ops`` exactly (empty when
     they can): not enough levels left, raw values beyond what the stored scale decodes, or a rounding error
     beyond the chain's share of its tolerance."""
     layout = Layout.parse(layout)

@@ -34,10 +34,10 @@ import pyarrow.parquet as pq
 from hecore.audit import Geometry, Verdict, audit_group
 from hecore.audit.metadata import candidate_values, column_verdicts
 from hecore.audit.sealbytes import plain_layout
-from hecore.context import PlainCodec, chain_primes
 from hecore.errors import HepixError, ImageError
 from hecore.layouts import Layout
-from hecore.params import Params
+from hecore.seal.context import PlainCodec, chain_primes
+from hecore.seal.params import Params
 from schemas.manifest import MAX_BYTES, Counts, RunManifest
 from schemas.tables import AUDIT, CIPHERTEXTS, REJECTS
 from tasks.rowchecks import RowExpect, check_batch
@@ -108,7 +108,6 @@ def _listed_files(src: Path, manifest) -> tuple[list[Path], list[dict]]:
     if entries is None:
         raise HepixError(f"{src / MANIFEST}: field 'files.ciphertexts' is missing: the run lists no ciphertext table")
     from hecore.schemes import scheme_for_preset
-
     from schemas.footers import FooterChecker, FooterLimits
 
     largest = scheme_for_preset(manifest.preset).keyless_checker(manifest.preset).max_bytes

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hecore.context import HEContext
 from hecore.encrypt.strategies import WHAT_LEAKS, make_strategy
 from hecore.images import center_crop, resize
-from hecore.keys import load_secret
 from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
-from hecore.params import DEFAULT_PRESET, PRESETS
 from hecore.quality import compare
+from hecore.seal.context import HEContext
+from hecore.seal.keys import load_secret
+from hecore.seal.params import DEFAULT_PRESET, PRESETS
 
 from .runtime.console import table
 
@@ -150,7 +150,7 @@ def compare_strategies(ctx: HEContext, image: np.ndarray, tile: int = STRATEGY_T
     untimed (warm), then the whole image encrypted (timed), decrypted and scored against ``image``.
     ``speedup_vs_fresh`` is fresh's encryption time over the strategy's; ``bytes_per_value`` the
     ciphertext bytes per pixel value."""
-    from hecore.kernels import warm_up  # numba: here, not at import (the CLI imports this module)
+    from hecore.seal.kernels import warm_up  # numba: here, not at import (the CLI imports this module)
 
     warm_up()
     rows: list[dict] = []

@@ -28,7 +28,6 @@ import math
 import os
 from dataclasses import dataclass
 
-from hecore.atrest import STORES
 from hecore.encrypt.strategies import strategy_class, strategy_names
 from hecore.encrypt.symmetric import COMPRESSIONS, ENCRYPTIONS
 from hecore.errors import HepixError, InvalidParameters
@@ -37,6 +36,7 @@ from hecore.layouts import Layout
 from hecore.layouts.packed import check_tile_fits, default_tile
 from hecore.layouts.tiling import parse_tile_spec
 from hecore.schemes import scheme_of
+from hecore.seal.atrest import STORES
 
 from .runtime import runinfo
 from .runtime.batches import EncryptRun
@@ -194,7 +194,7 @@ class EncryptSettings:
     strategy_options: dict
     use_secret: bool            # the owner's secret encrypts (--encryption symmetric, or TFHE's client key)
     compression: str            # SEAL's serialization of the ciphertexts (none for the pixel layout and TFHE)
-    store: object = None        # hecore.atrest.AtRest: the compact format, or SEAL's bytes at a planned level
+    store: object = None        # hecore.seal.atrest.AtRest: the compact format, or SEAL's bytes at a planned level
                                 # (--for-op); None: the library's own bytes at the first level
 
     @property

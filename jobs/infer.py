@@ -75,7 +75,7 @@ def run_encrypt(args) -> int:
     """``hepix encrypt-digits``: scikit-learn's digits (test split), encrypted with the public key."""
     from hecore.infer import encrypted, layouts
     from hecore.infer import models as infer
-    from hecore.keys import load_public
+    from hecore.seal.keys import load_public
 
     from .runtime import places
 
@@ -224,7 +224,7 @@ def _parent_layout(parent):
 def _check_fits(op, model, params, pack: bool) -> None:
     """Refuse keys that cannot run the model, naming a preset that can (CKKS: levels; BFV: t)."""
     from hecore.infer import models as infer
-    from hecore.params import PRESETS
+    from hecore.seal.params import PRESETS
 
     def fits(p) -> bool:
         if pack and (p.is_integer or not p.supports_keyswitching):
@@ -255,7 +255,7 @@ def run_process(args, chain) -> int:
     batch's bucket (tasks.infer.bucket_partition), then one task per bucket checks each kept batch's shape
     and runs the model on it, writing the head outputs itself (tasks.infer.infer_partition)."""
     from hecore.infer import models as infer
-    from hecore.params import Params
+    from hecore.seal.params import Params
 
     op = chain.infer
     with open_run(args, "process", inputs=("encrypt",)) as run:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hecore.errors import InvalidParameters
 from hecore.keyring import keyring_path, recorded
-from hecore.params import DEFAULT_PRESET, PRESETS
+from hecore.seal.params import DEFAULT_PRESET, PRESETS
 
 from .plan import add_chain_arguments
 

@@ -206,19 +206,19 @@ def _strategies():
 
 
 def _presets():
-    from hecore.params import PRESETS
+    from hecore.seal.params import PRESETS
     from hecore.tfhe.params import TFHE_PRESETS
     return set(PRESETS) | set(TFHE_PRESETS)
 
 
 def _preset_params(preset: str) -> dict:
-    from hecore.params import PRESETS
+    from hecore.seal.params import PRESETS
     from hecore.tfhe.params import TFHE_PRESETS
     return (TFHE_PRESETS[preset] if preset in TFHE_PRESETS else PRESETS[preset]).to_json()
 
 
 def _is_bfv(preset: str) -> bool:
-    from hecore.params import PRESETS
+    from hecore.seal.params import PRESETS
     return preset in PRESETS and PRESETS[preset].is_bfv
 
 
@@ -263,7 +263,7 @@ def _parse_image_op(spec: str) -> None:
             raise seal_error from None
 
 
-#: How a run's ciphertexts are stored (hecore.atrest.AtRest.to_json; ``hepix encrypt --store compact``, or
+#: How a run's ciphertexts are stored (hecore.seal.atrest.AtRest.to_json; ``hepix encrypt --store compact``, or
 #: ``--for-op``: ``format`` seal, SEAL's bytes at the planned level).
 AT_REST = record({"level": integer(0, 64), "primes": integer(1, 64), "scale_bits": integer(0, 128),
                   "drop0": integer(0, 64), "drop1": integer(0, 64), "error_bound": number(0, 1e300),

@@ -254,7 +254,7 @@ spark_zips=("$pyspark_lib"/pyspark.zip "$pyspark_lib"/py4j-*-src.zip)
 spark_pythonpath=$(IFS=:; echo "${spark_zips[*]}")
 check='import Pyfhel, numpy, pyarrow, pandas, PIL, schemas.tables, jobs.cli, tasks.encrypt'
 [[ " ${without[*]} " == *" scikit-image "* ]] || check+=', skimage'
-[[ " ${without[*]} " == *" numba "* ]] || check+=', numba, hecore.kernels'
+[[ " ${without[*]} " == *" numba "* ]] || check+=', numba, hecore.seal.kernels'
 check_where='import hecore, sys; assert "site-packages" in hecore.__file__, hecore.__file__'
 # A driver in the cluster (YARN's cluster mode) builds hepix's parser, which imports every command's module.
 check_parser='jobs.cli.build_parser()'

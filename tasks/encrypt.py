@@ -33,14 +33,14 @@ class EncryptPayload:
     allow_leaky: bool
     use_secret: bool = False
     compression: str = "none"   # SEAL's serialization (hepix encrypt --compression; zstd for the packed layouts)
-    store: object = None        # hecore.atrest.AtRest: stored compact (--store compact), or SEAL's bytes at the
+    store: object = None        # hecore.seal.atrest.AtRest: stored compact (--store compact), or SEAL's bytes at the
                                 # level and scale of the --for-op chain; None: the first level
 
 
 def build_encryptor(payload: EncryptPayload):
     """A worker's encryptor, built once per Python worker from the broadcast bytes."""
     if payload.strategy_state is not None:     # the caching strategies' kernels (fresh encryption needs none)
-        from hecore.kernels import warm_up
+        from hecore.seal.kernels import warm_up
 
         warm_up()
     # check_key=False: the driver already proved that a secret key belongs to the public key.
@@ -49,13 +49,13 @@ def build_encryptor(payload: EncryptPayload):
                                  use_secret=payload.use_secret, compression=payload.compression, check_key=False)
     store = payload.store
     if store is not None and store.format == "compact":
-        from hecore.atrest import CompactEncryptor
+        from hecore.seal.atrest import CompactEncryptor
 
         return CompactEncryptor(enc, store)
     from hecore.layouts import Layout
 
     if Layout.parse(payload.layout).packed and (store is not None or payload.compression != "none"):
-        from hecore.atrest import SealStoreEncryptor
+        from hecore.seal.atrest import SealStoreEncryptor
 
         enc = SealStoreEncryptor(enc, store, payload.compression)
     return enc

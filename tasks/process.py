@@ -31,7 +31,7 @@ from .worker import work_failed, worker_state
 def build_ct_format(keys):
     """A worker's view of the public keys (a :class:`hecore.schemes.KeySet`): the ciphertext byte format the
     byte-level ops need."""
-    from hecore.kernels import warm_up
+    from hecore.seal.kernels import warm_up
 
     warm_up()
     return keys.context().ct_format
@@ -137,7 +137,7 @@ def packed_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast
                     geom = packed_geometry(r)
                     for op in ops:
                         c, ps = apply_op(ev, c, op, geom, ps)
-                cts.append(ev.dump_like(c, original))     # stored as the original was (hecore.atrest)
+                cts.append(ev.dump_like(c, original))     # stored as the original was (hecore.seal.atrest)
             except Exception as e:  # noqa: BLE001 -- SEAL's refusals (a forged scale: "values too large") vary
                 if not work_failed(r, e):
                     raise

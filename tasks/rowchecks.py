@@ -215,7 +215,7 @@ def _geometry_problem(r: dict, expect: RowExpect) -> tuple[str, str] | None:
 
 def check_batch(rb: pa.RecordBatch, expect: RowExpect, checker) -> list[tuple[str, str] | None]:
     """The problem of every row of ``rb`` (None for a good one): metadata first, then the checksum,
-    then the ciphertext (``checker``: :class:`hecore.checks.CiphertextChecker` or
+    then the ciphertext (``checker``: :class:`hecore.seal.checks.CiphertextChecker` or
     :class:`hecore.tfhe.checks.TfheCiphertextChecker`, asked once for the batch; or None to skip it)."""
     return inspect_batch(rb, expect, checker).problems
 
@@ -232,7 +232,7 @@ class Inspected:
 
 def inspect_batch(rb: pa.RecordBatch, expect: RowExpect, checker, *, load: bool = False) -> Inspected:
     """:func:`check_batch`, keeping what the checks made on the way: the rows' metadata converted to Python
-    values and, with ``load`` (and a checker that loads, :meth:`hecore.checks.CiphertextChecker.checked_all`),
+    values and, with ``load`` (and a checker that loads, :meth:`hecore.seal.checks.CiphertextChecker.checked_all`),
     each good row's loaded ciphertext -- what the job's work in the same task takes instead of converting
     and loading again (tasks.handoff)."""
     names = rb.schema.names

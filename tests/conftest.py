@@ -161,8 +161,8 @@ def pytest_report_header(config):
 @pytest.fixture(scope="session")
 def he_paper4096():
     """A context with fresh keys at preset ``paper-4096`` (N=4096, Q=2^109)."""
-    from hecore.context import HEContext
-    from hecore.params import preset
+    from hecore.seal.context import HEContext
+    from hecore.seal.params import preset
 
     return HEContext.generate(preset("paper-4096"))
 
@@ -170,8 +170,8 @@ def he_paper4096():
 @pytest.fixture(scope="session")
 def he_addonly2048():
     """A context with fresh keys at preset ``addonly-2048`` (cheap: N=2048, one prime)."""
-    from hecore.context import HEContext
-    from hecore.params import preset
+    from hecore.seal.context import HEContext
+    from hecore.seal.params import preset
 
     return HEContext.generate(preset("addonly-2048"))
 
@@ -179,8 +179,8 @@ def he_addonly2048():
 @pytest.fixture(scope="session")
 def he_addonly2048_other():
     """A second, independent key at ``addonly-2048`` (same parameters, other key)."""
-    from hecore.context import HEContext
-    from hecore.params import preset
+    from hecore.seal.context import HEContext
+    from hecore.seal.params import preset
 
     return HEContext.generate(preset("addonly-2048"))
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 from conftest import shared_dataset
 
-from hecore.context import HEContext
-from hecore.evaluator import Evaluator
 from hecore.images import load_image
 from hecore.layouts.packed import decrypt_tiles, encrypt_tiles
 from hecore.ops.matching import distance_scale, pair_partial
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import finish_for, parse_ops, raw_range, reference
-from hecore.params import preset
 from hecore.quality import round_to_uint8
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 #: The bar: exact after rounding and clipping for at least this fraction of values.
 EXACT_BAR = 0.9999

@@ -1,4 +1,4 @@
-"""hecore.atrest: the compact at-rest format, and the planner's storage plan (hecore.planner.at_rest).
+"""hecore.seal.atrest: the compact at-rest format, and the planner's storage plan (hecore.planner.at_rest).
 
 Exact round trips through compact -> expand -> ops -> decrypt for the packed layouts and the op chains
 of the at-rest format (seeded secret-key and public-key ciphertexts), on USC-SIPI crops, with the measured error
@@ -12,20 +12,20 @@ import numpy as np
 import pytest
 from he_pipeline import COLOUR, GREY, usc_crop
 
-from hecore.atrest import MAGIC, AtRest, CompactEncryptor, Compactor, MalformedCiphertext, is_compact
 from hecore.audit import Verdict, audit_group
 from hecore.audit.sealbytes import plain_layout
-from hecore.context import HEContext, PlainCodec, chain_primes
 from hecore.encrypt import PublicKeyEncryptor, symmetric
 from hecore.encrypt.strategies import make_strategy
 from hecore.errors import HepixError, InvalidParameters
-from hecore.evaluator import Evaluator
 from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import finish_for, parse_match, parse_ops, reference
-from hecore.params import preset
 from hecore.planner import at_rest, at_rest_problems, check_at_rest
 from hecore.quality import round_to_uint8
+from hecore.seal.atrest import MAGIC, AtRest, CompactEncryptor, Compactor, MalformedCiphertext, is_compact
+from hecore.seal.context import HEContext, PlainCodec, chain_primes
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 pytestmark = [pytest.mark.seconds(45), pytest.mark.skipif(
     not symmetric.available(),
@@ -311,8 +311,8 @@ def test_integer_schemes_are_refused():
 @pytest.mark.parametrize("halo", [0, 1, 2])
 @pytest.mark.parametrize("shape", [(256, 256), (1024, 2048), (1344, 2040), (33, 20)])
 def test_tile_for_fits_the_slots_and_never_needs_more_ciphertexts_than_the_default(halo, shape):
-    from hecore.atrest import tile_for
     from hecore.layouts.packed import check_tile_fits
+    from hecore.seal.atrest import tile_for
 
     params = preset("paper-4096")
     th, tw = tile_for(params, halo, True, *shape)

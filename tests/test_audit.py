@@ -14,11 +14,11 @@ from he_pipeline import usc_crop
 from hecore.audit import Geometry, Verdict, audit_group, class_recovery
 from hecore.audit.modp import mulmod, rank_mod
 from hecore.audit.sealbytes import parse_shape
-from hecore.context import PlainCodec, chain_primes
 from hecore.encrypt.strategies import make_strategy
 from hecore.errors import LeakyStrategyRefused
 from hecore.layouts.packed import encrypt_tiles
-from hecore.params import preset
+from hecore.seal.context import PlainCodec, chain_primes
+from hecore.seal.params import preset
 
 pytestmark = pytest.mark.seconds(100)
 

@@ -7,8 +7,8 @@ import pytest
 
 from bench.suites import corpus
 from hecore.images import load_image
-from hecore.keys import keygen
-from hecore.params import preset
+from hecore.seal.keys import keygen
+from hecore.seal.params import preset
 
 
 def test_without_the_data_set_the_corpus_is_generated_at_the_asked_size(tmp_path, monkeypatch):

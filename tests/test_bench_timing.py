@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from bench.timing import median, split_encryption
-from hecore.context import HEContext
 from hecore.errors import HepixError
-from hecore.evaluator import Evaluator
-from hecore.params import preset
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 
 @pytest.fixture(scope="module", params=["paper-4096", "bfv-4096"])

@@ -9,15 +9,20 @@ import pytest
 from he_pipeline import COLOUR, GREY, assert_exact, op_chains, run_packed, usc_crop
 
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
-from hecore.layouts.packed import (check_tile_fits, complex_halves, decrypt_tiles, default_tile,
-    encrypt_tiles, join_halves)
+from hecore.layouts.packed import (
+    check_tile_fits,
+    complex_halves,
+    decrypt_tiles,
+    default_tile,
+    encrypt_tiles,
+    join_halves,
+)
 from hecore.ops.matching import pair_partial
-from hecore.ops.spec import parse_match
 from hecore.ops.packed import PackedGeometry, apply_op
-from hecore.ops.spec import Watermark, parse_ops
-from hecore.params import preset
+from hecore.ops.spec import Watermark, parse_match, parse_ops
 from hecore.planner import plan, requirements
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 #: (tile_h, tile_w, halo): 20x30 with a halo of 2 (halves of 10 rows) and the preset's default
 #: complex tile for a halo of 1 (60x62 at N=4096); neither divides 64.

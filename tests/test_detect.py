@@ -1,7 +1,6 @@
 """bench.detect: the binary difference map of Fig. 8 and watermark detection after decryption."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from conftest import shared_dataset
@@ -181,12 +180,12 @@ def test_saved_map_rejects_other_arrays(tmp_path):
 def test_packed_encrypted_watermark_is_detected_exactly(he_paper4096, tmp_path):
     """Packed paper-4096: encrypt a 64x64 USC-SIPI crop, watermark:10,20,5 on the ciphertexts,
     decrypt, finish, round: the difference with the unmarked image is exactly pixel (10, 20)."""
-    from hecore.evaluator import Evaluator
     from hecore.images import center_crop, load_image
     from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
     from hecore.ops.packed import PackedGeometry, apply_ops
     from hecore.ops.spec import finish_for, parse_ops, reference
     from hecore.quality import round_to_uint8
+    from hecore.seal.evaluator import Evaluator
 
     img = center_crop(load_image(shared_dataset("usc-sipi/7.1.01.tiff")).pixels, 64)
     assert img.shape == (64, 64) and img[20, 10] <= 250        # room for +5 below 255

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hecore.context import HEContext
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
 from hecore.ops import dft
-from hecore.params import preset
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 RNG = np.random.default_rng(2026)
 

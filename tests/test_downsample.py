@@ -11,7 +11,6 @@ from PIL import Image
 
 from hecore.encrypt.strategies import make_strategy
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
 from hecore.layouts.packed import decrypt_block, encrypt_tiles
 from hecore.ops.downsample import Downsample
 from hecore.ops.packed import PackedGeometry, apply_ops, check_packed_chain
@@ -19,6 +18,7 @@ from hecore.ops.pixel import window_tile
 from hecore.ops.spec import finish_for, parse_chain, parse_op, parse_ops, recorded_shape, recorded_stride, reference
 from hecore.planner import plan, requirements
 from hecore.quality import round_to_uint8
+from hecore.seal.evaluator import Evaluator
 
 
 def _naive(img: np.ndarray, f: int) -> np.ndarray:

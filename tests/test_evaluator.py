@@ -1,4 +1,4 @@
-"""hecore.evaluator: homomorphic arithmetic on loaded ciphertexts, against NumPy on the plain slots.
+"""hecore.seal.evaluator: homomorphic arithmetic on loaded ciphertexts, against NumPy on the plain slots.
 
 CKKS on paper-4096 (2048 slots, one level to spend), BFV on bfv-4096 (exact); the refusals on
 addonly-2048 (no key switching) and on paper-4096 keys made without rotation keys.
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from he_pipeline import generate
 
-from hecore.context import HEContext
 from hecore.errors import HepixError
-from hecore.evaluator import Evaluator, MissingEvaluationKeys
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator, MissingEvaluationKeys
 
 SLOTS = 2048
 W = 62                                       # a row stride (the default tile's block width at N=4096)

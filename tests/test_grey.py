@@ -10,13 +10,13 @@ from he_pipeline import COLOUR, GREY, generate, usc_crop
 from PIL import Image
 
 from hecore.encrypt.strategies import make_strategy
-from hecore.evaluator import Evaluator
 from hecore.layouts.packed import encrypt_tiles
 from hecore.ops.channels import Grey
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import finish_for, parse_chain, parse_op, raw_range, recorded_shape, reference
 from hecore.planner import requirements
 from hecore.quality import round_to_uint8
+from hecore.seal.evaluator import Evaluator
 
 
 def _div2k_crop(size: int) -> np.ndarray:

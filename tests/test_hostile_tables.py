@@ -521,8 +521,8 @@ def test_a_png_name_stays_in_its_directory(tmp_path_factory, image_id, source):
 @settings(HOSTILE, max_examples=60)
 @given(data=st.data(), forgery=row_forgery())
 def test_the_row_checks_catch_every_forged_row_by_itself_or_with_its_image(sandbox, data, forgery):
-    from hecore.checks import CiphertextChecker
-    from hecore.params import preset
+    from hecore.seal.checks import CiphertextChecker
+    from hecore.seal.params import preset
     from jobs.runtime.inputcheck import ImageSummary, image_problems
     from tasks.rowchecks import RowExpect, check_batch
 
@@ -843,7 +843,7 @@ def test_a_fresh_ciphertext_with_its_scale_or_level_changed_is_refused(he_paper4
     switched down a level; a run no op has touched has neither, so the row is a ``scale-mismatch``."""
     from Pyfhel import PyCtxt
 
-    from hecore.checks import CiphertextChecker
+    from hecore.seal.checks import CiphertextChecker
 
     ctx, _ = he_paper4096
     ct = ctx.encrypt_vector(np.arange(8.0))
@@ -868,7 +868,7 @@ def test_the_scale_is_checked_exactly_after_any_chain_that_does_not_multiply(he_
 
     from Pyfhel import PyCtxt
 
-    from hecore.checks import CiphertextChecker
+    from hecore.seal.checks import CiphertextChecker
     from tasks.rowchecks import _ciphertext_checker
 
     ctx, _ = he_paper4096

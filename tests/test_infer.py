@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hecore.context import HEContext
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
 from hecore.infer import encrypted
 from hecore.infer import models as infer
-from hecore.params import preset
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 pytest.importorskip("sklearn")
 

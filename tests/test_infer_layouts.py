@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hecore.context import HEContext
-from hecore.embedding import coefficients as embedded_coefficients
-from hecore.embedding import evaluations
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
 from hecore.infer import coefficients, layouts, windows
 from hecore.infer import models as infer
-from hecore.params import preset
+from hecore.seal.context import HEContext
+from hecore.seal.embedding import coefficients as embedded_coefficients
+from hecore.seal.embedding import evaluations
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 pytest.importorskip("sklearn")
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from he_pipeline import COLOUR, GREY, assert_exact, generate, op_chains, run_packed, usc_crop
 
-from hecore.context import integer_slots
 from hecore.errors import HepixError, InvalidParameters
-from hecore.evaluator import Evaluator
 from hecore.layouts.packed import default_tile
-from hecore.params import preset
+from hecore.seal.context import integer_slots
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 SCHEMES = ["bfv-4096", "bgv-4096"]
 TILINGS = [(16, 30, 2), default_tile(preset("bfv-4096"), halo=1) + (1,)]

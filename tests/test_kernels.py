@@ -1,4 +1,4 @@
-"""Tests of hecore.kernels against a plain NumPy/Python reference on synthetic data.
+"""Tests of hecore.seal.kernels against a plain NumPy/Python reference on synthetic data.
 
 Row layout of a table (one ciphertext per row), for primes q0, q1 and ring degree n::
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hecore.kernels import copy_rows, gather_add, linear_combination
+from hecore.seal.kernels import copy_rows, gather_add, linear_combination
 
 
 def _is_prime(n: int) -> bool:

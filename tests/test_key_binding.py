@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from hecore import keyring
-from hecore import keys as seal_keys
-from hecore.context import PublicMaterial
 from hecore.errors import KeyDirectoryError, KeyMismatch
-from hecore.params import preset
 from hecore.schemes import open_keys
+from hecore.seal import keys as seal_keys
+from hecore.seal.context import PublicMaterial
+from hecore.seal.params import preset
 from hecore.tfhe import keys as tfhe_keys
 from hecore.tfhe.params import TfhePublicMaterial
 from jobs.cli import main

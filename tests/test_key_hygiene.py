@@ -34,7 +34,7 @@ def hepix_ok(*argv) -> None:
 
 def key_needles(keys: Path) -> list[bytes]:
     """Byte strings whose presence would mean the secret key leaked."""
-    from hecore.keys import load_secret
+    from hecore.seal.keys import load_secret
 
     stored = (keys / "secret.key").read_bytes()
     raw = load_secret(keys)._he.to_bytes_secret_key(compr_mode="none")
@@ -68,18 +68,18 @@ def test_keygen_writes_the_secret_key_0600_and_the_public_copy_has_none(run):
 
 def test_process_runs_with_a_key_directory_holding_only_public_material(run, monkeypatch):
     """The processing side gets the public copy and never touches a secret key, not even by accident."""
-    import hecore.context
-    import hecore.keys
+    import hecore.seal.context
+    import hecore.seal.keys
 
     def forbidden(*a, **k):
         raise AssertionError("process loaded a secret key")
-    monkeypatch.setattr(hecore.keys, "load_secret", forbidden)
-    real_from_public = hecore.context.HEContext.from_public.__func__
+    monkeypatch.setattr(hecore.seal.keys, "load_secret", forbidden)
+    real_from_public = hecore.seal.context.HEContext.from_public.__func__
 
     def from_public(cls, public, secret_key=None):
         assert secret_key is None, "process built a context with a secret key"
         return real_from_public(cls, public)
-    monkeypatch.setattr(hecore.context.HEContext, "from_public", classmethod(from_public))
+    monkeypatch.setattr(hecore.seal.context.HEContext, "from_public", classmethod(from_public))
     hepix_ok("-vv", "encrypt", "--keys", run / "public", "--input", run / "img", "--out", run / "enc", *SPARK)
     hepix_ok("-vv", "process", "--keys", run / "public", "--input", run / "enc", "--out", run / "proc",
              "--op", "brightness:20", *SPARK)

@@ -1,4 +1,4 @@
-"""Tests of hecore.keys: key directories, their permissions, and who may read the secret key."""
+"""Tests of hecore.seal.keys: key directories, their permissions, and who may read the secret key."""
 from __future__ import annotations
 
 import os
@@ -10,9 +10,21 @@ import numpy as np
 import pytest
 
 from hecore.errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
-from hecore.keys import (CONTEXT, MANIFEST, PUBLIC, RELIN, ROTATE, SECRET, check_fingerprint, export_public,
-    keygen, load_public, load_secret, read_info)
-from hecore.params import PRESETS, preset
+from hecore.seal.keys import (
+    CONTEXT,
+    MANIFEST,
+    PUBLIC,
+    RELIN,
+    ROTATE,
+    SECRET,
+    check_fingerprint,
+    export_public,
+    keygen,
+    load_public,
+    load_secret,
+    read_info,
+)
+from hecore.seal.params import PRESETS, preset
 
 
 def _mode(path) -> int:
@@ -306,8 +318,8 @@ def test_ciphertext_under_key_a_does_not_decrypt_under_key_b(keys_addonly, keys_
 def test_a_relinearisation_key_from_another_key_set_is_refused(tmp_path):
     """The fingerprint covers parameters + public key; the recorded checksums cover every public file."""
     from hecore.errors import KeyDirectoryError
-    from hecore.keys import keygen, load_public
-    from hecore.params import preset
+    from hecore.seal.keys import keygen, load_public
+    from hecore.seal.params import preset
 
     keygen(preset("paper-4096"), tmp_path / "a")
     keygen(preset("paper-4096"), tmp_path / "b")

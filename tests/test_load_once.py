@@ -1,4 +1,4 @@
-"""Each ciphertext loaded by SEAL once: the row check's load is the one the work uses (hecore.checks,
+"""Each ciphertext loaded by SEAL once: the row check's load is the one the work uses (hecore.seal.checks,
 tasks.handoff, tasks.rowchecks.check_and_work_partition).  No Spark."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from Pyfhel import PyCtxt
 
-from hecore.checks import CiphertextChecker
+from hecore.seal.checks import CiphertextChecker
 from schemas.stages import WRITTEN
 from schemas.tables import CIPHERTEXTS
 from tasks import handoff, worker
@@ -98,7 +98,7 @@ def test_ciphertexts_of_another_context_are_not_handed_to_the_work(he_addonly204
 
 def test_the_chain_gives_the_same_ciphertexts_from_the_checks_loads_and_never_loads_again(he_addonly2048,
                                                                                           monkeypatch):
-    from hecore.evaluator import Evaluator
+    from hecore.seal.evaluator import Evaluator
     from tasks.process import packed_partition
 
     ctx, _ = he_addonly2048

@@ -9,8 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hecore.context import HEContext
-from hecore.evaluator import Evaluator
 from hecore.ops.lut import (
     LUT_MODULUS,
     check_table,
@@ -19,7 +17,9 @@ from hecore.ops.lut import (
     schedule,
     table_polynomial,
 )
-from hecore.params import preset
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 from hecore.tfhe.ops import Lut, chain_table, parse_op
 
 NAMED = ["threshold:128", "brightness:60", "brightness:-60", "min:100", "max:100", "lut:gamma-0.5",

@@ -12,12 +12,19 @@ import pytest
 from he_pipeline import GREY, GREY_OTHER, generate, packed_distance, usc_crop
 
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
-from hecore.ops.matching import (L1_POLY, check_match_params, distance_scale, l1_poly, l1_poly_error,
-    pair_partial, plain_distances, plain_l1_approx)
-from hecore.ops.spec import METRICS, Match, parse_match
-from hecore.ops.spec import reference
+from hecore.ops.matching import (
+    L1_POLY,
+    check_match_params,
+    distance_scale,
+    l1_poly,
+    l1_poly_error,
+    pair_partial,
+    plain_distances,
+    plain_l1_approx,
+)
+from hecore.ops.spec import METRICS, Match, parse_match, reference
 from hecore.planner import check
+from hecore.seal.evaluator import Evaluator
 
 #: (tile_h, tile_w, halo): the N=8192 default (the whole crop, one tile) and 24x40 tiles (six
 #: partials, the last row and column of them partly outside the image).

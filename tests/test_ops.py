@@ -12,11 +12,18 @@ import pytest
 
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
 from hecore.encrypt.strategies import make_strategy
-from hecore.kernels import add_constant_c0
-from hecore.ops.pixel import (MissingNeighbour, add_constant, apply_pointwise, constant_word, halo_tiles,
-    mean_filter_tile, window_multiplicities)
+from hecore.ops.pixel import (
+    MissingNeighbour,
+    add_constant,
+    apply_pointwise,
+    constant_word,
+    halo_tiles,
+    mean_filter_tile,
+    window_multiplicities,
+)
 from hecore.ops.spec import Brightness, MeanFilter, Watermark, finish_for, parse_op, parse_ops, reference
 from hecore.quality import round_to_uint8
+from hecore.seal.kernels import add_constant_c0
 
 RNG_SEED = 20240601
 

@@ -10,8 +10,8 @@ from hecore.errors import InvalidParameters
 from hecore.images import load_image
 from hecore.layouts.packed import check_tile_fits, decrypt_tiles, encrypt_tiles
 from hecore.ops.pixel import add_constant
-from hecore.params import preset
 from hecore.quality import compare
+from hecore.seal.params import preset
 
 
 def test_a_64x64_grey_crop_round_trips_exactly_in_four_ciphertexts(he_paper4096):

@@ -11,11 +11,11 @@ import pytest
 from he_pipeline import COLOUR, GREY, assert_exact, generate, op_chains, run_packed, usc_crop
 
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator, MissingEvaluationKeys
 from hecore.layouts.packed import check_tile_fits, default_tile, encrypt_tiles
 from hecore.ops.packed import PackedGeometry, apply_op, apply_ops, check_packed_chain
 from hecore.ops.spec import Brightness, MeanFilter, Watermark, parse_ops
-from hecore.params import preset
+from hecore.seal.evaluator import Evaluator, MissingEvaluationKeys
+from hecore.seal.params import preset
 
 #: (tile_h, tile_w, halo): 16x30 with a halo of 2 and the preset's default tile for a halo of 1
 #: (30x62 at N=4096); neither divides 64.

@@ -1,4 +1,4 @@
-"""Tests of hecore.params: the presets, their 128-bit bound, and (de)serialisation."""
+"""Tests of hecore.seal.params: the presets, their 128-bit bound, and (de)serialisation."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from hecore.errors import InvalidParameters, WeakParameters
-from hecore.params import HE_STANDARD_128, PRESETS, Params, preset
+from hecore.seal.params import HE_STANDARD_128, PRESETS, Params, preset
 
 PRESET_NAMES = ["paper-4096", "tenseal-8192", "addonly-2048"]
 

@@ -6,10 +6,9 @@ import re
 import pytest
 
 from hecore.errors import InvalidParameters
-from hecore.ops.spec import parse_match
-from hecore.ops.spec import parse_ops
-from hecore.params import PRESETS, preset
+from hecore.ops.spec import parse_match, parse_ops
 from hecore.planner import check, describe_plan, plan, problems, requirements
+from hecore.seal.params import PRESETS, preset
 
 
 def _plan(specs, layout, match=None, scheme=None):

@@ -8,19 +8,12 @@ import numpy as np
 import pytest
 
 from hecore.errors import InvalidParameters, KeyDirectoryError
-from hecore.keys import keygen
 from hecore.layouts import Layout
-from hecore.params import preset
-from hecore.schemes import (
-    SCHEMES,
-    SECRET_FILES,
-    open_keys,
-    scheme_for_preset,
-    scheme_named,
-    scheme_of,
-)
+from hecore.schemes import SCHEMES, SECRET_FILES, open_keys, scheme_for_preset, scheme_named, scheme_of
 from hecore.schemes.seal import SEAL, SealKeys
 from hecore.schemes.tfhe import TFHE, TfheKeys
+from hecore.seal.keys import keygen
+from hecore.seal.params import preset
 from hecore.tfhe.params import TFHE_DEFAULT
 
 
@@ -108,7 +101,7 @@ def test_what_each_scheme_can_do_is_asked_not_compared():
 
 
 def test_integer_keys_fill_the_packed_layouts_only():
-    from hecore.context import PublicMaterial
+    from hecore.seal.context import PublicMaterial
 
     bfv = SealKeys(PublicMaterial(preset("bfv-4096"), b"", b""))
     assert Layout.PIXEL not in bfv.layouts and Layout.PACKED in bfv.layouts

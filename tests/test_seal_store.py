@@ -1,6 +1,6 @@
 """What `hepix encrypt` stores by default: SEAL's own serialization, compressed with SEAL's zstd mode, at the
 level the declared chain (``--for-op``) needs, complex-packed where the chain allows it
-(hecore.atrest.SealStoreEncryptor, hecore.planner.at_rest with ``store="seal"``, storage_layout).
+(hecore.seal.atrest.SealStoreEncryptor, hecore.planner.at_rest with ``store="seal"``, storage_layout).
 
 Exact round trips through encrypt -> ops -> write as the input was stored -> decrypt for the add-only chains
 in both packed layouts, public-key and seeded, on USC-SIPI crops; a plain Pyfhel program (Pyfhel and the key
@@ -14,20 +14,27 @@ import json
 import numpy as np
 import pytest
 from he_pipeline import COLOUR, GREY, usc_crop
-from Pyfhel import Pyfhel, PyCtxt
+from Pyfhel import PyCtxt, Pyfhel
 
-from hecore.atrest import (AtRest, Compactor, MalformedCiphertext, SealStoreEncryptor, seal_compressed,
-                           seal_compression, stored_like)
 from hecore.encrypt import PublicKeyEncryptor, symmetric
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
 from hecore.layouts import Layout
 from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import finish_for, parse_match, parse_ops, reference
-from hecore.params import preset
 from hecore.planner import at_rest, at_rest_problems, check_at_rest, storage_layout
 from hecore.quality import round_to_uint8
+from hecore.seal.atrest import (
+    AtRest,
+    Compactor,
+    MalformedCiphertext,
+    SealStoreEncryptor,
+    seal_compressed,
+    seal_compression,
+    stored_like,
+)
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.params import preset
 
 pytestmark = [pytest.mark.seconds(40), pytest.mark.skipif(
     not symmetric.available(),
@@ -317,7 +324,7 @@ def test_a_plain_pyfhel_program_decrypts_the_ct_column(runs, table):
     image's pixels (encrypted table) or to what hepix's own decryption gives (processed table)."""
     from PIL import Image
 
-    from hecore.keys import load_secret
+    from hecore.seal.keys import load_secret
 
     root, src, _ = runs
     he = _plain_reader(root)

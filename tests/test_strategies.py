@@ -15,13 +15,19 @@ import pytest
 from conftest import REPO_ROOT, shared_dataset
 
 from hecore.ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS, CiphertextBatch
-from hecore.context import HEContext
-from hecore.encrypt.strategies import (WHAT_LEAKS, make_strategy, security_of, strategy_class,
-    strategy_from_state, strategy_names)
+from hecore.encrypt.strategies import (
+    WHAT_LEAKS,
+    make_strategy,
+    security_of,
+    strategy_class,
+    strategy_from_state,
+    strategy_names,
+)
 from hecore.errors import KeyMismatch, LeakyStrategyRefused, UnknownStrategy
 from hecore.images import center_crop, load_image
 from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
 from hecore.quality import compare
+from hecore.seal.context import HEContext
 
 pytestmark = pytest.mark.seconds(50)
 

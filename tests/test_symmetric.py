@@ -18,18 +18,18 @@ from he_pipeline import COLOUR, GREY, usc_crop
 from PIL import Image
 from secretbytes import files_holding
 
-from hecore.context import HEContext
 from hecore.encrypt import symmetric
 from hecore.encrypt.symmetric import NativeExtensionMissing, SymmetricEncryptor
 from hecore.errors import KeyDirectoryError, KeyMismatch, SecretKeyMissing
-from hecore.evaluator import Evaluator
-from hecore.keys import keygen
 from hecore.layouts import Layout
 from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import finish_for, parse_ops, reference
-from hecore.params import preset
 from hecore.quality import round_to_uint8
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.keys import keygen
+from hecore.seal.params import preset
 
 pytestmark = pytest.mark.seconds(40)
 

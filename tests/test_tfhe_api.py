@@ -85,7 +85,7 @@ def test_write_private_sets_the_mode_whatever_the_umask_and_refuses_links_and_ex
 
 
 def test_ckks_key_functions_refuse_a_tfhe_directory_by_name(tmp_path):
-    from hecore.keys import key_scheme, read_info, read_secret_key
+    from hecore.seal.keys import key_scheme, read_info, read_secret_key
 
     keys = _fake_tfhe_dir(tmp_path)
     assert key_scheme(keys) == "tfhe"
@@ -96,7 +96,7 @@ def test_ckks_key_functions_refuse_a_tfhe_directory_by_name(tmp_path):
 
 
 def test_key_scheme_of_a_missing_directory_says_how_to_make_one(tmp_path):
-    from hecore.keys import key_scheme
+    from hecore.seal.keys import key_scheme
 
     with pytest.raises(KeyDirectoryError, match="hepix keygen"):
         key_scheme(tmp_path / "nothing")
@@ -344,7 +344,7 @@ def test_a_tfhe_manifest_validates_and_a_seal_op_in_it_does_not():
         validated({**base, "ops": ["contrast:2"]})
     with pytest.raises(ManifestInvalid):
         validated({**base, "params": {**TFHE_DEFAULT.to_json(), "bits": 16}})
-    from hecore.params import preset
+    from hecore.seal.params import preset
     seal = {**base, "preset": "paper-4096", "params": preset("paper-4096").to_json(), "strategy": "fresh"}
     with pytest.raises(ManifestInvalid, match="BFV keys only"):
         validated(seal)                                  # threshold: not a CKKS op

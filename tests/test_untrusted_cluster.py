@@ -442,7 +442,7 @@ def test_audit_rejects_a_ciphertext_seal_refuses_and_audits_the_rest(corpus, lea
 
 def test_read_secret_key_refuses_a_symlink_and_a_key_owned_by_someone_else(corpus, tmp_path):
     from hecore.errors import KeyDirectoryError
-    from hecore.keys import read_secret_key
+    from hecore.seal.keys import read_secret_key
 
     keys = tmp_path / "keys"
     shutil.copytree(corpus / "keys", keys)
@@ -506,7 +506,7 @@ def test_a_secret_key_on_hdfs_is_fetched_only_privately_and_only_when_hdfs_guard
         assert "secret.key" not in fake.fetched
     else:
         with remote.remote_keys("hdfs://namenode.example:9820/owner/keys", secret=True) as local:
-            from hecore.keys import read_secret_key
+            from hecore.seal.keys import read_secret_key
             assert read_secret_key(local) == files["secret.key"]
     with remote.remote_keys("hdfs://namenode.example:9820/owner/keys") as local:     # the public side: never
         assert not (Path(local) / "secret.key").exists()
@@ -589,8 +589,8 @@ def test_a_compressed_ciphertext_that_inflates_past_any_ciphertext_is_refused_be
 
     import pyarrow as pa
 
-    from hecore.checks import CiphertextChecker
-    from hecore.params import preset
+    from hecore.seal.checks import CiphertextChecker
+    from hecore.seal.params import preset
 
     zeros = bytes(16 * 2**20)
     if mode == "zlib":
@@ -683,8 +683,8 @@ def test_decrypt_of_a_forged_match_run_rejects_each_forgery_and_decrypts_the_res
     owner's images x metrics, and the file is refused whole before it is read."""
     import pyarrow as pa
 
-    from hecore.context import HEContext
-    from hecore.params import preset
+    from hecore.seal.context import HEContext
+    from hecore.seal.params import preset
 
     root, ids = match_run
     run = tmp_path / "m"

@@ -7,13 +7,13 @@ One process, one thread, the same images, the same run (ratios within a run are 
 * ``symmetric-complex``: seeded secret-key encryption, complex packing, SEAL bytes at the first level
   (two primes at ``paper-4096``): today's ``hepix encrypt --encryption symmetric --layout packed-complex``;
 * ``symmetric-complex-q0``: the same encrypted at the last level (q0 alone), SEAL bytes;
-* ``compact-<chain>``: encrypted straight into the compact at-rest format (:mod:`hecore.atrest`) at the
+* ``compact-<chain>``: encrypted straight into the compact at-rest format (:mod:`hecore.seal.atrest`) at the
   storage the planner gives for the chain (:func:`hecore.planner.at_rest`), with the halo the chain
   needs; ``compact-lossless``: no chain declared (first level, nothing dropped);
 * ``public-compact-<chain>``: public-key encryption, then compacted (c1 bit-packed, not seeded).
 
 Packed rows use the tile that stores the image in the fewest ciphertexts for their halo
-(:func:`hecore.atrest.tile_for`).  For every row: pixels/s, its ratio to ``pixel-full`` on the same
+(:func:`hecore.seal.atrest.tile_for`).  For every row: pixels/s, its ratio to ``pixel-full`` on the same
 image, bytes per image pixel (tile padding included), and for the compact rows the cost of expanding them back to SEAL bytes and of
 decrypting, with the round trip's exactness.  Imports hecore and NumPy only.
 
@@ -29,19 +29,19 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from hecore.atrest import AtRest, CompactEncryptor, Compactor, tile_for
-from hecore.context import HEContext
 from hecore.encrypt import PublicKeyEncryptor
 from hecore.encrypt.strategies import make_strategy
 from hecore.encrypt.symmetric import SymmetricEncryptor
-from hecore.kernels import warm_up
 from hecore.layouts.packed import decrypt_tiles, default_tile
 from hecore.layouts.packed import encrypt_tiles as packed_encrypt_tiles
 from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.ops.spec import parse_ops
-from hecore.params import preset
 from hecore.planner import at_rest
 from hecore.quality import round_to_uint8
+from hecore.seal.atrest import AtRest, CompactEncryptor, Compactor, tile_for
+from hecore.seal.context import HEContext
+from hecore.seal.kernels import warm_up
+from hecore.seal.params import preset
 
 PIXEL_FULL = "pixel-full"
 DEFAULT_PRESET = "paper-4096"
@@ -127,7 +127,7 @@ class _Packed(_Path):
         self.th, self.tw = default_tile(ctx.params, halo, True)
 
     def fit(self, image) -> None:
-        """The tile that stores this image in the fewest ciphertexts (hecore.atrest.tile_for)."""
+        """The tile that stores this image in the fewest ciphertexts (hecore.seal.atrest.tile_for)."""
         self.th, self.tw = tile_for(self.ctx.params, self.halo, True, image.shape[0], image.shape[1])
 
     def tile(self):

@@ -132,8 +132,8 @@ def run_cluster_bench(work: Path, *, images: int, preset_name: str, quick: bool,
     """The same encrypt with one worker, then with a second worker added, ``repeats`` times
     (the second worker stopped again before each one-worker run): two rows a repeat, in the order the
     applications ran; and the install of the packed environment on the node."""
-    from hecore.keys import keygen
-    from hecore.params import preset
+    from hecore.seal.keys import keygen
+    from hecore.seal.params import preset
 
     label, _ = corpus(work / "images", images)
     if quick:
@@ -210,7 +210,7 @@ def run(args) -> int:
     """``hepix bench --suite cluster``: measure, write ``OUT/bench_cluster/<run_id>.parquet``, print."""
     from bench.rows import write_rows
     from bench.schemas import BENCH_CLUSTER
-    from hecore.params import DEFAULT_PRESET
+    from hecore.seal.params import DEFAULT_PRESET
     from jobs.runtime import runinfo
 
     if args.hdfs:

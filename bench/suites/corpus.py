@@ -173,19 +173,19 @@ def corpus_images(count: int, folder: Path, width: int = WIDTH, height: int = HE
 
 def hecore_alone(paths: list[Path], keys: Path, layout: str, encryption: str) -> dict[str, CorpusRow]:
     """encrypt / process / decrypt of every image by hecore in this process (pinned to one core)."""
-    from hecore.atrest import SealStoreEncryptor
-    from hecore.context import HEContext
     from hecore.encrypt import encryptor_for
-    from hecore.evaluator import Evaluator
     from hecore.images import load_image
-    from hecore.kernels import warm_up
-    from hecore.keys import load_secret, read_public
     from hecore.layouts import Layout
     from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
     from hecore.ops.packed import PackedGeometry, apply_ops
     from hecore.ops.spec import finish_for, parse_ops, reference
     from hecore.planner import at_rest, storage_layout
     from hecore.quality import compare, round_to_uint8
+    from hecore.seal.atrest import SealStoreEncryptor
+    from hecore.seal.context import HEContext
+    from hecore.seal.evaluator import Evaluator
+    from hecore.seal.kernels import warm_up
+    from hecore.seal.keys import load_secret, read_public
 
     complex_packing = Layout.parse(layout).complex_packing
     owner = load_secret(keys)
@@ -391,8 +391,8 @@ def compare_rows(core: dict[str, CorpusRow], spark: dict[str, CorpusRow]) -> lis
 
 def run_corpus_bench(counts: list[int], preset_name: str, tmp: Path) -> tuple[str, list[CorpusRow]]:
     """Every mode at every corpus size in ``counts`` (one set of keys): the baseline's and the jobs' rows."""
-    from hecore.keys import export_public, keygen
-    from hecore.params import preset
+    from hecore.seal.keys import export_public, keygen
+    from hecore.seal.params import preset
 
     keys, public = tmp / "keys", tmp / "public"
     keygen(preset(preset_name), keys)

@@ -474,8 +474,8 @@ def run_corpus_cluster(work: Path, *, images: int, preset_name: str, width: int 
     """The baseline on one core, then HDFS and the one-worker cluster up and the pipeline on them: the
     rows, and what the corpus is."""
     from bench.checkout import checkout_module, launcher
-    from hecore.keys import export_public, keygen
-    from hecore.params import preset
+    from hecore.seal.keys import export_public, keygen
+    from hecore.seal.params import preset
     from jobs.runtime.remote import hdfs_user
     from tasks.filesystem import FileAccess
 

@@ -49,9 +49,9 @@ def _table(spec: str) -> np.ndarray:
 
 def bfv_keys():
     """(the owner's context, an evaluator on the public material alone) at lut-16384."""
-    from hecore.context import HEContext
-    from hecore.evaluator import Evaluator
-    from hecore.params import preset
+    from hecore.seal.context import HEContext
+    from hecore.seal.evaluator import Evaluator
+    from hecore.seal.params import preset
 
     t0 = time.perf_counter()
     owner, _secret = HEContext.generate(preset(PRESET), rotations=False)

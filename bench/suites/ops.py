@@ -72,11 +72,8 @@ from bench.detect import detect_watermark
 from bench.rows import run_columns, write_rows
 from bench.schemas import BENCH_OPS
 from hecore.ciphertexts import SECURITY_IND_CPA
-from hecore.context import HEContext
 from hecore.encrypt.strategies import make_strategy, security_of
-from hecore.evaluator import Evaluator
 from hecore.images import center_crop, load_image, resize
-from hecore.kernels import warm_up
 from hecore.layouts.packed import decrypt_tiles as packed_decrypt_tiles
 from hecore.layouts.packed import default_tile
 from hecore.layouts.packed import encrypt_tiles as packed_encrypt_tiles
@@ -86,6 +83,9 @@ from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.pixel import apply_pointwise, window_tile
 from hecore.ops.spec import Op, Watermark, finish_for, parse_ops, raw_range, reference
 from hecore.quality import round_to_uint8
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.kernels import warm_up
 from jobs.runtime import runinfo
 from jobs.runtime.console import table
 

@@ -51,18 +51,18 @@ from bench.rows import run_columns, write_rows
 from bench.schemas import BENCH_PACKED
 from bench.timing import median, split_encryption
 from hecore.ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS
-from hecore.context import HEContext
 from hecore.encrypt.strategies import make_strategy
-from hecore.evaluator import Evaluator
-from hecore.kernels import warm_up
 from hecore.layouts.packed import block_values, default_tile
 from hecore.layouts.packed import decrypt_tiles as packed_decrypt_tiles
 from hecore.layouts.packed import encrypt_tiles as packed_encrypt_tiles
 from hecore.layouts.pixel import channel_plane
 from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.layouts.tiling import tile_image, untile_channels
-from hecore.params import Params, preset
 from hecore.quality import compare
+from hecore.seal.context import HEContext
+from hecore.seal.evaluator import Evaluator
+from hecore.seal.kernels import warm_up
+from hecore.seal.params import Params, preset
 from jobs.runtime import runinfo
 from jobs.runtime.console import table
 

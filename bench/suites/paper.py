@@ -43,17 +43,17 @@ from bench.peakmem import PeakMeter
 from bench.rows import BenchRow
 from bench.timing import load_1m, split_encryption
 from hecore.ciphertexts import SECURITY_IND_CPA
-from hecore.context import HEContext
 from hecore.images import center_crop, load_image, resize
-from hecore.kernels import warm_up
 from hecore.layouts.packed import decrypt_tiles as packed_decrypt_tiles
 from hecore.layouts.packed import default_tile
 from hecore.layouts.packed import encrypt_tiles as packed_encrypt_tiles
 from hecore.layouts.pixel import channel_plane
 from hecore.layouts.tiling import tile_image
 from hecore.ops.spec import finish_for, parse_ops, reference
-from hecore.params import preset
 from hecore.quality import compare, round_to_uint8
+from hecore.seal.context import HEContext
+from hecore.seal.kernels import warm_up
+from hecore.seal.params import preset
 
 from .ops import run_packed_chain
 from .pixel import measure_strategy, memcpy_bandwidth

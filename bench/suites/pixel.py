@@ -22,13 +22,13 @@ import numpy as np
 from bench.datasets import source_image
 from bench.rows import run_columns, write_rows
 from bench.schemas import BENCH_PIXEL
-from hecore.context import HEContext
 from hecore.encrypt.strategies import make_strategy, strategy_names
 from hecore.images import center_crop, resize
-from hecore.kernels import warm_up
 from hecore.layouts.pixel import decrypt_tiles, encrypt_tiles
-from hecore.params import DEFAULT_PRESET, preset
 from hecore.quality import compare
+from hecore.seal.context import HEContext
+from hecore.seal.kernels import warm_up
+from hecore.seal.params import DEFAULT_PRESET, preset
 from jobs.runtime import runinfo
 from jobs.runtime.console import table
 

@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 from bench.datasets import SAMPLES, sample
 from bench.rows import write_rows
 from bench.schemas import BENCH_SPARK
-from hecore.keys import keygen
 from hecore.layouts import Layout
-from hecore.params import DEFAULT_PRESET, preset
 from hecore.schemes import open_keys
+from hecore.seal.keys import keygen
+from hecore.seal.params import DEFAULT_PRESET, preset
 from jobs.runtime import runinfo
 from schemas.tables import CIPHERTEXTS
 from tasks.decode import DecodeOptions, decode_partition

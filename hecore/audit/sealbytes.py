@@ -85,7 +85,7 @@ def plain_layout(data: np.ndarray, offsets: np.ndarray, params) -> tuple[np.ndar
             return data, offsets
     except HepixError:
         pass
-    from hecore.context import uncompressed_ciphertexts
+    from hecore.seal.context import uncompressed_ciphertexts
 
     cts = uncompressed_ciphertexts(params, (data[int(a):int(b)] for a, b in zip(offsets[:-1], offsets[1:])))
     offsets = np.r_[0, np.cumsum([len(c) for c in cts])].astype(np.int64)

@@ -2,7 +2,7 @@
 
 A group is the ciphertexts of one image channel (one table, one key, one level).
 No key is used anywhere: only the parameters' primes and, for decoding, a
-:class:`hecore.context.PlainCodec` built from the parameters.
+:class:`hecore.seal.context.PlainCodec` built from the parameters.
 """
 from __future__ import annotations
 

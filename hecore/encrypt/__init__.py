@@ -9,7 +9,7 @@ These are SEAL's (CKKS, BFV, BGV).  A key set of any scheme gives its own encryp
 """
 from __future__ import annotations
 
-from hecore.context import HEContext, PublicMaterial
+from hecore.seal.context import HEContext, PublicMaterial
 
 from .base import Encryptor
 from .public import PublicKeyEncryptor
@@ -17,7 +17,7 @@ from .public import PublicKeyEncryptor
 
 def as_encryptor(encryptor: Encryptor | HEContext) -> Encryptor:
     """``encryptor`` itself (anything with an ``encrypt`` method), or for an
-    :class:`~hecore.context.HEContext` its public-key encryptor."""
+    :class:`~hecore.seal.context.HEContext` its public-key encryptor."""
     if isinstance(encryptor, HEContext):
         return PublicKeyEncryptor(encryptor)
     if callable(getattr(encryptor, "encrypt", None)):

@@ -27,8 +27,8 @@ from typing import ClassVar
 import numpy as np
 
 from hecore.ciphertexts import CiphertextBatch
-from hecore.context import HEContext
-from hecore.params import Params
+from hecore.seal.context import HEContext
+from hecore.seal.params import Params
 
 
 class Encryptor(ABC):

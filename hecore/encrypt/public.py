@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
-from hecore.context import HEContext
+from hecore.seal.context import HEContext
 
 from .base import Encryptor
 

@@ -14,8 +14,8 @@ import json
 import numpy as np
 
 from hecore.ciphertexts import SECURITY_IND_CPA, SECURITY_LEAKS
-from hecore.context import HEContext
 from hecore.errors import LeakyStrategyRefused, UnknownStrategy
+from hecore.seal.context import HEContext
 
 from .base import PixelStrategy
 
@@ -99,7 +99,7 @@ def strategy_from_state(ctx: HEContext, data: bytes, *, allow_leaky: bool = Fals
         arrays = {k: z[k] for k in z.files}
     meta = json.loads(arrays.pop("__meta__").tobytes())
     if meta["fingerprint"] != ctx.fingerprint:
-        from hecore.keys import check_fingerprint
+        from hecore.seal.keys import check_fingerprint
         check_fingerprint(meta["fingerprint"], ctx.fingerprint, what="the strategy's cached ciphertexts")
     strategy = make_strategy(meta["name"], ctx, allow_leaky=allow_leaky, **meta["options"])
     strategy._load_state_arrays(arrays)

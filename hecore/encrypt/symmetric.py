@@ -24,9 +24,9 @@ from dataclasses import replace
 import numpy as np
 
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch
-from hecore.context import HEContext, PublicMaterial
 from hecore.errors import HepixError, KeyMismatch
-from hecore.seal import NativeExtensionMissing, native_module, seal_context_bytes
+from hecore.seal.context import HEContext, PublicMaterial
+from hecore.seal.native import NativeExtensionMissing, native_module, seal_context_bytes
 
 from .base import Encryptor
 
@@ -85,14 +85,14 @@ class SymmetricEncryptor(Encryptor):
 
     @classmethod
     def from_context(cls, ctx: HEContext, **kwargs) -> "SymmetricEncryptor":
-        """From a context that holds the secret key (:func:`hecore.keys.load_secret`)."""
+        """From a context that holds the secret key (:func:`hecore.seal.keys.load_secret`)."""
         ctx._require_secret("symmetric encryption")
         return cls(ctx.public, ctx.secret_key_bytes(), **kwargs)
 
     @classmethod
     def from_key_directory(cls, keys, **kwargs) -> "SymmetricEncryptor":
         """From a key directory with its secret key (0600; refused otherwise, and when missing)."""
-        from hecore.keys import read_public, read_secret_key
+        from hecore.seal.keys import read_public, read_secret_key
 
         return cls(read_public(keys, eval_keys=False), read_secret_key(keys), **kwargs)
 
@@ -125,7 +125,7 @@ class SymmetricEncryptor(Encryptor):
         return self._native.encrypt_real(_finite(np.ascontiguousarray(rows, dtype=np.float64)), level, scale)
 
     def encrypt_compact(self, rows, at_rest) -> list[bytes]:
-        """Compact ciphertexts (:mod:`hecore.atrest`) of ``rows``, one per row, encrypted straight into the
+        """Compact ciphertexts (:mod:`hecore.seal.atrest`) of ``rows``, one per row, encrypted straight into the
         format at ``at_rest``'s level and scale: c1 as its seed, c0 in coefficient form, rounded by
         ``at_rest.drop0`` bits and bit-packed (one native call, the GIL released)."""
         rows = np.asarray(rows)

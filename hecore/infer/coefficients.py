@@ -9,7 +9,7 @@ per sample.  The product's other coefficients are partial sums of the same terms
 only the scores' coefficients.
 
 BFV/BGV use the quantised integer weights (:func:`hecore.infer.models.quantise`), so the scores
-are exact; CKKS encodes the coefficients through the canonical embedding (:mod:`hecore.embedding`),
+are exact; CKKS encodes the coefficients through the canonical embedding (:mod:`hecore.seal.embedding`),
 the weights at the scale of the prime the product's rescale divides by.
 """
 from __future__ import annotations

@@ -30,11 +30,11 @@ from typing import Iterator
 import numpy as np
 
 from hecore.ciphertexts import CiphertextBatch
-from hecore.context import HEContext
 from hecore.encrypt import as_encryptor
 from hecore.encrypt.base import Encryptor
 from hecore.errors import InvalidParameters
-from hecore.params import PRESETS, Params
+from hecore.seal.context import HEContext
+from hecore.seal.params import PRESETS, Params
 
 from . import Layout
 from .tiling import EncryptedTile, TileGrid, channel_plane, tile_image, untile_channels
@@ -131,7 +131,7 @@ def encrypt_tiles(pixels: np.ndarray, encryptor: "Encryptor | HEContext", tile_h
     """Encrypt an 8-bit L or RGB image tile by tile, channel by channel, one ciphertext per tile channel.
 
     ``encryptor`` is any :class:`~hecore.encrypt.base.Encryptor` that fills slot rows: the public key's
-    (:class:`~hecore.encrypt.public.PublicKeyEncryptor`, or an :class:`~hecore.context.HEContext`, which
+    (:class:`~hecore.encrypt.public.PublicKeyEncryptor`, or an :class:`~hecore.seal.context.HEContext`, which
     stands for it) or the secret key's (:class:`~hecore.encrypt.symmetric.SymmetricEncryptor`).  Returns
     the grid and a lazy iterator, ``chunk`` tile channels encrypted per call.
     """

@@ -13,9 +13,9 @@ from typing import Iterator
 import numpy as np
 
 from hecore.ciphertexts import CiphertextBatch
-from hecore.context import HEContext
 from hecore.encrypt import as_encryptor
 from hecore.encrypt.base import Encryptor
+from hecore.seal.context import HEContext
 
 from . import Layout
 from .tiling import EncryptedTile, TileGrid, channel_plane, tile_image, untile_channels

@@ -31,11 +31,10 @@ factor goes into the pair's public ``post_scale``.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
+from hecore.seal.evaluator import Evaluator
 
 from .packed import PackedGeometry
 from .spec import METRICS, Match

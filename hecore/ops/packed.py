@@ -47,7 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from hecore.errors import InvalidParameters
-from hecore.evaluator import Evaluator
+from hecore.seal.evaluator import Evaluator
 
 from .base import ImageOp
 from .spec import Op

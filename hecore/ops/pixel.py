@@ -1,7 +1,7 @@
 """The image ops on the pixel layout's ciphertexts, working on the serialized bytes (see :mod:`.spec`).
 
 Adding a constant is an addition to every component-0 word (mod each prime); the mean filter is a sum
-of ciphertexts with small integer multiplicities, done by the fused kernels of :mod:`hecore.kernels`.
+of ciphertexts with small integer multiplicities, done by the fused kernels of :mod:`hecore.seal.kernels`.
 No multiplication, rescale, relinearisation or rotation: every op here has depth 0.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextFormat
-from hecore.kernels import add_constant_c0, linear_combination
+from hecore.seal.kernels import add_constant_c0, linear_combination
 
 from .base import ImageOp, check_int, check_number
 from .spec import Op

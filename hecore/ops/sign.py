@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..evaluator import Evaluator
+from ..seal.evaluator import Evaluator
 
 __all__ = ["MaskErrors", "STEPS", "SignStep", "approx_sign_mask", "levels_needed", "mask_errors", "normalise",
            "parse_steps", "plain_sign_mask", "steps_name"]

@@ -240,7 +240,7 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     """The one parser of a command line's ops: image ops (:func:`parse_op`), ``match:QUERY[,l1|,l2]`` or
     ``infer:MODEL[,task=01|all]``; the last two must be the only op of their run.
 
-    ``scheme`` is the scheme of the keys the ops will run under (:func:`hecore.keys.key_scheme`):
+    ``scheme`` is the scheme of the keys the ops will run under (:func:`hecore.seal.keys.key_scheme`):
     ``"tfhe"`` parses TFHE's vocabulary (:func:`hecore.tfhe.ops.parse_op`: ``brightness:B`` saturating,
     ``brightness-wrap:B``, ``threshold:T``, ``min:C``, ``max:C``, ``lut:NAME``) into a chain with
     ``scheme="tfhe"``; ``None`` or a SEAL scheme parses this module's, and a TFHE-only op is refused

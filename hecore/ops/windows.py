@@ -31,7 +31,7 @@ __all__ = ["WindowOp", "MeanFilter", "Convolution", "KERNELS", "MAX_MEAN_K", "MA
            "window_offsets", "times"]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
-#: :func:`~hecore.kernels.linear_combination` takes int16 multiplicities.
+#: :func:`~hecore.seal.kernels.linear_combination` takes int16 multiplicities.
 MAX_MEAN_K = 181
 
 #: Largest |weight| of a convolution (the pixel layout adds a ciphertext |w| times; int16 multiplicities).

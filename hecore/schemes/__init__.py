@@ -43,7 +43,7 @@ SCHEME_NAMES = {"ckks": SEAL, "bfv": SEAL, "bgv": SEAL, "tfhe": TFHE}
 
 def scheme_of(keys: str | os.PathLike) -> Scheme:
     """The scheme of key directory ``keys``, from its manifest alone (reads no key)."""
-    from hecore.keys import MANIFEST, manifest_doc
+    from hecore.seal.keys import MANIFEST, manifest_doc
 
     doc = manifest_doc(keys)
     for scheme in SCHEMES:

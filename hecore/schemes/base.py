@@ -134,7 +134,7 @@ class KeySet(ABC):
     @property
     @abstractmethod
     def params(self):
-        """The parameters (:class:`hecore.params.Params` or :class:`hecore.tfhe.params.TfheParams`)."""
+        """The parameters (:class:`hecore.seal.params.Params` or :class:`hecore.tfhe.params.TfheParams`)."""
 
     @property
     @abstractmethod

@@ -1,9 +1,9 @@
 """CKKS, BFV and BGV through SEAL (Pyfhel): one scheme family behind :class:`~hecore.schemes.base.Scheme`.
 
-The keys are those of :mod:`hecore.keys` (a context, public, relinearisation and rotation keys, and
+The keys are those of :mod:`hecore.seal.keys` (a context, public, relinearisation and rotation keys, and
 the owner's ``secret.key``); the encryptors those of :mod:`hecore.encrypt` (public key, seeded
-secret key, the pixel strategies); the decryptor and row checks a :class:`hecore.context.HEContext`
-and :class:`hecore.checks.CiphertextChecker`; the evaluator :class:`hecore.evaluator.Evaluator`.
+secret key, the pixel strategies); the decryptor and row checks a :class:`hecore.seal.context.HEContext`
+and :class:`hecore.seal.checks.CiphertextChecker`; the evaluator :class:`hecore.seal.evaluator.Evaluator`.
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hecore import keys as seal_keys
-from hecore.context import HEContext, PublicMaterial
 from hecore.layouts import Layout
+from hecore.seal import keys as seal_keys
+from hecore.seal.context import HEContext, PublicMaterial
 
 from .base import KeySet, Scheme
 
@@ -40,15 +40,15 @@ class SealScheme(Scheme):
         return tuple(strategy_names())
 
     def owns_manifest(self, doc: dict) -> bool:
-        return "scheme" not in doc           # hecore.keys.read_info then says what else is wrong
+        return "scheme" not in doc           # hecore.seal.keys.read_info then says what else is wrong
 
     def owns_preset(self, preset: str) -> bool:
-        from hecore.params import PRESETS
+        from hecore.seal.params import PRESETS
 
         return preset in PRESETS
 
     def preset(self, name: str):
-        from hecore.params import preset
+        from hecore.seal.params import preset
 
         return preset(name)
 
@@ -62,8 +62,8 @@ class SealScheme(Scheme):
 
     def plan_keys(self, specs: Sequence[str], layout: str | None, *, only: str | None = None):
         """The smallest preset that runs the chain (the planner's first), or the default preset."""
-        from hecore.params import DEFAULT_PRESET, preset
         from hecore.planner import plan
+        from hecore.seal.params import DEFAULT_PRESET, preset
 
         if not specs:
             return preset(DEFAULT_PRESET)
@@ -107,8 +107,8 @@ class SealScheme(Scheme):
         ops = _with_tiles(ops, layout, options, params)
         check_params(params, before + ops, layout)
         if isinstance(options.get("store"), dict):
-            from hecore.atrest import AtRest
             from hecore.planner import check_at_rest
+            from hecore.seal.atrest import AtRest
 
             check_at_rest(params, AtRest.from_json(options["store"]), before + ops, layout)
         if Layout.parse(layout).packed:
@@ -125,7 +125,7 @@ class SealScheme(Scheme):
         return lo - margin, hi + margin
 
     def keyless_checker(self, preset: str):
-        from hecore.checks import CiphertextChecker
+        from hecore.seal.checks import CiphertextChecker
 
         return CiphertextChecker.for_params(self.preset(preset))
 
@@ -231,12 +231,12 @@ class SealKeys(KeySet):
         return self.context()
 
     def checker(self, *, fixed_format: bool = False, exact_scale: tuple[int, int] | None = None):
-        from hecore.checks import CiphertextChecker
+        from hecore.seal.checks import CiphertextChecker
 
         return CiphertextChecker.for_context(self.context(), fixed_format=fixed_format, exact_scale=exact_scale)
 
     def evaluator(self):
-        from hecore.evaluator import Evaluator
+        from hecore.seal.evaluator import Evaluator
 
         return Evaluator(self.context())
 

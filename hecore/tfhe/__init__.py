@@ -10,7 +10,7 @@ Behind hepix's interfaces: :class:`~hecore.tfhe.params.TfheParams` describes the
 preset does (``tfhe-default``); :class:`~hecore.tfhe.encryptor.TfheEncryptor` is an
 :class:`hecore.encrypt.base.Encryptor` of the pixel layout, which :func:`hecore.encrypt.encryptor_for`
 returns for TFHE public material and a client key; :class:`~hecore.tfhe.decryptor.TfheDecryptor`
-decrypts pixel batches as :meth:`hecore.context.HEContext.decrypt_pixels` does;
+decrypts pixel batches as :meth:`hecore.seal.context.HEContext.decrypt_pixels` does;
 :func:`hecore.ops.spec.parse_chain` parses TFHE op chains given ``scheme="tfhe"``; and
 :mod:`hecore.planner` knows which ops each scheme runs.
 

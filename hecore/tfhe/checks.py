@@ -1,6 +1,6 @@
 """Checks of serialized TFHE pixel ciphertexts that come back from a party hepix does not trust.
 
-The counterpart of :class:`hecore.checks.CiphertextChecker` for TFHE rows: before a job hands a
+The counterpart of :class:`hecore.seal.checks.CiphertextChecker` for TFHE rows: before a job hands a
 ``ct`` cell to the evaluator or the decryptor it says whether the cell is a ciphertext of this
 parameter set, and why not (a reason for the ``rejects`` table and a detail):
 
@@ -19,7 +19,7 @@ the server key can compute an encryption of anything (see docs/threat-model.md).
 """
 from __future__ import annotations
 
-from ..checks import Problem
+from ..errors import Problem
 from .native import native_module
 from .params import TfheParams
 

@@ -2,7 +2,7 @@
 
 Ciphertexts that come back from a cluster are untrusted: each is deserialized with a size limit and
 checked against the key's parameters, and a malformed one raises ValueError naming its index.
-:meth:`TfheDecryptor.decrypt_pixels` has the signature of :meth:`hecore.context.HEContext.decrypt_pixels`,
+:meth:`TfheDecryptor.decrypt_pixels` has the signature of :meth:`hecore.seal.context.HEContext.decrypt_pixels`,
 so :func:`hecore.layouts.pixel.decrypt_tiles` reassembles TFHE tiles into an image as it does CKKS ones.
 """
 from __future__ import annotations

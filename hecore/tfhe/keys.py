@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import KeyDirectoryError, KeyMismatch
-from ..keyfiles import read_bounded, read_manifest
-from ..keys import MANIFEST
+from ..keyfiles import MANIFEST, read_bounded, read_manifest
 from ..secretfile import make_private_directory, read_owner_only, write_private
 from .native import native_module
 from .params import PARAMETERS, SCHEME, TFHE_DEFAULT, TfheParams, TfhePublicMaterial
@@ -157,7 +156,8 @@ def _info(keys: Path, doc: dict) -> TfheKeyInfo:
     path = keys / MANIFEST
     if doc.get("scheme") != SCHEME:
         raise KeyDirectoryError(
-            f"{path} is a key directory of scheme {str(doc.get('scheme', 'ckks/bfv/bgv (hecore.keys)'))[:40]!r}, not "
+            f"{path} is a key directory of scheme "
+            f"{str(doc.get('scheme', 'ckks/bfv/bgv (hecore.seal.keys)'))[:40]!r}, not "
             f"{SCHEME!r}; use a TFHE key directory (`hepix keygen --scheme tfhe`)"
         )
     if doc.get("format") not in FORMATS:
@@ -225,7 +225,7 @@ def read_public(keys: str | os.PathLike) -> TfhePublicMaterial:
     it has one), every file within its bound and of the sha256 the manifest records, and the fingerprint
     recomputed over them equal to the recorded one: a directory consistent in itself.  Whether it is the
     owner's is :func:`check_key_set`'s question (with the client key) or :mod:`hecore.keyring`'s.
-    Never opens ``client.key``: what the processing side loads, like :func:`hecore.keys.read_public`."""
+    Never opens ``client.key``: what the processing side loads, like :func:`hecore.seal.keys.read_public`."""
     keys = Path(keys)
     doc = _manifest(keys)
     info = _info(keys, doc)

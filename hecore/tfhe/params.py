@@ -1,6 +1,6 @@
 """What a TFHE key set is, described the way hepix describes CKKS/BFV/BGV presets.
 
-A :class:`TfheParams` plays the part :class:`hecore.params.Params` plays for the SEAL schemes: a
+A :class:`TfheParams` plays the part :class:`hecore.seal.params.Params` plays for the SEAL schemes: a
 named, checked parameter set that key directories, run manifests and tables record
 (:meth:`TfheParams.to_json`), with a one-line :meth:`~TfheParams.describe`.  There is one, the
 tfhe-rs defaults for 8-bit integers (``tfhe-default``): every pixel value is one ``FheUint8``,
@@ -11,7 +11,7 @@ key encrypts pixels without the client key, and the server key holds the key-swi
 casts those ciphertexts to the computation parameters.
 
 :class:`TfhePublicMaterial` is what a party without the client key holds (the server key and the
-compact public key), as bytes: picklable and broadcastable like :class:`hecore.context.PublicMaterial`.
+compact public key), as bytes: picklable and broadcastable like :class:`hecore.seal.context.PublicMaterial`.
 """
 from __future__ import annotations
 

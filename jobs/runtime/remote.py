@@ -73,10 +73,10 @@ def list_names(uri: str) -> list[str]:
 
 
 def key_file_names() -> frozenset[str]:
-    """The names of the files a key directory of any scheme holds (:mod:`hecore.keys`,
+    """The names of the files a key directory of any scheme holds (:mod:`hecore.seal.keys`,
     :mod:`hecore.tfhe.keys`): all that :func:`remote_keys` copies."""
-    from hecore import keys as seal_keys
     from hecore.schemes import SECRET_FILES
+    from hecore.seal import keys as seal_keys
     from hecore.tfhe import keys as tfhe_keys
 
     return frozenset({seal_keys.MANIFEST, *seal_keys.PUBLIC_FILES, tfhe_keys.SERVER, tfhe_keys.PUBLIC,

@@ -22,8 +22,8 @@ from pathlib import Path
 from pyspark.accumulators import AccumulatorParam
 
 from hecore.errors import HepixError, KeyDirectoryError
-from hecore.keys import check_fingerprint
 from hecore.schemes import SECRET_FILES
+from hecore.seal.keys import check_fingerprint
 from schemas.manifest import RunManifest
 
 from . import runinfo

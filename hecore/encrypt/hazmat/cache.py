@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from hecore.ciphertexts import SECURITY_LEAKS
-from hecore.context import HEContext
 from hecore.encrypt.base import PixelStrategy
+from hecore.seal.context import HEContext
 
 
 class CachedStrategy(PixelStrategy):
     """Base of the paper's caching strategies: they build ciphertexts from cached rows with the
-    kernels of :mod:`hecore.kernels`, which take the constant header, the primes and a scratch row."""
+    kernels of :mod:`hecore.seal.kernels`, which take the constant header, the primes and a scratch row."""
 
     security = SECURITY_LEAKS
 

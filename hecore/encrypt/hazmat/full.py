@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hecore.kernels import gather_add
+from hecore.seal.kernels import gather_add
 
 from .cache import CachedStrategy, encrypt_rows
 from .pool import RandomnessPool
@@ -15,7 +15,7 @@ class FullCaching(CachedStrategy):
     """Full caching (iCHEETAH §3.2): Enc(p) cached for every p in 0..255, plus a pool zero (§3.3).
 
     ``c = cache[p] + pool[i]`` with ``i`` uniform in the pool: one ciphertext
-    addition per pixel, done by :func:`hecore.kernels.gather_add` straight
+    addition per pixel, done by :func:`hecore.seal.kernels.gather_add` straight
     into the output bytes.  Leaks (see ``hecore.encrypt.strategies.WHAT_LEAKS["full"]``).
     """
 

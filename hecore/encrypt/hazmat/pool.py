@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hecore.context import HEContext
+from hecore.seal.context import HEContext
 
 from .cache import encrypt_rows
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hecore.kernels import linear_combination
+from hecore.seal.kernels import linear_combination
 
 from .cache import CachedStrategy, encrypt_rows
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hecore.kernels import gather_add
+from hecore.seal.kernels import gather_add
 
 from .cache import CachedStrategy, encrypt_rows
 from .pool import RandomnessPool

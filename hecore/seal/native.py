@@ -11,7 +11,7 @@ import warnings
 
 from Pyfhel import Pyfhel
 
-from .errors import HepixError
+from ..errors import HepixError
 from .params import Params
 
 

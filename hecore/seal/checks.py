@@ -13,7 +13,7 @@ can take, and if not, why (a short reason for the ``rejects`` table and a detail
 * ``parameters-mismatch``: a header of other parameters, scale or level where the fixed format is needed;
 * ``scale-mismatch``: a CKKS ciphertext of a run no op has touched whose scale is not exactly
   ``2^scale_bits`` or whose level is not the top one (a changed scale decrypts to silently wrong values);
-* ``compact-refused``: a ciphertext in hepix's compact at-rest format (:mod:`hecore.atrest`) whose header,
+* ``compact-refused``: a ciphertext in hepix's compact at-rest format (:mod:`hecore.seal.atrest`) whose header,
   size or residues are not those of these parameters (checked before it is expanded for SEAL);
 * ``seal-refused``: SEAL's own load refuses it (truncated data, a coefficient not below its prime, a
   ``parms_id`` outside the context, a size or scale out of bounds).
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import Problem
 from .atrest import Compactor, MalformedCiphertext, is_compact
 
 #: SEAL 4.1's serialization header: magic 0xA15E, header size, version, compression mode, total size.
@@ -40,14 +40,6 @@ _MAX_COMPONENTS = 3
 _PREFIX_ALLOWANCE = 256
 #: Bytes before the coefficients of an uncompressed SEAL 4.1 ciphertext (hecore.audit.sealbytes.DATA_OFFSET).
 _UNCOMPRESSED_PREFIX = 113
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Why a ciphertext was refused: ``reason`` (a rejects tag) and ``detail`` (the message)."""
-
-    reason: str
-    detail: str
 
 
 class CiphertextChecker:
@@ -70,7 +62,7 @@ class CiphertextChecker:
     @classmethod
     def for_context(cls, ctx, *, fixed_format: bool = False,
                     exact_scale: tuple[int, int] | None = None) -> "CiphertextChecker":
-        """A checker on ``ctx`` (an :class:`hecore.context.HEContext`); ``fixed_format``: also demand the
+        """A checker on ``ctx`` (an :class:`hecore.seal.context.HEContext`); ``fixed_format``: also demand the
         exact fresh format (needs the public key, which measures it); ``exact_scale``: ``(bits, primes)`` of
         CKKS ciphertexts no multiplication has touched (fresh, or after additions and rotations only), whose
         scale must be exactly ``2^bits`` over exactly ``primes`` primes."""
@@ -79,7 +71,7 @@ class CiphertextChecker:
     @classmethod
     def for_params(cls, params) -> "CiphertextChecker":
         """A keyless checker: SEAL's context for ``params`` (it regenerates the primes from them)."""
-        from .seal import pyfhel_for
+        from .native import pyfhel_for
 
         return cls(pyfhel_for(params), params)
 
@@ -89,7 +81,7 @@ class CiphertextChecker:
 
     def checked(self, ct) -> tuple[Problem | None, object | None]:
         """What :meth:`problem` says of ``ct``, and the ciphertext SEAL loaded to say it (a Pyfhel ``PyCtxt`` of
-        this checker's context, its level set as :meth:`hecore.context.HEContext.load_ciphertext` sets it), or
+        this checker's context, its level set as :meth:`hecore.seal.context.HEContext.load_ciphertext` sets it), or
         None where nothing was loaded (a refused ciphertext; the fixed format, checked on its bytes).  The
         job's work on the same context takes the loaded ciphertext as it is: each ciphertext is loaded once."""
         if ct is None or len(ct) == 0:

@@ -21,8 +21,8 @@ The byte layout (native/src/atrest.cpp), little-endian: ``HPXC``, version, flags
 coefficient form), level, primes, ``d0``, ``d1``, log2 N, the seed's PRNG, 4 bytes of the level's
 parms_id, the scale (float64) -- 24 bytes -- then c0 bit-packed, then the 64-byte seed or c1
 bit-packed.  SEAL serializations start with SEAL's magic (bytes ``5E A1``), so the four magic
-bytes tell the two formats apart: every reader here (:meth:`hecore.context.HEContext.load_ciphertext`,
-hence :class:`hecore.evaluator.Evaluator`, the decrypt paths, and the audit's
+bytes tell the two formats apart: every reader here (:meth:`hecore.seal.context.HEContext.load_ciphertext`,
+hence :class:`hecore.seal.evaluator.Evaluator`, the decrypt paths, and the audit's
 :func:`hecore.audit.sealbytes.plain_layout`) expands compact bytes transparently.  Expansion checks
 the header against the context, the exact size and every stored value against its prime: malformed
 or forged bytes raise :class:`MalformedCiphertext` (a ValueError), never reach SEAL unchecked.
@@ -43,9 +43,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .ciphertexts import CiphertextBatch
-from .errors import HepixError
-from .seal import native_module, pyfhel_for, seal_context_bytes
+from ..ciphertexts import CiphertextBatch
+from ..errors import HepixError
+from .native import native_module, pyfhel_for, seal_context_bytes
 
 MAGIC = b"HPXC"
 HEADER_SIZE = 24
@@ -216,7 +216,7 @@ class Compactor:
 
     @classmethod
     def for_public(cls, public) -> "Compactor":
-        """For a :class:`hecore.context.PublicMaterial` (cached per context)."""
+        """For a :class:`hecore.seal.context.PublicMaterial` (cached per context)."""
         return _compactor_for_context(public.context)
 
     @classmethod

@@ -34,15 +34,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import KeyDirectoryError, KeyMismatch
+from ..keyfiles import MANIFEST, read_bounded, read_manifest, sha256_bounded
+from ..secretfile import make_private_directory, read_owner_only, write_private
 from .context import HEContext, PublicMaterial
-from .errors import KeyDirectoryError, KeyMismatch
-from .keyfiles import read_bounded, read_manifest, sha256_bounded
 from .params import Params
-from .secretfile import make_private_directory, read_owner_only, write_private
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "hepix-keys.json"
 CONTEXT = "context.bin"
 PUBLIC = "public.key"
 RELIN = "relin.key"
@@ -94,7 +93,7 @@ def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False, r
     info = KeyInfo(params=params, fingerprint=ctx.fingerprint,
                    created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), has_secret=True)
     _write_manifest(out, info, dict(pub.digests), FORMAT)
-    from .keyring import record
+    from ..keyring import record
 
     record(info.fingerprint, scheme=params.scheme, directory=out)
     log.info("generated keys %s (%s) in %s", info.fingerprint[:16], params.describe(), out)
@@ -226,7 +225,7 @@ def check_owner_directory(keys: str | os.PathLike, public: PublicMaterial, secre
     """The owner's key directory ``keys`` (its ``public`` material and secret read) is the key set it says:
     its public key belongs to the secret (:func:`check_key_pair`), and its fingerprint is the one keygen
     recorded for the directory, when it was made here (:func:`hecore.keyring.check_directory`)."""
-    from .keyring import check_directory
+    from ..keyring import check_directory
 
     check_key_pair(public, secret_key)
     check_directory(keys, public.fingerprint())

@@ -1,6 +1,6 @@
 """The HE context a party holds: parameters, keys, and the Pyfhel object behind them.
 
-This module and :mod:`hecore.evaluator` (homomorphic arithmetic on loaded
+This module and :mod:`hecore.seal.evaluator` (homomorphic arithmetic on loaded
 ciphertexts) are the only ones of hepix that touch Pyfhel (``keys`` and the
 strategies call through them).  Pyfhel objects do not pickle with their keys,
 so what travels between processes is bytes (:meth:`HEContext.public_bytes`),
@@ -16,15 +16,15 @@ from functools import cached_property
 import numpy as np
 from Pyfhel import PyCtxt, Pyfhel, PyPtxt
 
-from .ciphertexts import CiphertextFormat
-from .errors import HepixError, KeyDirectoryError, SecretKeyMissing
+from ..ciphertexts import CiphertextFormat
+from ..errors import HepixError, KeyDirectoryError, SecretKeyMissing
+from .native import pyfhel_for
 from .params import Params
-from .seal import pyfhel_for
 
 log = logging.getLogger(__name__)
 
-COMPRESSION = "zstd"   # for keys and context; ciphertexts: see hecore.atrest (SEAL's zstd mode by default)
-_COMPACT_MAGIC = b"HPXC"   # hecore.atrest's format (SEAL bytes start with 5E A1)
+COMPRESSION = "zstd"   # for keys and context; ciphertexts: see hecore.seal.atrest (SEAL's zstd mode by default)
+_COMPACT_MAGIC = b"HPXC"   # hecore.seal.atrest's format (SEAL bytes start with 5E A1)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class PublicMaterial:
     #: directories made before the fingerprint covered more than the public key (their format 1).
     digests: tuple[tuple[str, str], ...] | None = None
 
-    #: The file name of each component, as a key directory stores it (hecore.keys).
+    #: The file name of each component, as a key directory stores it (hecore.seal.keys).
     FILES = (("context", "context.bin"), ("public_key", "public.key"), ("relin_key", "relin.key"),
              ("rotate_key", "rotate.key"))
 
@@ -259,7 +259,7 @@ class HEContext:
     def encode_coefficients(self, coeffs, *, level: int = 0, scale: float | None = None) -> PyPtxt:
         """The plaintext polynomial ``sum_k coeffs[k] X^k`` (``len(coeffs) <= N``): BFV/BGV take
         integers within ``±(t-1)/2``, stored mod t; CKKS times ``scale`` (default the context's),
-        at ``level``.  No key is involved (:mod:`hecore.embedding` for CKKS)."""
+        at ``level``.  No key is involved (:mod:`hecore.seal.embedding` for CKKS)."""
         c = np.asarray(coeffs)
         if c.ndim != 1 or not 1 <= c.size <= self.params.n:
             raise ValueError(f"1 to {self.params.n} coefficients fit a plaintext of {self.params.name}, got shape {c.shape}")
@@ -333,7 +333,7 @@ class HEContext:
 
     def load_ciphertext(self, ct: bytes | memoryview) -> PyCtxt:
         """A Pyfhel ciphertext from SEAL bytes, or from hepix's compact at-rest format (expanded and checked
-        first, see :mod:`hecore.atrest`)."""
+        first, see :mod:`hecore.seal.atrest`)."""
         raw = bytes(ct)
         if raw[:4] == _COMPACT_MAGIC:
             from .atrest import Compactor

@@ -1,6 +1,6 @@
 """Homomorphic arithmetic on loaded ciphertexts: the packed layout's toolbox.
 
-An :class:`Evaluator` wraps the Pyfhel object of an :class:`~hecore.context.HEContext`
+An :class:`Evaluator` wraps the Pyfhel object of an :class:`~hecore.seal.context.HEContext`
 (public material and evaluation keys are enough; nothing here decrypts) and
 offers the handful of operations the image operations are built from:
 addition, subtraction, adding a plaintext vector, rotation, squaring, window
@@ -35,8 +35,8 @@ import math
 import numpy as np
 from Pyfhel import PyCtxt
 
+from ..errors import HepixError
 from .context import HEContext, integer_slots
-from .errors import HepixError
 
 __all__ = ["Evaluator", "MissingEvaluationKeys"]
 
@@ -64,7 +64,7 @@ class Evaluator:
     def dump_like(self, c: PyCtxt, original) -> bytes:
         """``c`` serialized as ``original`` (the stored ciphertext it was computed from) was: SEAL bytes in the
         original's compression mode, or for a compact original lossless compact bytes
-        (:func:`hecore.atrest.stored_like`)."""
+        (:func:`hecore.seal.atrest.stored_like`)."""
         from .atrest import stored_like
 
         return stored_like(self.dump(c), original, self.ctx.public)

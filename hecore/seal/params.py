@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from .errors import InvalidParameters, WeakParameters
+from ..errors import InvalidParameters, WeakParameters
 
 #: HE standard (2018), Table 1, uniform ternary secret, classical 128-bit security:
 #: ring degree N -> largest log2(Q) in bits.
