@@ -22,17 +22,19 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from hecore.ops.spec import SEAL_SCHEMES, TFHE_ONLY, Match, Op, op_name, parse_table_chain, raw_range, run_kind
+from hecore.tfhe.params import SCHEME as TFHE_SCHEME
 
 from .errors import InvalidParameters
 from .layouts import Layout
 from .seal.params import PRESETS, Params
+from .support import Support, measured_cost
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "at_rest",
            "at_rest_problems", "check_at_rest", "rounding_bound", "storage_layout", "ALL_SCHEMES", "Support",
            "support", "chain_support", "describe_support"]
 
-#: Every scheme hepix runs: the SEAL ones (presets in hecore.seal.params) and TFHE (hecore.tfhe), by ``--scheme`` name.
-ALL_SCHEMES = SEAL_SCHEMES + ("tfhe",)
+#: Every scheme hepix runs, by ``--scheme`` name: the SEAL ones (presets in hecore.seal.params) and TFHE.
+ALL_SCHEMES = SEAL_SCHEMES + (TFHE_SCHEME,)
 
 
 #: The largest image (pixels x channels) whose exact BFV/BGV distance the bounds are checked for.
@@ -435,20 +437,6 @@ def check_at_rest(params: Params, stored, ops: Sequence[Op], layout: "Layout | s
 
 # --- which scheme runs which op --------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Support:
-    """Whether ``scheme`` runs ``spec``: ``ok``, and ``why`` (the reason when not; what it computes
-    and with which keys when it does)."""
-
-    spec: str
-    scheme: str
-    ok: bool
-    why: str
-
-    def describe(self) -> str:
-        return f"{'yes' if self.ok else 'no'}: {self.why}"
-
-
 def _seal_support(spec: str, scheme: str, layout) -> Support:
     from hecore.ops.spec import parse_match, parse_op
 
@@ -475,24 +463,6 @@ def _seal_support(spec: str, scheme: str, layout) -> Support:
     return Support(spec, scheme, False, "; ".join(problems(largest, req)) or "no preset")
 
 
-#: Measured cost per pixel value (ms) of the 8-bit ops, ``hepix bench --suite lut`` run 20261126T185532Z
-#: (docs/benchmarks.md, "lut"), in one run: BFV on a full lut-16384 ciphertext (16,384 values at once, one
-#: core; min/max: the min:200|max:50 chain, any full table costs the same) and TFHE's default circuits per
-#: value (one thread; brightness: saturating +60, lut: gamma-0.5; min/max not measured there).  What
-#: `hepix plan` quotes; a chain costs BFV one table whatever its length.
-MEASURED_MS_PER_VALUE = {
-    "bfv": {"threshold": 0.094, "brightness": 0.094, "lut": 0.093, "min": 0.091, "max": 0.091},
-    "tfhe": {"threshold": 88.6, "brightness": 275.0, "lut": 3408.0},
-}
-
-
-def measured_cost(scheme: str, name: str) -> str:
-    ms = MEASURED_MS_PER_VALUE.get(scheme, {}).get(name)
-    if not ms:
-        return ""
-    return f"; measured {ms:,.0f} ms per value" if ms >= 10 else f"; measured {ms:.2g} ms per value"
-
-
 def _table_support(spec: str, scheme: str, layout: Layout) -> Support:
     """An 8-bit table op on CKKS/BFV/BGV keys: BFV runs it packed, exact and batched (:mod:`hecore.ops.lut`)."""
     ops = parse_table_chain([spec])          # malformed: the user's error, raised
@@ -507,17 +477,17 @@ def _table_support(spec: str, scheme: str, layout: Layout) -> Support:
 
 
 def _family(scheme: str | None):
-    """The scheme family of ``--scheme NAME`` when it is not SEAL's (whose planning is this module's), else
-    None; :class:`InvalidParameters` for a name no scheme has."""
-    from hecore.schemes import SEAL, scheme_named
+    """The planning of ``--scheme NAME`` when it is not one of SEAL's schemes (whose planning is this
+    module's), else None; :class:`InvalidParameters` for a name no scheme has."""
+    from hecore.tfhe import planning as tfhe_planning
+    from hecore.tfhe.params import SCHEME as TFHE
 
-    if scheme is None:
+    if scheme is None or scheme in SEAL_SCHEMES:
         return None
-    try:
-        family = scheme_named(scheme)
-    except ValueError:
-        raise InvalidParameters(f"unknown scheme {scheme!r}; expected one of {', '.join(ALL_SCHEMES)}") from None
-    return None if family is SEAL else family
+    others = {TFHE: tfhe_planning}
+    if scheme not in others:
+        raise InvalidParameters(f"unknown scheme {scheme!r}; expected one of {', '.join(ALL_SCHEMES)}")
+    return others[scheme]
 
 
 def support(spec: str, scheme: str, layout: "Layout | str | None" = None) -> Support:
@@ -526,7 +496,7 @@ def support(spec: str, scheme: str, layout: "Layout | str | None" = None) -> Sup
     that knows its name raises ValueError naming the problem."""
     family = _family(scheme)
     if family is not None:
-        return family.support(spec, layout)
+        return family.support(spec, layout, scheme)
     return _seal_support(spec, scheme, layout)
 
 
@@ -540,7 +510,7 @@ def chain_support(specs: Sequence[str], scheme: str, layout: "Layout | str | Non
         return Support(chain, scheme, False, "; ".join(f"{s.spec}: {s.why}" for s in bad))
     family = _family(scheme)
     if family is not None:
-        return family.chain_support(chain)
+        return family.chain_support(chain, scheme)
     if any(run_kind(s) == "infer" for s in specs):
         return Support(chain, scheme, True, "an infer run; the job checks the preset")
     from hecore.ops.spec import is_table_chain, parse_match, parse_ops

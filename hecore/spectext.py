@@ -7,6 +7,11 @@ from __future__ import annotations
 import unicodedata
 
 
+def op_name(spec) -> str:
+    """The name part of a spec (``threshold`` of ``threshold:128``), lower case; "" for a non-string."""
+    return spec.strip().partition(":")[0].strip().lower() if isinstance(spec, str) else ""
+
+
 def check_ascii_digits(spec) -> None:
     """Refuse an op spec that holds a digit other than ASCII ``0``-``9`` (``threshold:١٢٨``, fullwidth
     ``５０``, superscripts): Python's number parsers would read many of them as numbers, and the run would

@@ -50,7 +50,7 @@ from hecore.errors import InvalidParameters
 from hecore.seal.evaluator import Evaluator
 
 from .base import ImageOp
-from .spec import Op
+from .base import ImageOp as Op
 
 __all__ = ["PackedGeometry", "check_packed_chain", "apply_op", "apply_ops", "constant_for"]
 

@@ -15,8 +15,8 @@ from hecore.ciphertexts import SECURITY_IND_CPA, CiphertextBatch, CiphertextForm
 from hecore.seal.kernels import add_constant_c0, linear_combination
 
 from .base import ImageOp, check_int, check_number
-from .spec import Op
-from .windows import MeanFilter, WindowOp, window_offsets
+from .base import ImageOp as Op
+from .windows import MeanFilter, WindowOp, halo_tiles, window_offsets  # noqa: F401 -- halo_tiles: the scatter's tiles
 
 #: Largest |constant| (in units of 1/Delta) :func:`constant_word` accepts.
 _CONSTANT_BOUND = 2**62
@@ -239,25 +239,6 @@ def _coefficients_at(fmt: CiphertextFormat, tile_cts, py: int, px: int) -> np.nd
         return fmt.coefficients(ct)
     except ValueError as e:
         raise ValueError(f"ciphertext of pixel (py={py}, px={px}): {e}") from None
-
-
-def halo_tiles(py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int, r: int) -> list[tuple[int, int]]:
-    """The tiles ``(ty, tx)`` that need pixel ``(py, px)`` for windows reaching ``r`` pixels out.
-
-    A tile needs the pixels of its own region extended by ``r`` on every side
-    (clipped to the image, which clamped windows never leave); so pixel
-    ``(py, px)`` goes to the tiles holding the pixels ``py - r .. py + r`` x
-    ``px - r .. px + r``: its own tile, plus neighbours when it lies within ``r``
-    of a tile edge.  ``rows`` x ``cols`` is the tile grid; sorted row-major.
-    """
-    for name, v, m in (("py", py, 0), ("px", px, 0), ("tile_h", tile_h, 1), ("tile_w", tile_w, 1),
-                       ("rows", rows, 1), ("cols", cols, 1), ("r", r, 0)):
-        check_int(name, v, m)
-    if py >= rows * tile_h or px >= cols * tile_w:
-        raise ValueError(f"pixel (py={py}, px={px}) lies outside the {rows}x{cols} grid of {tile_h}x{tile_w} tiles")
-    ty0, ty1 = max(0, (py - r) // tile_h), min(rows - 1, (py + r) // tile_h)
-    tx0, tx1 = max(0, (px - r) // tile_w), min(cols - 1, (px + r) // tile_w)
-    return [(ty, tx) for ty in range(ty0, ty1 + 1) for tx in range(tx0, tx1 + 1)]
 
 
 def _addmod(a: np.ndarray, b: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -84,7 +84,8 @@ from typing import Sequence
 
 import numpy as np
 
-from hecore.spectext import check_ascii_digits
+from hecore.spectext import check_ascii_digits, op_name
+from hecore.tfhe.ops import NOT_IN_TFHE
 
 from . import channels as _channels  # noqa: F401 -- registers grey
 from . import dft as _dft  # noqa: F401 -- registers dftfilter
@@ -123,26 +124,6 @@ TFHE_ONLY = {
     "lut": "an arbitrary 8-bit function (a table lookup)",
     "brightness-wrap": "a reduction modulo 256 (a comparison)",
 }
-
-#: Ops of this vocabulary that hepix's TFHE does not run, with why.
-NOT_IN_TFHE = {
-    "contrast": "not a TFHE op here (a contrast is an 8-bit function of one pixel: write it as a table, "
-                "lut:hex-..., with hecore.tfhe.ops.Lut.from_table)",
-    "watermark": "not implemented for TFHE (its ops apply one function to every pixel)",
-    "meanfilter": "not implemented for TFHE (its ops are functions of one pixel; a filter sums neighbours)",
-    "conv": "not implemented for TFHE (its ops are functions of one pixel; a convolution sums neighbours)",
-    "downsample": "not implemented for TFHE (its ops are functions of one pixel; a downsample sums blocks)",
-    "grey": "not implemented for TFHE (its ops are functions of one pixel value; grey sums a pixel's channels)",
-    "dftfilter": "a CKKS frequency-domain filter (complex slots, packed layout)",
-    "match": "matching is CKKS/BFV/BGV (squared or absolute differences summed over slots)",
-    "infer": "inference is CKKS/BFV (plaintext weights times packed ciphertexts)",
-}
-
-
-def op_name(spec) -> str:
-    """The name part of a spec (``threshold`` of ``threshold:128``), lower case; "" for a non-string."""
-    return spec.strip().partition(":")[0].strip().lower() if isinstance(spec, str) else ""
-
 
 #: The specs that are a whole run on their own (what :func:`run_kind` says of them).
 RUN_KINDS = ("match", "infer")
@@ -250,12 +231,13 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     specs = list(specs)
     for spec in specs:
         check_ascii_digits(spec)
-    if scheme is not None:
-        from hecore.schemes import SEAL, scheme_named
+    if scheme is not None and scheme not in SEAL_SCHEMES:
+        from hecore.tfhe.ops import parse_chain as parse_tfhe_chain
+        from hecore.tfhe.params import SCHEME as TFHE
 
-        family = scheme_named(scheme)           # refuses an unknown name
-        if family is not SEAL:
-            return family.parse_chain(specs)
+        if scheme != TFHE:
+            raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SEAL_SCHEMES + (TFHE,))}")
+        return Chain(ops=parse_tfhe_chain(specs), scheme=TFHE)
     if not specs:
         raise ValueError(f"no operation given: expected {_forms()}, or match:QUERY, or infer:MODEL")
     if is_table_chain(specs):                  # 8-bit functions folded into one table (hecore.ops.lut, BFV)

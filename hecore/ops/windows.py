@@ -28,7 +28,7 @@ from hecore.errors import InvalidParameters
 from .base import ImageOp, as_image, check_int, register
 
 __all__ = ["WindowOp", "MeanFilter", "Convolution", "KERNELS", "MAX_MEAN_K", "MAX_WEIGHT", "MAX_DIVISOR",
-           "window_offsets", "times"]
+           "window_offsets", "times", "halo_tiles"]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
 #: :func:`~hecore.seal.kernels.linear_combination` takes int16 multiplicities.
@@ -69,6 +69,25 @@ def times(ev, c, w: int):
         if n:
             power = ev.add(power, power)
     return ev.negate(result) if w < 0 else result
+
+
+def halo_tiles(py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int, r: int) -> list[tuple[int, int]]:
+    """The tiles ``(ty, tx)`` that need pixel ``(py, px)`` for windows reaching ``r`` pixels out.
+
+    A tile needs the pixels of its own region extended by ``r`` on every side
+    (clipped to the image, which clamped windows never leave); so pixel
+    ``(py, px)`` goes to the tiles holding the pixels ``py - r .. py + r`` x
+    ``px - r .. px + r``: its own tile, plus neighbours when it lies within ``r``
+    of a tile edge.  ``rows`` x ``cols`` is the tile grid; sorted row-major.
+    """
+    for name, v, m in (("py", py, 0), ("px", px, 0), ("tile_h", tile_h, 1), ("tile_w", tile_w, 1),
+                       ("rows", rows, 1), ("cols", cols, 1), ("r", r, 0)):
+        check_int(name, v, m)
+    if py >= rows * tile_h or px >= cols * tile_w:
+        raise ValueError(f"pixel (py={py}, px={px}) lies outside the {rows}x{cols} grid of {tile_h}x{tile_w} tiles")
+    ty0, ty1 = max(0, (py - r) // tile_h), min(rows - 1, (py + r) // tile_h)
+    tx0, tx1 = max(0, (px - r) // tile_w), min(cols - 1, (px + r) // tile_w)
+    return [(ty, tx) for ty in range(ty0, ty1 + 1) for tx in range(tx0, tx1 + 1)]
 
 
 class WindowOp(ImageOp):
@@ -119,8 +138,6 @@ class WindowOp(ImageOp):
     def target_tiles(self, py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int) -> list:
         """The output tiles whose windows need input pixel ``(py, px)`` of a ``rows x cols`` tile grid (pixel
         layout): its own and the neighbours within :attr:`halo`."""
-        from .pixel import halo_tiles
-
         return halo_tiles(py, px, tile_h, tile_w, rows, cols, self.halo)
 
     def raw_step(self, lo, hi, ps):

@@ -95,35 +95,10 @@ class TfheScheme(Scheme):
 
         return export_public(keys, out)
 
-    def presets_for(self, ops, layout, match) -> list:
-        from hecore.tfhe.planning import presets_for
-
-        return presets_for(ops, layout, match)
-
-    def support(self, spec: str, layout):
-        from hecore.tfhe.planning import support
-
-        return support(spec, layout, self.name)
-
-    def chain_support(self, chain: str):
-        from hecore.tfhe.planning import chain_support
-
-        return chain_support(chain, self.name)
-
     def parse_chain(self, specs: Sequence[str]):
-        from hecore.ops.spec import NOT_IN_TFHE, Chain, op_name
-        from hecore.tfhe.ops import parse_op
+        from hecore.ops.spec import parse_chain
 
-        specs = list(specs)
-        if not specs:
-            raise ValueError("no operation given: expected TFHE ops such as brightness:60, threshold:128, min:C, "
-                             "max:C, brightness-wrap:B or lut:NAME")
-        for spec in specs:
-            name = op_name(spec)
-            if name in NOT_IN_TFHE:
-                raise ValueError(f"{spec.strip()} cannot run on TFHE keys: {NOT_IN_TFHE[name]}; use CKKS/BFV/BGV "
-                                 "keys for it (`hepix plan --op ...` says which)")
-        return Chain(ops=tuple(parse_op(s) for s in specs), scheme=self.name)
+        return parse_chain(specs, scheme=self.name)
 
     def check_chain(self, params, done: Sequence[str], ops: list, *, layout: str, options: dict,
                     preset: str) -> list:

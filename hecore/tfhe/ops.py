@@ -39,7 +39,7 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-from hecore.spectext import check_ascii_digits
+from hecore.spectext import check_ascii_digits, op_name
 
 _FORMS = "brightness:B, brightness-wrap:B, threshold:T, min:C, max:C, lut:NAME"
 
@@ -259,6 +259,39 @@ _PATTERNS = {
     "min": (re.compile(r"(\d+)"), Min),
     "max": (re.compile(r"(\d+)"), Max),
 }
+
+
+#: The CKKS/BFV/BGV ops (:mod:`hecore.ops.spec`) that hepix's TFHE does not run, with why.
+NOT_IN_TFHE = {
+    "contrast": "not a TFHE op here (a contrast is an 8-bit function of one pixel: write it as a table, "
+                "lut:hex-..., with hecore.tfhe.ops.Lut.from_table)",
+    "watermark": "not implemented for TFHE (its ops apply one function to every pixel)",
+    "meanfilter": "not implemented for TFHE (its ops are functions of one pixel; a filter sums neighbours)",
+    "conv": "not implemented for TFHE (its ops are functions of one pixel; a convolution sums neighbours)",
+    "downsample": "not implemented for TFHE (its ops are functions of one pixel; a downsample sums blocks)",
+    "grey": "not implemented for TFHE (its ops are functions of one pixel value; grey sums a pixel's channels)",
+    "dftfilter": "a CKKS frequency-domain filter (complex slots, packed layout)",
+    "match": "matching is CKKS/BFV/BGV (squared or absolute differences summed over slots)",
+    "infer": "inference is CKKS/BFV (plaintext weights times packed ciphertexts)",
+}
+
+
+#: The ops only TFHE's vocabulary has (``brightness`` is CKKS/BFV/BGV's too, without the saturation).
+OWN_OPS = (frozenset(_PATTERNS) | {"lut"}) - {"brightness"}
+
+
+def parse_chain(specs) -> tuple:
+    """The TFHE ops of a chain of specs, or a ValueError naming an op TFHE does not run or a malformed one."""
+    specs = list(specs)
+    if not specs:
+        raise ValueError("no operation given: expected TFHE ops such as brightness:60, threshold:128, min:C, "
+                         "max:C, brightness-wrap:B or lut:NAME")
+    for spec in specs:
+        name = op_name(spec)
+        if name in NOT_IN_TFHE:
+            raise ValueError(f"{spec.strip()} cannot run on TFHE keys: {NOT_IN_TFHE[name]}; use CKKS/BFV/BGV keys "
+                             "for it (`hepix plan --op ...` says which)")
+    return tuple(parse_op(s) for s in specs)
 
 
 def parse_op(spec: str) -> TfheOp:

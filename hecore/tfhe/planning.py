@@ -7,6 +7,8 @@ each op and how.
 from __future__ import annotations
 
 from hecore.layouts import Layout
+from hecore.spectext import op_name
+from hecore.support import Support, measured_cost
 
 __all__ = ["layout_problem", "presets_for", "support", "chain_support"]
 
@@ -26,11 +28,8 @@ def presets_for(ops, layout, match) -> list:
 
 
 def support(spec: str, layout, name: str):
-    """Whether TFHE runs the op ``spec`` (:class:`hecore.planner.Support`, under the scheme name ``name``)."""
-    from hecore.ops.spec import NOT_IN_TFHE, TFHE_ONLY, op_name
-    from hecore.planner import Support, measured_cost
-
-    from .ops import BrightnessWrap, Lut, Max, Min, Threshold, parse_op
+    """Whether TFHE runs the op ``spec`` (:class:`hecore.support.Support`, under the scheme name ``name``)."""
+    from .ops import NOT_IN_TFHE, OWN_OPS, BrightnessWrap, Lut, Max, Min, Threshold, parse_op
 
     op_kind = op_name(spec)
     if op_kind in NOT_IN_TFHE:
@@ -38,7 +37,7 @@ def support(spec: str, layout, name: str):
     try:
         op = parse_op(spec)
     except ValueError as e:
-        if op_kind in TFHE_ONLY:       # malformed for the one scheme that has the op: the user's error
+        if op_kind in OWN_OPS:         # malformed for the one scheme that has the op: the user's error
             raise
         return Support(spec, name, False, str(e))
     where = layout_problem(layout)
@@ -52,6 +51,4 @@ def support(spec: str, layout, name: str):
 
 def chain_support(chain: str, name: str):
     """TFHE's verdict on a whole chain whose every op it runs: its one parameter set."""
-    from hecore.planner import Support
-
     return Support(chain, name, True, "tfhe-default (`hepix keygen --scheme tfhe`)")
