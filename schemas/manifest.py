@@ -360,7 +360,7 @@ FIELDS = {
 def _check_ops_of_scheme(ops: list, preset) -> None:
     """The image ops of a run are those of its scheme's vocabulary: TFHE's for a TFHE preset, CKKS/BFV/BGV's
     otherwise (:func:`op_list` accepted each in either)."""
-    from hecore.ops.spec import is_table_chain, is_tfhe_preset, parse_op, recorded_chain
+    from hecore.ops.spec import is_table_chain, is_tfhe_preset, parse_op, recorded_chain, run_kind
     try:
         if is_tfhe_preset(preset):
             recorded_chain(ops, preset)
@@ -370,7 +370,7 @@ def _check_ops_of_scheme(ops: list, preset) -> None:
             recorded_chain(ops, preset)
         else:
             for o in ops:
-                if not o.startswith(("match:", "infer:")):
+                if run_kind(o) == "image":
                     parse_op(o)
     except (ValueError, TypeError) as e:
         _fail("ops", f"are not operations of the run's scheme ({_show(preset)}): {e}")

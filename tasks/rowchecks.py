@@ -78,10 +78,9 @@ class RowExpect:
         if not self.check_ops or self.layout == DIGITS:
             return None
         try:
-            from hecore.ops.spec import recorded_finish
+            from hecore.ops.spec import recorded_finish, run_kind
 
-            return float(recorded_finish([o for o in self.ops if not o.startswith(("match:", "infer:"))],
-                                         self.preset).post_scale)
+            return float(recorded_finish([o for o in self.ops if run_kind(o) == "image"], self.preset).post_scale)
         except (ValueError, TypeError):
             return None
 

@@ -143,3 +143,15 @@ def test_the_weighted_sum_refuses_batches_of_different_counts(he_addonly2048):
     a, b = enc.encrypt(np.zeros((2, 2), np.uint8)), enc.encrypt(np.zeros((1, 2), np.uint8))
     with pytest.raises(ValueError, match="must agree"):
         Grey().pixel_channels(ctx.ct_format, [a, b, a], strategy="fresh", security="ind-cpa")
+
+
+@pytest.mark.parametrize("bits, n", [(54, 256), (60, 256), (60, 29), (62, 150)])
+def test_word_products_are_exact_mod_q_on_both_paths(bits, n):
+    from hecore.ops.pixel import _times_words
+
+    rng = np.random.default_rng(bits + n)
+    q = np.array([(1 << bits) - 93, (1 << (bits - 1)) - 1], dtype=np.uint64).repeat(8)
+    x = (rng.integers(0, 1 << 62, size=(5, 16), dtype=np.uint64) % q).astype(np.uint64)
+    got = _times_words(x, n, q, bits)
+    want = np.array([[int(v) * n % int(m) for v, m in zip(row, q)] for row in x], dtype=np.uint64)
+    np.testing.assert_array_equal(got, want)

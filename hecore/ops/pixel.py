@@ -249,30 +249,42 @@ def _addmod(a: np.ndarray, b: np.ndarray, q: np.ndarray) -> np.ndarray:
 def weighted_sum(fmt: CiphertextFormat, batches: Sequence[CiphertextBatch], weights: Sequence[int], *,
                  strategy: str = "fresh", security: str = SECURITY_IND_CPA) -> CiphertextBatch:
     """``sum_k weights[k] x batches[k][i]`` for every ``i``: ciphertexts of equal counts combined word by word
-    (mod each prime) with small integer weights, by doublings and additions -- what turns the channels of a
-    pixel into one value (``grey``).  ``strategy`` and ``security`` label the result."""
+    (mod each prime) with small integer weights -- what turns the channels of a pixel into one value
+    (``grey``).  A weight times a word is one product when it cannot overflow 64 bits (the primes of the
+    pixel layout's presets leave room for weights up to 2^8 and more), else doublings and additions.
+    ``strategy`` and ``security`` label the result."""
     if len(batches) != len(weights) or not batches:
         raise ValueError(f"{len(batches)} batches for {len(weights)} weights")
     count = len(batches[0])
     if any(len(b) != count for b in batches):
         raise ValueError(f"the batches hold {sorted({len(b) for b in batches})} ciphertexts; they must agree")
     q = np.repeat(np.tile(fmt.q_array(), 2), fmt.n)            # the prime of every word
-    acc = np.zeros((count, fmt.words), dtype=np.uint64)
-    for batch, w in zip(batches, weights):
-        w = int(w)
-        data = _check_batch(batch, fmt).reshape(count, fmt.stride)
-        x = np.ascontiguousarray(data[:, fmt.header_len:]).view(np.uint64).copy()
-        n, term = abs(w), np.zeros_like(acc)
-        while n:
-            if n & 1:
-                term = _addmod(term, x, q)
-            n >>= 1
-            if n:
-                x = _addmod(x, x, q)
-        if w < 0:
-            term = np.where(term == 0, term, q - term)
-        acc = _addmod(acc, term, q)
+    widest = max(int(p) for p in fmt.primes).bit_length()
+    rows = [_check_batch(b, fmt).reshape(count, fmt.stride)[:, fmt.header_len:] for b in batches]
     out = np.empty((count, fmt.stride), dtype=np.uint8)
     out[:, :fmt.header_len] = np.frombuffer(fmt.header, dtype=np.uint8)
-    out[:, fmt.header_len:] = acc.view(np.uint8).reshape(count, 8 * fmt.words)
+    step = max(1, (8 << 20) // (8 * fmt.words))                # ciphertexts per pass: ~8 MiB of words
+    for i in range(0, count, step):
+        acc = np.zeros((min(step, count - i), fmt.words), dtype=np.uint64)
+        for data, w in zip(rows, weights):
+            x = np.ascontiguousarray(data[i:i + step]).view(np.uint64)
+            term = _times_words(x, abs(int(w)), q, widest)
+            if w < 0:
+                term = np.where(term == 0, term, q - term)
+            acc = _addmod(acc, term, q)
+        out[i:i + len(acc), fmt.header_len:] = acc.view(np.uint8).reshape(len(acc), 8 * fmt.words)
     return CiphertextBatch.uniform(out.reshape(-1), count, fmt.stride, strategy, security)
+
+
+def _times_words(x: np.ndarray, n: int, q: np.ndarray, widest: int) -> np.ndarray:
+    """``n x`` mod ``q`` word by word, for words below their prime ``q`` (at most ``widest`` bits)."""
+    if widest + n.bit_length() <= 64:
+        return (x * np.uint64(n)) % q
+    term, power = np.zeros_like(x), x.copy()
+    while n:
+        if n & 1:
+            term = _addmod(term, power, q)
+        n >>= 1
+        if n:
+            power = _addmod(power, power, q)
+    return term

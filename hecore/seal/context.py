@@ -91,7 +91,15 @@ def integer_slots(values, params: Params) -> np.ndarray:
 
 
 class HEContext:
-    """Parameters + keys + a Pyfhel object.  ``has_secret`` says whether it can decrypt."""
+    """Parameters + keys + a Pyfhel object.  ``has_secret`` says whether it can decrypt.
+
+    A context is of its scheme's kind: :class:`CkksContext` (real or complex values at a scale, stored at
+    any level) or :class:`IntegerContext` (BFV, BGV: integers mod ``t``).  What they share is here."""
+
+    def __new__(cls, he: Pyfhel, params: Params, *args, **kwargs):
+        if cls is HEContext:
+            cls = IntegerContext if params.is_integer else CkksContext
+        return super().__new__(cls)
 
     def __init__(self, he: Pyfhel, params: Params, public: PublicMaterial, has_secret: bool):
         self._he = he
@@ -205,21 +213,12 @@ class HEContext:
         """``c`` moved down ``level`` primes from the first data level (CKKS)."""
         if not level:
             return c
-        if self.params.is_integer or not 0 < level < self.params.data_primes:
+        if not self._stores_levels or not 0 < level < self.params.data_primes:
             raise HepixError(f"cannot store a ciphertext of {self.params.describe()} at level {level}: "
                              f"CKKS levels 0 to {self.params.data_primes - 1}")
         for _ in range(level):
             self._he.mod_switch_to_next(c)
         return c
-
-    def _encrypt(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
-        if not self.params.is_integer:
-            kw = {} if scale_bits is None else {"scale": 2.0 ** scale_bits}
-            return self._he.encryptFrac(np.ascontiguousarray(values, dtype=np.float64), **kw)
-        ints = integer_slots(values, self.params)
-        if self.params.is_bgv:
-            return self._he.encryptBGV(ints)
-        return self._he.encryptInt(ints)
 
     def encrypt_complex(self, values: np.ndarray, *, scale_bits: int | None = None, level: int = 0) -> bytes:
         """CKKS: public-key encryption of up to N/2 complex values (two reals per slot), serialized
@@ -227,10 +226,7 @@ class HEContext:
         return self._at_level(self._encrypt_complex(values, scale_bits), level).to_bytes(compr_mode="none")
 
     def _encrypt_complex(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
-        if self.params.is_integer:
-            raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
-        kw = {} if scale_bits is None else {"scale": 2.0 ** scale_bits}
-        return self._he.encryptComplex(np.ascontiguousarray(values, dtype=np.complex128), **kw)
+        raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
 
     # --- encoding apart from encryption (Lattigo keeps its Encoder apart from its Encryptor) ---
     def encode_vector(self, values: np.ndarray) -> PyPtxt:
@@ -238,16 +234,7 @@ class HEContext:
         real or complex values for CKKS (complex: two reals per slot), integers for BFV/BGV (floats
         that are whole numbers are accepted).  Encoding needs no key; :meth:`encrypt_encoded`
         encrypts the result."""
-        if np.iscomplexobj(values):
-            if self.params.is_integer:
-                raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
-            return self._he.encodeComplex(np.ascontiguousarray(values, dtype=np.complex128))
-        if not self.params.is_integer:
-            return self._he.encodeFrac(np.ascontiguousarray(values, dtype=np.float64))
-        ints = integer_slots(values, self.params)
-        if self.params.is_bgv:
-            return self._he.encodeBGV(ints)
-        return self._he.encodeInt(ints)
+        return self._encode_slots(values)
 
     def encrypt_encoded(self, plaintext: PyPtxt) -> bytes:
         """Public-key encryption of a plaintext of :meth:`encode_vector`, serialized uncompressed:
@@ -263,17 +250,7 @@ class HEContext:
         c = np.asarray(coeffs)
         if c.ndim != 1 or not 1 <= c.size <= self.params.n:
             raise ValueError(f"1 to {self.params.n} coefficients fit a plaintext of {self.params.name}, got shape {c.shape}")
-        he = self._he
-        if self.params.is_integer:
-            ints = integer_slots(c, self.params) % self.params.plain_modulus
-            return PyPtxt(pyfhel=he, bytestring=_integer_plaintext_bytes(self._integer_plain_prefix, ints))
-        from .embedding import evaluations
-
-        kw = {} if scale is None else {"scale": float(scale)}
-        ptxt = he.encodeComplex(evaluations(c, self.params.n), **kw)
-        for _ in range(level):
-            he.mod_switch_to_next(ptxt)
-        return ptxt
+        return self._encode_polynomial(c, level, scale)
 
     def encrypt_coefficients(self, coeffs) -> bytes:
         """Public-key encryption of :meth:`encode_coefficients` (top level, default scale), serialized uncompressed."""
@@ -284,18 +261,7 @@ class HEContext:
         the centred representatives mod t, CKKS divided by the ciphertext's scale."""
         self._require_secret("decryption")
         c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
-        pos = np.asarray(positions, dtype=np.int64)
-        if not self.params.is_integer:
-            from .embedding import coefficients
-
-            return coefficients(np.asarray(self._he.decryptComplex(c)), self.params.n, pos)
-        raw = self._he.decryptPtxt(c).to_bytes(compr_mode="none")
-        have = np.frombuffer(raw, dtype=np.uint64, offset=_INTEGER_PLAIN_PREFIX).astype(np.int64)
-        vals = np.zeros(pos.shape, dtype=np.int64)         # SEAL trims the polynomial's zero top coefficients
-        inside = pos < have.size
-        vals[inside] = have[pos[inside]]
-        t = self.params.plain_modulus
-        return np.where(vals > (t - 1) // 2, vals - t, vals).astype(np.float64)
+        return self._decrypted_coefficients(c, np.asarray(positions, dtype=np.int64))
 
     @cached_property
     def _integer_plain_prefix(self) -> bytes:
@@ -339,11 +305,7 @@ class HEContext:
             from .atrest import Compactor
 
             raw = Compactor.for_public(self.public).expand_one(raw)
-        c = PyCtxt(pyfhel=self._he, bytestring=raw)
-        if not self.params.is_integer:
-            # Pyfhel counts levels in Python (0 on load); ciphertexts stored below the first level must say so
-            c.mod_level = self.params.data_primes - _stored_primes(c, raw)
-        return c
+        return self._loaded(PyCtxt(pyfhel=self._he, bytestring=raw), raw)
 
     def decrypt_slots(self, ct: bytes | memoryview | PyCtxt, count: int = 1) -> np.ndarray:
         """Decrypt one ciphertext (serialized or loaded) and return its first ``count`` slots (float64).
@@ -352,19 +314,12 @@ class HEContext:
         """
         self._require_secret("decryption")
         c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
-        if not self.params.is_integer:
-            return np.asarray(self._he.decryptFrac(c)[:count], dtype=np.float64)
-        if self.params.is_bgv:
-            return np.asarray(self._he.decryptBGV(c)[:count], dtype=np.float64)
-        return np.asarray(self._he.decryptInt(c)[:count], dtype=np.float64)
+        return np.asarray(self._decrypt_values(c)[:count], dtype=np.float64)
 
     def decrypt_complex(self, ct: bytes | memoryview | PyCtxt, count: int = 1) -> np.ndarray:
         """CKKS: the first ``count`` slots of one ciphertext as complex128 (complex packing, the frequency domain of hecore.ops.dft)."""
         self._require_secret("decryption")
-        if self.params.is_integer:
-            raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
-        c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
-        return np.asarray(self._he.decryptComplex(c)[:count], dtype=np.complex128)
+        raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
 
     def noise_budget(self, ct: bytes | memoryview | PyCtxt) -> int:
         """BFV: the bits of noise budget left (0 means decryption fails).  Needs the secret key.
@@ -372,8 +327,6 @@ class HEContext:
         BGV has one too, but Pyfhel 3.5 does not expose it: a :class:`HepixError` says so.
         """
         self._require_secret("measuring the noise budget")
-        if not self.params.is_integer:
-            raise HepixError("CKKS has no noise budget; its error shows as the difference to the exact value")
         if not self.params.is_bfv:
             raise HepixError(f"Pyfhel 3.5 measures the noise budget of BFV ciphertexts only, not "
                              f"{self.params.scheme.upper()} ({self.params.name})")
@@ -388,6 +341,93 @@ class HEContext:
         for i, ct in enumerate(batch):
             out[i] = he.decryptFrac(self.load_ciphertext(ct))[0]
         return out
+
+
+class CkksContext(HEContext):
+    """CKKS: real (or complex) values at a scale; a ciphertext may be stored at any level of its chain."""
+
+    _stores_levels = True
+
+    def _encrypt(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
+        kw = {} if scale_bits is None else {"scale": 2.0 ** scale_bits}
+        return self._he.encryptFrac(np.ascontiguousarray(values, dtype=np.float64), **kw)
+
+    def _encrypt_complex(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
+        kw = {} if scale_bits is None else {"scale": 2.0 ** scale_bits}
+        return self._he.encryptComplex(np.ascontiguousarray(values, dtype=np.complex128), **kw)
+
+    def _encode_slots(self, values: np.ndarray) -> PyPtxt:
+        if np.iscomplexobj(values):
+            return self._he.encodeComplex(np.ascontiguousarray(values, dtype=np.complex128))
+        return self._he.encodeFrac(np.ascontiguousarray(values, dtype=np.float64))
+
+    def _encode_polynomial(self, coeffs: np.ndarray, level: int, scale: float | None) -> PyPtxt:
+        from .embedding import evaluations
+
+        kw = {} if scale is None else {"scale": float(scale)}
+        ptxt = self._he.encodeComplex(evaluations(coeffs, self.params.n), **kw)
+        for _ in range(level):
+            self._he.mod_switch_to_next(ptxt)
+        return ptxt
+
+    def _decrypted_coefficients(self, c: PyCtxt, positions: np.ndarray) -> np.ndarray:
+        from .embedding import coefficients
+
+        return coefficients(np.asarray(self._he.decryptComplex(c)), self.params.n, positions)
+
+    def _loaded(self, c: PyCtxt, raw: bytes) -> PyCtxt:
+        # Pyfhel counts levels in Python (0 on load); ciphertexts stored below the first level must say so
+        c.mod_level = self.params.data_primes - _stored_primes(c, raw)
+        return c
+
+    def _decrypt_values(self, c: PyCtxt):
+        return self._he.decryptFrac(c)
+
+    def decrypt_complex(self, ct: bytes | memoryview | PyCtxt, count: int = 1) -> np.ndarray:
+        """The first ``count`` slots of one ciphertext as complex128 (complex packing, the frequency domain of
+        hecore.ops.dft)."""
+        self._require_secret("decryption")
+        c = ct if isinstance(ct, PyCtxt) else self.load_ciphertext(ct)
+        return np.asarray(self._he.decryptComplex(c)[:count], dtype=np.complex128)
+
+    def noise_budget(self, ct: bytes | memoryview | PyCtxt) -> int:
+        self._require_secret("measuring the noise budget")
+        raise HepixError("CKKS has no noise budget; its error shows as the difference to the exact value")
+
+
+class IntegerContext(HEContext):
+    """BFV and BGV: integers mod ``t`` in the slots (or the coefficients), stored at the first level."""
+
+    _stores_levels = False
+
+    def _encrypt(self, values: np.ndarray, scale_bits: int | None = None) -> PyCtxt:
+        ints = integer_slots(values, self.params)
+        return self._he.encryptBGV(ints) if self.params.is_bgv else self._he.encryptInt(ints)
+
+    def _encode_slots(self, values: np.ndarray) -> PyPtxt:
+        if np.iscomplexobj(values):
+            raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
+        ints = integer_slots(values, self.params)
+        return self._he.encodeBGV(ints) if self.params.is_bgv else self._he.encodeInt(ints)
+
+    def _encode_polynomial(self, coeffs: np.ndarray, level: int, scale: float | None) -> PyPtxt:
+        ints = integer_slots(coeffs, self.params) % self.params.plain_modulus
+        return PyPtxt(pyfhel=self._he, bytestring=_integer_plaintext_bytes(self._integer_plain_prefix, ints))
+
+    def _decrypted_coefficients(self, c: PyCtxt, positions: np.ndarray) -> np.ndarray:
+        raw = self._he.decryptPtxt(c).to_bytes(compr_mode="none")
+        have = np.frombuffer(raw, dtype=np.uint64, offset=_INTEGER_PLAIN_PREFIX).astype(np.int64)
+        vals = np.zeros(positions.shape, dtype=np.int64)    # SEAL trims the polynomial's zero top coefficients
+        inside = positions < have.size
+        vals[inside] = have[positions[inside]]
+        t = self.params.plain_modulus
+        return np.where(vals > (t - 1) // 2, vals - t, vals).astype(np.float64)
+
+    def _loaded(self, c: PyCtxt, raw: bytes) -> PyCtxt:
+        return c
+
+    def _decrypt_values(self, c: PyCtxt):
+        return self._he.decryptBGV(c) if self.params.is_bgv else self._he.decryptInt(c)
 
 
 def _stored_primes(c: PyCtxt, raw: bytes) -> int:

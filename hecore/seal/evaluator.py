@@ -38,7 +38,7 @@ from Pyfhel import PyCtxt
 from ..errors import HepixError
 from .context import HEContext, integer_slots
 
-__all__ = ["Evaluator", "MissingEvaluationKeys"]
+__all__ = ["Evaluator", "CkksEvaluator", "IntegerEvaluator", "MissingEvaluationKeys"]
 
 
 class MissingEvaluationKeys(HepixError):
@@ -46,7 +46,16 @@ class MissingEvaluationKeys(HepixError):
 
 
 class Evaluator:
-    """Homomorphic operations in the context ``ctx`` (public material suffices)."""
+    """Homomorphic operations in the context ``ctx`` (public material suffices).
+
+    ``Evaluator(ctx)`` is the evaluator of the context's scheme: :class:`CkksEvaluator` (approximate values
+    at a scale, a level spent by every product) or :class:`IntegerEvaluator` (BFV, BGV: integers mod ``t``,
+    noise spent instead of levels).  What they share is here; what differs, there."""
+
+    def __new__(cls, ctx: HEContext):
+        if cls is Evaluator:
+            cls = IntegerEvaluator if ctx.params.is_integer else CkksEvaluator
+        return super().__new__(cls)
 
     def __init__(self, ctx: HEContext):
         self.ctx = ctx
@@ -161,13 +170,10 @@ class Evaluator:
     def square(self, c: PyCtxt) -> PyCtxt:
         """``c * c``, relinearised, and for CKKS rescaled (one level spent)."""
         self._need_relin_key()
-        if not self.params.is_integer:
-            self._need_level(c, "a squaring")        # before SEAL fails with "scale out of bounds"
+        self._spend_level(c, "a squaring")       # before SEAL fails with "scale out of bounds"
         out = self._he.square(c, in_new_ctxt=True)
         self._he.relinearize(out)
-        if not self.params.is_integer:
-            self._he.rescale_to_next(out)
-        return out
+        return self._rescaled(out)
 
     def multiply(self, a: PyCtxt, b: PyCtxt, *, any_scales: bool = False) -> PyCtxt:
         """``a * b``, relinearised, and for CKKS rescaled (one level spent).
@@ -175,33 +181,16 @@ class Evaluator:
         With ``any_scales`` (CKKS) the operands need only share a level: the product's scale is the
         product of theirs (over the prime), which is correct whatever they are; only sums need equal
         scales.  Without it, differing scales are refused as a likely mistake."""
-        if any_scales and not self.params.is_integer:
-            if self.level(a) != self.level(b):
-                raise ValueError(f"cannot multiply ciphertexts at levels {self.level(a)} and {self.level(b)}")
-        else:
-            self._check_aligned(a, b, "multiply")
+        self._check_factors(a, b, any_scales)
         self._need_relin_key()
-        if not self.params.is_integer:
-            self._need_level(a, "a multiplication")
+        self._spend_level(a, "a multiplication")
         out = self._he.multiply(a, b, in_new_ctxt=True)
         self._he.relinearize(out)
-        if not self.params.is_integer:
-            self._he.rescale_to_next(out)
-        return out
+        return self._rescaled(out)
 
     def scale_value(self, c: PyCtxt, factor: float) -> PyCtxt:
-        """CKKS: ``c`` with its value multiplied by ``factor`` through its scale (free, no level).
-
-        ``factor`` must be positive (negate separately).
-        """
-        if self.params.is_integer:
-            raise ValueError(f"{self.params.scheme.upper()} has no scale to fold a factor into")
-        factor = float(factor)
-        if not factor > 0 or not np.isfinite(factor):
-            raise ValueError(f"scale factor must be positive and finite, got {factor!r}")
-        out = self._copy(c)
-        out.scale = float(c.scale) / factor
-        return out
+        """CKKS: ``c`` with its value multiplied by ``factor`` through its scale (:meth:`CkksEvaluator.scale_value`)."""
+        raise ValueError(f"{self.params.scheme.upper()} has no scale to fold a factor into")
 
     # --- plaintext products (linear transforms, inference) -------------------------------------
     def level_prime(self, c: PyCtxt) -> int:
@@ -219,41 +208,26 @@ class Evaluator:
         scalar broadcast to every slot encodes to a constant polynomial, so for BFV/BGV its
         product adds noise in proportion to the scalar only.
         """
-        he = self._he
         arr = np.asarray(values)
         if arr.ndim == 0:
-            # BFV/BGV: both rows of N/2 slots, so that the plaintext is the constant polynomial
-            arr = np.full(self.params.n if self.params.is_integer else self.slots, arr.item())
+            arr = np.full(self._constant_size, arr.item())
         elif arr.size > self.slots:
             raise ValueError(f"{arr.size} values do not fit {self.slots} slots")
-        if self.params.is_integer:
-            ints = integer_slots(arr, self.params)
-            ptxt = he.encodeBGV(ints) if self.params.is_bgv else he.encodeInt(ints)
-        else:
-            kw = {} if scale is None else {"scale": float(scale)}
-            if np.iscomplexobj(arr):
-                ptxt = he.encodeComplex(np.ascontiguousarray(arr, dtype=np.complex128), **kw)
-            else:
-                ptxt = he.encodeFrac(np.ascontiguousarray(arr, dtype=np.float64), **kw)
+        ptxt = self._encode_array(arr, scale)
         for _ in range(level - int(ptxt.mod_level)):
-            he.mod_switch_to_next(ptxt)
+            self._he.mod_switch_to_next(ptxt)
         return ptxt
 
     def multiply_plain(self, c: PyCtxt, ptxt) -> PyCtxt:
         """``c`` times an encoded plaintext (at ``c``'s level), *not* rescaled: sum such
         products first, then :meth:`rescale` once.  (Pyfhel counts the level as spent here,
         at the product, not at the rescale.)"""
-        if not self.params.is_integer:
-            self._need_level(c, "a plaintext product")
+        self._spend_level(c, "a plaintext product")
         return self._he.multiply_plain(c, ptxt, in_new_ctxt=True)
 
     def rescale(self, c: PyCtxt) -> PyCtxt:
         """CKKS: divide by the last prime of ``c``'s chain (the level its product spent); BFV/BGV: ``c``."""
-        if self.params.is_integer:
-            return c
-        out = self._copy(c)
-        self._he.rescale_to_next(out)
-        return out
+        return c
 
     def add_into(self, acc: PyCtxt | None, c: PyCtxt) -> PyCtxt:
         """``acc + c`` in place (``c`` itself, copied, when ``acc`` is None): for long sums."""
@@ -269,26 +243,15 @@ class Evaluator:
     def mod_switch(self, c: PyCtxt, levels: int = 1) -> PyCtxt:
         """``c`` moved ``levels`` primes down without changing its value (or, CKKS, its scale)."""
         out = self._copy(c)
-        bfv = self.params.is_bfv
         for _ in range(levels):
-            if bfv:
-                # Pyfhel 3.5 skips BFV ciphertexts in mod_switch_to_next (SEAL switches them, keeping the
-                # value and, while the noise is above the new modulus's rounding, the noise budget)
-                out.scheme = "bgv"
-                self._he.mod_switch_to_next(out)
-                out.scheme = "bfv"
-            else:
-                self._he.mod_switch_to_next(out)
-        if self.params.is_integer:      # Pyfhel counts BGV switches and BFV products its own way
-            out.mod_level = c.mod_level + levels
+            self._he.mod_switch_to_next(out)
         return out
 
     def square_raw(self, c: PyCtxt, relinearize: bool = True) -> PyCtxt:
         """``c * c``, not rescaled (CKKS: the caller rescales); without ``relinearize`` a
         three-part ciphertext, to be summed with others and relinearised once (:meth:`relinearize`)."""
         self._need_relin_key()
-        if not self.params.is_integer:
-            self._need_level(c, "a squaring")
+        self._spend_level(c, "a squaring")
         out = self._he.square(c, in_new_ctxt=True)
         if relinearize:
             self._he.relinearize(out)
@@ -337,37 +300,44 @@ class Evaluator:
 
     def _zero_like(self, c: PyCtxt) -> PyCtxt:
         """A fresh (public-key) encryption of 0 in every slot, at the level and scale of ``c``."""
-        he = self._he
-        if self.params.is_integer:
-            zeros = np.zeros(self.slots, dtype=np.int64)
-            z = he.encryptBGV(zeros) if self.params.is_bgv else he.encryptInt(zeros)
-        else:
-            z = he.encryptFrac(np.zeros(self.slots), scale=float(c.scale))
+        z = self._encrypt_zeros(c)
         for _ in range(self.level(c) - self.level(z)):
-            he.mod_switch_to_next(z)
+            self._he.mod_switch_to_next(z)
         return z
 
     def _encode_like(self, c: PyCtxt, values: np.ndarray):
         """A plaintext of ``values`` at the level (and CKKS scale) of ``c``."""
-        he = self._he
-        if np.iscomplexobj(values):
-            if self.params.is_integer:
-                raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
-            ptxt = he.encodeComplex(np.ascontiguousarray(values, dtype=np.complex128), scale=float(c.scale))
-        elif self.params.is_integer:
-            ints = integer_slots(values, self.params)
-            ptxt = he.encodeBGV(ints) if self.params.is_bgv else he.encodeInt(ints)
-        else:
-            ptxt = he.encodeFrac(np.ascontiguousarray(values), scale=float(c.scale))
+        ptxt = self._encode_array(values, self._scale_of(c))
         for _ in range(self.level(c) - int(ptxt.mod_level)):
-            he.mod_switch_to_next(ptxt)
+            self._he.mod_switch_to_next(ptxt)
         return ptxt
 
     def _check_aligned(self, a: PyCtxt, b: PyCtxt, what: str) -> None:
         if self.level(a) != self.level(b):
             raise ValueError(f"cannot {what} ciphertexts at levels {self.level(a)} and {self.level(b)}")
-        if not self.params.is_integer and not math.isclose(float(a.scale), float(b.scale), rel_tol=1e-12, abs_tol=0):
-            raise ValueError(f"cannot {what} ciphertexts at scales {float(a.scale):.6g} and {float(b.scale):.6g}")
+
+    def _check_factors(self, a: PyCtxt, b: PyCtxt, any_scales: bool) -> None:
+        self._check_aligned(a, b, "multiply")
+
+    # --- what the scheme decides (the subclasses) ----------------------------------------------------------
+    #: How many slots a scalar fills when encoded (:meth:`encode`).
+    _constant_size: int
+
+    def _spend_level(self, c: PyCtxt, what: str) -> None:
+        """Refuse a product ``c`` has no level for (CKKS); BFV/BGV spend noise, not levels."""
+
+    def _rescaled(self, out: PyCtxt) -> PyCtxt:
+        """A product after its rescale (CKKS), or as it is."""
+        return out
+
+    def _scale_of(self, c: PyCtxt):
+        return None
+
+    def _encode_array(self, values: np.ndarray, scale):        # pragma: no cover - both subclasses define it
+        raise NotImplementedError
+
+    def _encrypt_zeros(self, c: PyCtxt) -> PyCtxt:               # pragma: no cover
+        raise NotImplementedError
 
     def _need_level(self, c: PyCtxt, what: str) -> None:
         if self.level(c) + 1 >= self.params.data_primes:
@@ -390,3 +360,96 @@ class Evaluator:
                 f"of {self.params.name} does not hold; create keys with rotations (`hepix keygen` makes "
                 "them unless --no-rotations is given) with a preset that allows key switching"
             )
+
+
+class CkksEvaluator(Evaluator):
+    """CKKS: approximate real (or complex) values at a scale; every product spends a level and is rescaled."""
+
+    @property
+    def _constant_size(self) -> int:
+        return self.slots
+
+    def scale_value(self, c: PyCtxt, factor: float) -> PyCtxt:
+        """CKKS: ``c`` with its value multiplied by ``factor`` through its scale (free, no level).
+
+        ``factor`` must be positive (negate separately).
+        """
+        factor = float(factor)
+        if not factor > 0 or not np.isfinite(factor):
+            raise ValueError(f"scale factor must be positive and finite, got {factor!r}")
+        out = self._copy(c)
+        out.scale = float(c.scale) / factor
+        return out
+
+    def rescale(self, c: PyCtxt) -> PyCtxt:
+        out = self._copy(c)
+        self._he.rescale_to_next(out)
+        return out
+
+    def _spend_level(self, c: PyCtxt, what: str) -> None:
+        self._need_level(c, what)
+
+    def _rescaled(self, out: PyCtxt) -> PyCtxt:
+        self._he.rescale_to_next(out)
+        return out
+
+    def _scale_of(self, c: PyCtxt):
+        return float(c.scale)
+
+    def _check_aligned(self, a: PyCtxt, b: PyCtxt, what: str) -> None:
+        super()._check_aligned(a, b, what)
+        if not math.isclose(float(a.scale), float(b.scale), rel_tol=1e-12, abs_tol=0):
+            raise ValueError(f"cannot {what} ciphertexts at scales {float(a.scale):.6g} and {float(b.scale):.6g}")
+
+    def _check_factors(self, a: PyCtxt, b: PyCtxt, any_scales: bool) -> None:
+        if not any_scales:
+            return super()._check_factors(a, b, any_scales)
+        if self.level(a) != self.level(b):
+            raise ValueError(f"cannot multiply ciphertexts at levels {self.level(a)} and {self.level(b)}")
+
+    def _encode_array(self, values: np.ndarray, scale):
+        kw = {} if scale is None else {"scale": float(scale)}
+        if np.iscomplexobj(values):
+            return self._he.encodeComplex(np.ascontiguousarray(values, dtype=np.complex128), **kw)
+        return self._he.encodeFrac(np.ascontiguousarray(values, dtype=np.float64), **kw)
+
+    def _encrypt_zeros(self, c: PyCtxt) -> PyCtxt:
+        return self._he.encryptFrac(np.zeros(self.slots), scale=float(c.scale))
+
+
+class IntegerEvaluator(Evaluator):
+    """BFV and BGV: integers mod ``t`` in every slot, exact; products spend noise, not levels, and nothing is
+    rescaled."""
+
+    def __init__(self, ctx: HEContext):
+        super().__init__(ctx)
+        he = self._he
+        self._encode_ints = he.encodeBGV if self.params.is_bgv else he.encodeInt
+        self._encrypt_ints = he.encryptBGV if self.params.is_bgv else he.encryptInt
+
+    @property
+    def _constant_size(self) -> int:
+        return self.params.n        # both rows of N/2 slots: the plaintext is the constant polynomial
+
+    def mod_switch(self, c: PyCtxt, levels: int = 1) -> PyCtxt:
+        out = self._copy(c)
+        bfv = self.params.is_bfv
+        for _ in range(levels):
+            if bfv:
+                # Pyfhel 3.5 skips BFV ciphertexts in mod_switch_to_next (SEAL switches them, keeping the
+                # value and, while the noise is above the new modulus's rounding, the noise budget)
+                out.scheme = "bgv"
+                self._he.mod_switch_to_next(out)
+                out.scheme = "bfv"
+            else:
+                self._he.mod_switch_to_next(out)
+        out.mod_level = c.mod_level + levels        # Pyfhel counts BGV switches and BFV products its own way
+        return out
+
+    def _encode_array(self, values: np.ndarray, scale):
+        if np.iscomplexobj(values):
+            raise HepixError(f"complex slots need CKKS; {self.params.name} is {self.params.scheme.upper()}")
+        return self._encode_ints(integer_slots(values, self.params))
+
+    def _encrypt_zeros(self, c: PyCtxt) -> PyCtxt:
+        return self._encrypt_ints(np.zeros(self.slots, dtype=np.int64))
