@@ -23,10 +23,11 @@ SPARK = ["--master", "local[2]", "--quiet"]
 
 
 def readme_commands() -> list[list[str]]:
-    """The ``hepix`` lines of the README's first code block that holds a ``hepix keygen``."""
+    """The README's first code block of commands alone (every line a ``hepix`` command) that starts with
+    ``hepix keygen``."""
     for block in re.findall(r"```\n(.*?)```", README.read_text(), flags=re.S):
-        lines = [line.strip() for line in block.splitlines() if line.strip().startswith("hepix ")]
-        if any(line.startswith("hepix keygen") for line in lines):
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        if lines and lines[0].startswith("hepix keygen") and all(line.startswith("hepix ") for line in lines):
             return [shlex.split(line)[1:] for line in lines]
     raise AssertionError("the README has no code block of hepix commands starting with keygen")
 
