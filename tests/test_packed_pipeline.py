@@ -60,55 +60,47 @@ def test_packed_chain_decrypts_exactly_to_the_plaintext_chain(ckks_run):
         assert r["max_abs_err"] < 1e-2
 
 
+def _process_and_decrypt(root, src, ops: list[str], name: str, *decrypt_flags, owner: bool = True) -> dict:
+    """``process --op OPS`` on the shared run into ``proc-NAME`` (unless done), then decrypt it into ``dec-NAME``
+    (with or without the owner map): the metrics rows by image file name."""
+    if not (root / f"proc-{name}" / "_manifest.json").exists():
+        argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out",
+                str(root / f"proc-{name}"), *[a for op in ops for a in ("--op", op)]]
+        assert main(argv + SPARK) == 0
+    out = root / f"dec-{name}{'' if owner else '-no-owner'}"
+    where = ["--owner", str(root / "enc.owner")] if owner else []
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / f"proc-{name}"), "--out", str(out),
+                 *where, "--images", str(src), *decrypt_flags] + SPARK) == 0
+    return {r["source"].rsplit("/", 1)[-1]: r for r in ds.dataset(out / "metrics").to_table().to_pylist()}
+
+
 def test_a_packed_convolution_chain_decrypts_exactly(ckks_run):
-    root, src = ckks_run
     ops = ["contrast:0.5", "conv:sharpen", "brightness:-10"]
-    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc-conv")]
-    for op in ops:
-        argv += ["--op", op]
-    assert main(argv + SPARK) == 0
-    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-conv"), "--out",
-                 str(root / "dec-conv"), "--owner", str(root / "enc.owner"), "--images", str(src)] + SPARK) == 0
-    for r in ds.dataset(root / "dec-conv" / "metrics").to_table().to_pylist():
+    for r in _process_and_decrypt(*ckks_run, ops, "conv").values():
         assert r["ops"] == "|".join(ops) and (r["mse"], r["exact_fraction"]) == (0, 1.0), r
 
 
 def test_packed_grey_decrypts_one_channel_exactly(ckks_run):
-    root, src = ckks_run
+    root, _ = ckks_run
     ops = ["conv:gauss3", "grey", "brightness:3"]
-    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc-grey")]
-    for op in ops:
-        argv += ["--op", op]
-    assert main(argv + SPARK) == 0
-    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-grey"), "--out",
-                 str(root / "dec-grey"), "--owner", str(root / "enc.owner"), "--images", str(src), "--png",
-                 "--contact-sheet", str(root / "sheet-grey.png")] + SPARK) == 0
-    metrics = ds.dataset(root / "dec-grey" / "metrics").to_table().to_pylist()
+    metrics = _process_and_decrypt(*ckks_run, ops, "grey", "--png", "--contact-sheet", str(root / "sheet-grey.png"))
     assert len(metrics) == 2
-    for r in metrics:
+    for r in metrics.values():
         assert r["ops"] == "|".join(ops) and (r["channels"], r["mse"], r["exact_fraction"]) == (1, 0, 1.0), r
     assert all(np.array(Image.open(p)).ndim == 2 for p in (root / "dec-grey" / "images").glob("*.png"))
     assert (root / "sheet-grey.png").is_file()
 
 
 def test_packed_downsample_decrypts_the_smaller_image_exactly(ckks_run):
-    root, src = ckks_run
+    root, _ = ckks_run
     ops = ["brightness:-4", "downsample:2", "contrast:1.25"]
-    argv = ["process", "--keys", str(root / "pub"), "--input", str(root / "enc"), "--out", str(root / "proc-small")]
-    for op in ops:
-        argv += ["--op", op]
-    assert main(argv + SPARK) == 0
-    m = json.loads((root / "proc-small" / "_manifest.json").read_text())
-    assert m["options"]["tile"] == [15, 31]
-    for owner in (["--owner", str(root / "enc.owner")], []):
-        out = root / f"dec-small-{len(owner)}"
-        assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / "proc-small"), "--out",
-                     str(out), *owner, "--images", str(src)] + SPARK) == 0
-        metrics = {r["source"].rsplit("/", 1)[-1]: r for r in ds.dataset(out / "metrics").to_table().to_pylist()}
+    for owner in (True, False):
+        metrics = _process_and_decrypt(*ckks_run, ops, "small", owner=owner)
         assert {k: (r["height"], r["width"], r["channels"]) for k, r in metrics.items()} == \
             {"rgb.png": (20, 35, 3), "grey.png": (17, 10, 1)}
         for r in metrics.values():
             assert (r["mse"], r["exact_fraction"]) == (0, 1.0), r
+    assert json.loads((root / "proc-small" / "_manifest.json").read_text())["options"]["tile"] == [15, 31]
 
 
 def test_a_second_mean_filter_is_refused_naming_the_pixel_layout(ckks_run, capsys):

@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from .base import as_image, register
-from .windows import WindowOp
+from .windows import BoxWindow
 
 __all__ = ["Downsample", "FACTORS"]
 
@@ -40,7 +40,7 @@ FACTORS = (2, 4, 8)
 
 @register
 @dataclass(frozen=True)
-class Downsample(WindowOp):
+class Downsample(BoxWindow):
     """``downsample:F``: the ``F x F`` box mean, the image ``F`` times smaller on each side."""
 
     factor: int
@@ -75,18 +75,6 @@ class Downsample(WindowOp):
     @property
     def halo(self) -> int:
         return 0                            # a block never leaves its tile (tile sides are multiples of F)
-
-    @property
-    def weights(self) -> np.ndarray:
-        return np.ones((self.factor, self.factor), dtype=np.int64)
-
-    @property
-    def divisor(self) -> int:
-        return self.factor * self.factor
-
-    def terms(self):
-        one = np.ones(self.factor, dtype=np.int64)
-        return [(one, one)]
 
     def out_shape(self, height: int, width: int, channels: int) -> tuple[int, int, int]:
         return -(-height // self.factor), -(-width // self.factor), channels

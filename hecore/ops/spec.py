@@ -1,13 +1,15 @@
-"""Image operations on encrypted pixels (iCHEETAH §4.4): brightness, contrast, watermark, mean filter.
+"""Image operations on encrypted pixels (iCHEETAH §4.4 and hepix's own): the op vocabulary.
 
-This module is the op vocabulary: the op classes, the one parser of command-line op
-specs (:func:`parse_chain`; image ops, ``match:`` and ``infer:``), the plaintext
-reference (:func:`reference`) and what the key holder does after decryption
-(:class:`Finish`).  Every operation exists twice: ``apply_plain`` is the plaintext
-reference on a float image; the encrypted side is :mod:`hecore.ops.pixel` for the
-pixel layout (one CKKS ciphertext per pixel value per channel, worked on as
-serialized bytes) and :mod:`hecore.ops.packed` for the packed layouts; matching
-(distances between images) is :mod:`hecore.ops.matching`.
+This module is the one parser of command-line op specs (:func:`parse_chain`: the
+registered image ops of :mod:`hecore.ops.base` -- brightness, contrast, watermark,
+mean filter, convolutions, grey, downsample, DFT filter --, ``match:`` and
+``infer:``), the plaintext reference (:func:`reference`) and what the key holder does
+after decryption (:class:`Finish`).  Every operation exists twice: its class's
+``apply_plain`` is the plaintext reference on a float image; its encrypted side is
+the class's evaluation in each layout (:mod:`hecore.ops.pixel` for the pixel layout,
+one CKKS ciphertext per pixel value per channel worked on as serialized bytes;
+:mod:`hecore.ops.packed` for the packed layouts); matching (distances between
+images) is :mod:`hecore.ops.matching`.
 
 How the encrypted side works
 ----------------------------

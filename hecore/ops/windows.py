@@ -27,7 +27,7 @@ from hecore.errors import InvalidParameters
 
 from .base import ImageOp, as_image, check_int, register
 
-__all__ = ["WindowOp", "MeanFilter", "Convolution", "KERNELS", "MAX_MEAN_K", "MAX_WEIGHT", "MAX_DIVISOR",
+__all__ = ["WindowOp", "BoxWindow", "MeanFilter", "Convolution", "KERNELS", "MAX_MEAN_K", "MAX_WEIGHT", "MAX_DIVISOR",
            "window_offsets", "times", "halo_tiles"]
 
 #: Largest mean-filter side: a clamped corner counts one input ``k^2`` times and
@@ -191,9 +191,25 @@ class WindowOp(ImageOp):
         return total, post_scale / self.divisor
 
 
+class BoxWindow(WindowOp):
+    """A window whose every weight is 1 over ``k^2``: the mean filter, and a downsample's blocks."""
+
+    @property
+    def weights(self) -> np.ndarray:
+        return np.ones((self.k, self.k), dtype=np.int64)
+
+    @property
+    def divisor(self) -> int:
+        return self.k * self.k
+
+    def terms(self):
+        one = np.ones(self.k, dtype=np.int64)
+        return [(one, one)]
+
+
 @register
 @dataclass(frozen=True)
-class MeanFilter(WindowOp):
+class MeanFilter(BoxWindow):
     """The ``k x k`` mean filter with edge replication (iCHEETAH §4.4.1, 3x3 there), any ``k >= 1``."""
 
     k: int
@@ -217,40 +233,6 @@ class MeanFilter(WindowOp):
     @property
     def spec(self) -> str:
         return f"meanfilter:{self.k}"
-
-    @property
-    def weights(self) -> np.ndarray:
-        return np.ones((self.k, self.k), dtype=np.int64)
-
-    @property
-    def divisor(self) -> int:
-        return self.k * self.k
-
-    def terms(self):
-        one = np.ones(self.k, dtype=np.int64)
-        return [(one, one)]
-
-    def raw_step(self, lo, hi, ps):
-        return lo * self.divisor, hi * self.divisor, ps / self.divisor
-
-    def grid_step(self, ps, offset, step):
-        return ps / self.divisor, offset * self.divisor, step
-
-    @property
-    def error_window(self) -> int:
-        return self.divisor
-
-    def apply_plain(self, img: np.ndarray) -> np.ndarray:
-        arr = as_image(img)
-        lo, hi = window_offsets(self.k)
-        pad = [(-lo, hi), (-lo, hi)] + ([(0, 0)] if arr.ndim == 3 else [])
-        padded = np.pad(arr, pad, mode="edge")
-        h, w = arr.shape[:2]
-        total = np.zeros_like(arr)
-        for dy in range(self.k):
-            for dx in range(self.k):
-                total += padded[dy:dy + h, dx:dx + w]
-        return total / self.divisor
 
     def packed(self, ev, c, geom, post_scale):
         """Separable: the row pass and the column pass, ``~2 log2 k`` rotations each for a large ``k``."""
