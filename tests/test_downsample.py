@@ -141,3 +141,10 @@ def test_a_packed_op_that_reads_neighbours_cannot_follow_a_downsample():
     with pytest.raises(InvalidParameters, match="conv:gauss3 before downsample:2.*--layout pixel"):
         check_packed_chain([], parse_ops(["conv:gauss3", "downsample:2"]), 1)
     check_packed_chain([], parse_ops(["brightness:3", "downsample:2", "contrast:2", "grey"]), 1)
+
+
+def test_a_stride_the_slots_cannot_hold_is_refused_before_any_decryption(he_paper4096):
+    ctx, _ = he_paper4096
+    ct = ctx.encrypt_vector(np.zeros(16))
+    with pytest.raises(ValueError, match="needs .* slots; a ciphertext of paper-4096 has 2048"):
+        decrypt_block(ctx, ct, 15, 31, 1, stride=8 ** 20)

@@ -163,6 +163,9 @@ def decrypt_block(ctx: HEContext, ct, tile_h: int, tile_w: int, halo: int = 0,
         return join_halves(ctx.decrypt_complex(ct, block_rows(tile_h, halo, True) * (tile_w + 2 * halo)),
                            tile_h, tile_w, halo)
     bh, bw = tile_h * stride + 2 * halo, tile_w * stride + 2 * halo
+    if bh * bw > ctx.params.slots:
+        raise ValueError(f"a {tile_h}x{tile_w} tile with halo {halo} and stride {stride} needs {bh * bw} slots; a "
+                         f"ciphertext of {ctx.params.name} has {ctx.params.slots}")
     block = ctx.decrypt_slots(ct, bh * bw).reshape(bh, bw)
     return block[halo:halo + tile_h * stride:stride, halo:halo + tile_w * stride:stride]
 
