@@ -556,6 +556,7 @@ BENCH_TABLES = {
     "bench_cluster": BENCH_CLUSTER,
     "bench_packed": BENCH_PACKED,
     "bench_ops": BENCH_OPS,
+    "bench_imageops": BENCH_OPS,
     "bench_dft": BENCH_DFT,
     "bench_infer": BENCH_INFER,
     "bench_tfhe": BENCH_TFHE,

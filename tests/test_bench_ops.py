@@ -29,7 +29,12 @@ def bench(tmp_path_factory):
         assert main(["bench", "--suite", "ops", "--quick", "--out", str(out)]) == 0
     (path,) = (out / "bench_ops").glob("*.parquet")
     table = pq.read_table(path)
+    own.extend(pq.read_table(next((out / "bench_imageops").glob("*.parquet"))).to_pylist())
     return table, table.to_pylist()
+
+
+#: The rows of hepix's own image ops the run wrote beside iCHEETAH's (filled by the ``bench`` fixture).
+own: list = []
 
 
 def _find(rows, **match):
@@ -187,3 +192,15 @@ def test_icheetah_times_are_set_next_to_pixel_rows_of_the_paper_s_size():
     assert bench_ops.paper_encrypt_seconds({**row, "size": 32}) is None          # not the paper's size
     assert bench_ops.paper_encrypt_seconds({**row, "layout": "packed"}) is None
     assert bench_ops.paper_encrypt_seconds({**row, "case": "contrast"}) is None  # not iCHEETAH's case
+
+
+def test_hepix_own_ops_run_exactly_in_every_layout_in_their_own_table(bench):
+    from bench.suites.imageops import COLOUR_CASES
+
+    assert BENCH_TABLES["bench_imageops"] is BENCH_OPS
+    for case, specs in COLOUR_CASES:
+        for layout, preset in (("packed", "paper-4096"), ("packed", "bfv-4096"), ("pixel", "paper-4096")):
+            r = _one(own, case=case, layout=layout, preset=preset)
+            assert r["ops"] == "|".join(specs) and r["exact_fraction"] == 1.0, r
+            assert r["section"] == "hepix" and r["channels"] == 3
+    assert len(own) == 3 * len(COLOUR_CASES)

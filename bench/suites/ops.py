@@ -42,7 +42,10 @@ from USC-SIPI when the data sets are there (:mod:`bench.datasets`), else from
 scikit-image's samples.  Timings are single runs in one process on a shared
 machine: compare rows of the same run, not runs.  iCHEETAH's own encryption times of
 the four cases (:data:`bench.seeds.ICHEETAH_CASES`) are printed next to the pixel
-rows of the same size.  Writes ``OUT/bench_ops/<run_id>.parquet`` (``bench.schemas.BENCH_OPS``).
+rows of the same size.  Writes ``OUT/bench_ops/<run_id>.parquet`` (``bench.schemas.BENCH_OPS``); hepix's own
+image ops -- convolutions, ``grey``, ``downsample`` -- run on a colour image in the same run
+(:func:`colour_rows`, :mod:`bench.suites.imageops`) and go to ``OUT/bench_imageops/<run_id>.parquet``, same
+schema.
 
 Exactness: ``exact_fraction`` is the share of values equal to
 ``round_to_uint8(reference(image, ops))`` after decryption, the deferred
@@ -441,28 +444,37 @@ def _pixel_size(case: Case, packed_size: int, strategy: str, config: OpsConfig) 
 
 # --- hepix's own image ops, on a colour image ---------------------------------------------------
 
-def colour_rows(sources: Sources, config: OpsConfig, keys) -> list[OpsMeasurement]:
+def colour_rows(sources: Sources, config: OpsConfig, keys=None, *,
+                progress: Callable[[OpsMeasurement], None] | None = None) -> list[OpsMeasurement]:
     """Every case of :data:`bench.suites.imageops.COLOUR_CASES`: packed CKKS and BFV at ``colour_size``, the
-    pixel layout (CKKS, ``fresh``) at ``pixel_colour_size``."""
+    pixel layout (CKKS, ``fresh``) at ``pixel_colour_size``.  Written apart from iCHEETAH's cases, to
+    ``OUT/bench_imageops``."""
     from .imageops import COLOUR_CASES, run_packed, run_pixel
 
     if sources.colour is None:
         return []
+    keys = keys or Keys()
     name, pixels = sources.colour
-    rows = []
+    rows: list[OpsMeasurement] = []
+
+    def add(m: OpsMeasurement):
+        rows.append(m)
+        if progress:
+            progress(m)
+
     for case_name, specs in COLOUR_CASES:
         case, ops = Case(case_name, EXTRA_SECTION, specs), parse_ops(list(specs))
         img = prepared_colour(pixels, config.colour_size)
         for preset in (config.packed_ckks, config.packed_bfv):
             ctx, ev = keys.get(preset)
             raw, enc, opt, dec, count, nbytes = run_packed(ctx, ev, img, ops)
-            rows.append(_image_row(case, PACKED, ctx, "fresh", SECURITY_IND_CPA, name, img,
+            add(_image_row(case, PACKED, ctx, "fresh", SECURITY_IND_CPA, name, img,
                                    ChainResult(raw, enc, opt, dec, count, nbytes), ops))
         ctx, _ev = keys.get(config.pixel_preset)
         small = prepared_colour(pixels, config.pixel_colour_size)
         strategy = make_strategy("fresh", ctx).prepare(small)
         raw, enc, opt, dec, count, nbytes = run_pixel(ctx, strategy, small, ops)
-        rows.append(_image_row(case, PIXEL, ctx, "fresh", SECURITY_IND_CPA, name, small,
+        add(_image_row(case, PIXEL, ctx, "fresh", SECURITY_IND_CPA, name, small,
                                ChainResult(raw, enc, opt, dec, count, nbytes, strategy.setup_seconds), ops))
     return rows
 
@@ -597,9 +609,6 @@ def run_ops_bench(sources: Sources, config: OpsConfig = DEFAULT, *,
             res = run_pixel_chain(ctx, strategy, small, ops, config.pixel_tile)
             add(_image_row(case, PIXEL, ctx, strategy, security_of(strategy), main_name, small, res, ops))
 
-    for m in colour_rows(sources, config, keys):
-        add(m)
-
     images, label = match_images(sources, config.match_size, config)
     for name, metrics in config.packed_match:
         ctx, ev = keys.get(name)
@@ -626,7 +635,8 @@ def paper_encrypt_seconds(row: dict) -> float | None:
 
 
 def run(args) -> int:
-    """``hepix bench --suite ops``: measure, write ``OUT/bench_ops/<run_id>.parquet``, print."""
+    """``hepix bench --suite ops``: measure, write ``OUT/bench_ops/<run_id>.parquet`` (iCHEETAH's cases) and
+    ``OUT/bench_imageops/<run_id>.parquet`` (hepix's own ops on a colour image), print."""
     config = QUICK if args.quick else DEFAULT
     sources = load_sources(usc_sipi_dir(), config)
     if sources.origin != "usc-sipi":
@@ -646,8 +656,10 @@ def run(args) -> int:
 
     measured = run_ops_bench(sources, config, progress=progress)
     path = write_rows(measured, BENCH_OPS, Path(args.out) / "bench_ops", run_id, run_columns(run_id, started))
+    own = colour_rows(sources, config, progress=progress)
+    own_path = write_rows(own, BENCH_OPS, Path(args.out) / "bench_imageops", run_id, run_columns(run_id, started))
 
-    rows = [m.as_dict() for m in measured]
+    rows = [m.as_dict() for m in measured + own]
     images = [{**r, "paper_encrypt_seconds": paper_encrypt_seconds(r)} for r in rows if r["case"] != "matching"]
     matching = [r for r in rows if r["case"] == "matching"]
     print()
@@ -676,5 +688,5 @@ def run(args) -> int:
     bad = [r for r in images if r["exact_fraction"] != 1.0] + [r for r in images if r["detected"] is False]
     if bad:
         print(f"\nnot exact (or watermark not found): {len(bad)} row(s)")
-    print(f"\nwrote {path}")
+    print(f"\nwrote {path} and {own_path}")
     return 0
