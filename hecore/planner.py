@@ -26,7 +26,7 @@ from hecore.tfhe.params import SCHEME as TFHE_SCHEME
 
 from .errors import InvalidParameters
 from .layouts import Layout
-from .seal.params import PRESETS, Params
+from .seal.params import PRESETS, Params, names_scheme
 from .support import Support, measured_cost
 
 __all__ = ["Requirements", "requirements", "problems", "plan", "check", "describe_plan", "at_rest",
@@ -479,15 +479,14 @@ def _table_support(spec: str, scheme: str, layout: Layout) -> Support:
 def _family(scheme: str | None):
     """The planning of ``--scheme NAME`` when it is not one of SEAL's schemes (whose planning is this
     module's), else None; :class:`InvalidParameters` for a name no scheme has."""
+    from hecore.tfhe import params as tfhe_params
     from hecore.tfhe import planning as tfhe_planning
-    from hecore.tfhe.params import SCHEME as TFHE
 
-    if scheme is None or scheme in SEAL_SCHEMES:
+    if scheme is None or names_scheme(scheme):
         return None
-    others = {TFHE: tfhe_planning}
-    if scheme not in others:
-        raise InvalidParameters(f"unknown scheme {scheme!r}; expected one of {', '.join(ALL_SCHEMES)}")
-    return others[scheme]
+    if tfhe_params.names_scheme(scheme):
+        return tfhe_planning
+    raise InvalidParameters(f"unknown scheme {scheme!r}; expected one of {', '.join(ALL_SCHEMES)}")
 
 
 def support(spec: str, scheme: str, layout: "Layout | str | None" = None) -> Support:

@@ -39,7 +39,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from hecore.ops.spec import SEAL_SCHEMES, is_table_chain, run_kind
+    from hecore.ops.spec import is_table_chain, run_kind
     from hecore.planner import chain_support, describe_plan, describe_support, plan
     from hecore.schemes import scheme_named
 
@@ -52,12 +52,13 @@ def run(args) -> int:
         raise HepixError(str(e)) from None
     print(f"{chain}: which scheme runs each op (layout: {args.layout or 'packed for CKKS/BFV/BGV, pixel for TFHE'})")
     print(text)
-    seal = [s for s in schemes if s in SEAL_SCHEMES]
+    planned = {s: scheme_named(s).plans_presets for s in schemes}    # the schemes planned over presets
+    seal = [s for s in schemes if planned[s]]
     smallest = None
-    table_ok = not is_table_chain(args.op) or any(v.ok for s, v in verdicts.items() if s in SEAL_SCHEMES)
+    table_ok = not is_table_chain(args.op) or any(v.ok for s, v in verdicts.items() if planned[s])
     if seal and table_ok and not any(run_kind(s) == "infer" for s in args.op):
         ops, match = planned_chain(args)
-        only = args.scheme if args.scheme in SEAL_SCHEMES else None
+        only = args.scheme if args.scheme and planned[args.scheme] else None
         print(f"CKKS/BFV/BGV presets, {seal_layout(args)} layout:")
         print(describe_plan(ops, seal_layout(args), scheme=only, match=match))
         fits = plan(ops, seal_layout(args), scheme=only, match=match)
@@ -68,7 +69,7 @@ def run(args) -> int:
         return 1
     if smallest is not None:
         print(f"smallest: {smallest.name}  (hepix keygen --preset {smallest.name} --out KEYS)")
-    for name in (s for s in runs if s not in SEAL_SCHEMES):     # the schemes whose keys take no preset planning
+    for name in (s for s in runs if not planned[s]):        # the schemes whose keys take no preset planning
         params = scheme_named(name).plan_keys(args.op, args.layout)
         print(f"{name}: {params.name}  (hepix keygen --scheme {name} --out KEYS)")
     return 0

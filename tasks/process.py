@@ -413,17 +413,21 @@ def _per_value_chain(layout: str, specs: list[str], **common):
     return partial(tfhe_partition, specs=specs, **common)
 
 
-#: How each scheme runs a whole op chain in one task: the one place the process stage routes by scheme.
+def _seal_state(layout: str):
+    """The byte format for the pixel layout's byte-level ops, else the evaluator."""
+    return build_evaluator if Layout.parse(layout).packed else build_ct_format
+
+
+#: How each scheme runs a whole op chain in one task, and what its tasks build from the broadcast keys: the
+#: one place the process stage routes by scheme.
 CHAINS = {SEAL: _seal_chain, TFHE: _per_value_chain}
+STATES = {SEAL: _seal_state, TFHE: lambda layout: build_evaluator}
 
 
 def chain_state(scheme, layout: str):
     """What the partition function of :func:`chain_partition` builds in each worker from the broadcast keys
-    (for a warm-up that builds it before the tasks ask): the byte format for the pixel layout's byte-level
-    ops, else the evaluator."""
-    if scheme == SEAL and not Layout.parse(layout).packed:
-        return build_ct_format
-    return build_evaluator
+    (for a warm-up that builds it before the tasks ask)."""
+    return STATES[scheme](layout)
 
 
 def chain_partition(scheme, layout: str, specs: list[str], **common):

@@ -86,6 +86,7 @@ from typing import Sequence
 
 import numpy as np
 
+from hecore.seal import params as seal_params
 from hecore.spectext import check_ascii_digits, op_name
 from hecore.tfhe.ops import NOT_IN_TFHE
 
@@ -116,7 +117,7 @@ def _forms() -> str:
 
 
 #: The schemes whose op vocabulary is this module's (Pyfhel/SEAL); TFHE's is :mod:`hecore.tfhe.ops`.
-SEAL_SCHEMES = ("ckks", "bfv", "bgv")
+SEAL_SCHEMES = seal_params.SCHEMES
 
 #: TFHE ops that CKKS, BFV and BGV cannot evaluate, with why (what the planner and the parser say).
 TFHE_ONLY = {
@@ -233,13 +234,14 @@ def parse_chain(specs: Sequence[str], *, scheme: str | None = None) -> Chain:
     specs = list(specs)
     for spec in specs:
         check_ascii_digits(spec)
-    if scheme is not None and scheme not in SEAL_SCHEMES:
+    if scheme is not None and not seal_params.names_scheme(scheme):
+        from hecore.tfhe import params as tfhe_params
         from hecore.tfhe.ops import parse_chain as parse_tfhe_chain
-        from hecore.tfhe.params import SCHEME as TFHE
 
-        if scheme != TFHE:
-            raise ValueError(f"unknown scheme {scheme!r}; expected one of {', '.join(SEAL_SCHEMES + (TFHE,))}")
-        return Chain(ops=parse_tfhe_chain(specs), scheme=TFHE)
+        if not tfhe_params.names_scheme(scheme):
+            raise ValueError(f"unknown scheme {scheme!r}; expected one of "
+                             f"{', '.join(SEAL_SCHEMES + (tfhe_params.SCHEME,))}")
+        return Chain(ops=parse_tfhe_chain(specs), scheme=scheme)
     if not specs:
         raise ValueError(f"no operation given: expected {_forms()}, or match:QUERY, or infer:MODEL")
     if is_table_chain(specs):                  # 8-bit functions folded into one table (hecore.ops.lut, BFV)

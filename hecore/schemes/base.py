@@ -41,6 +41,8 @@ class Scheme(ABC):
     refused_reason: str
     #: The layouts its ciphertexts come in (:class:`hecore.layouts.Layout`), the default first.
     layouts: tuple
+    #: Whether its keys are planned over presets (``hepix plan`` lists them); else one parameter set.
+    plans_presets: bool = False
     #: What the processing side holds of its keys, for messages (``public``, ``TFHE server key``).
     public_keys: str
     #: How ``hepix encrypt`` can encrypt under its keys (``--encryption``), the default first:

@@ -29,6 +29,7 @@ class SealScheme(Scheme):
     refused_reason = "seal-refused"
     public_keys = "public"
     layouts = (Layout.PACKED, Layout.PACKED_COMPLEX, Layout.PIXEL)
+    plans_presets = True
     encryptions = ("public", "symmetric")
     stores = ("seal", "compact")
     encrypts = "packed or pixel layouts, with the public key or the owner's secret key"

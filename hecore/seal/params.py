@@ -25,6 +25,11 @@ SCHEMES = ("ckks", "bfv", "bgv")
 INTEGER_SCHEMES = ("bfv", "bgv")
 
 
+def names_scheme(name) -> bool:
+    """Whether ``--scheme NAME`` is one of SEAL's schemes (CKKS, BFV, BGV)."""
+    return name in SCHEMES
+
+
 @dataclass(frozen=True)
 class Params:
     """Scheme parameters: ring degree ``n``, prime sizes ``qi_sizes``, and the encoding.

@@ -23,6 +23,11 @@ from ..errors import InvalidParameters
 
 SCHEME = "tfhe"
 
+
+def names_scheme(name) -> bool:
+    """Whether ``--scheme NAME`` is TFHE."""
+    return name == SCHEME
+
 #: The tfhe-rs parameter set of the keys (computation) and of the list compression.
 PARAMETERS = "PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128"
 COMPRESSION = "COMP_PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128"
