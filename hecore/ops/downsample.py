@@ -23,7 +23,6 @@ Encrypted:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -52,17 +51,6 @@ class Downsample(BoxWindow):
     def __post_init__(self):
         if isinstance(self.factor, bool) or self.factor not in FACTORS:
             raise ValueError(f"downsample factor F must be one of {', '.join(map(str, FACTORS))}, got {self.factor!r}")
-
-    @classmethod
-    def parse(cls, args, spec):
-        m = re.match(r"^\s*(\d+)\s*$", args)
-        if m is None:
-            raise ValueError(f"bad operation spec {spec!r}: expected {cls.form}")
-        return cls(int(m.group(1)))
-
-    @property
-    def spec(self) -> str:
-        return f"downsample:{self.factor}"
 
     @property
     def k(self) -> int:

@@ -206,6 +206,18 @@ class BoxWindow(WindowOp):
         one = np.ones(self.k, dtype=np.int64)
         return [(one, one)]
 
+    @classmethod
+    def parse(cls, args, spec):
+        """``NAME:N``: the one integer of a box window (its side, or a downsample's factor)."""
+        m = re.match(r"^\s*(\d+)\s*$", args)
+        if m is None:
+            raise ValueError(f"bad operation spec {spec!r}: expected {cls.form}")
+        return cls(int(m.group(1)))
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}:{self.k}"
+
 
 @register
 @dataclass(frozen=True)
@@ -222,17 +234,6 @@ class MeanFilter(BoxWindow):
         if k > MAX_MEAN_K:
             raise ValueError(f"mean filter side k={k} is larger than the supported {MAX_MEAN_K}")
         object.__setattr__(self, "k", k)
-
-    @classmethod
-    def parse(cls, args, spec):
-        m = re.match(r"^\s*(\d+)\s*$", args)
-        if m is None:
-            raise ValueError(f"bad operation spec {spec!r}: expected {cls.form}")
-        return cls(int(m.group(1)))
-
-    @property
-    def spec(self) -> str:
-        return f"meanfilter:{self.k}"
 
     def packed(self, ev, c, geom, post_scale):
         """Separable: the row pass and the column pass, ``~2 log2 k`` rotations each for a large ``k``."""
