@@ -173,13 +173,14 @@ def problems(params: Params, req: Requirements) -> list[str]:
         return [req.wrong_layout]
     if req.table_depth is not None:
         return _table_problems(params, req)
-    out = []
+    out, budget_short = [], False
     if params.is_integer:
         if not req.integer_ok:
             out.append(f"{params.scheme.upper()} cannot: {req.why_not_integer}")
         if req.integer_bound > (params.plain_modulus - 1) // 2:
             out.append(f"raw values up to {req.integer_bound:.3g} overflow t/2 = {params.plain_modulus // 2} "
                        f"(~2^{params.plain_modulus_bits - 1})")
+        budget_short = req.multiplies and params.n < 8192
     else:
         if req.depth > params.depth:
             out.append(f"needs {req.depth} level(s), {params.name} has {params.depth}")
@@ -203,7 +204,7 @@ def problems(params: Params, req: Requirements) -> list[str]:
                    f"{'multiplication' if req.multiplies else 'rotations'})")
     if req.rotations and not params.rotations:
         out.append(f"{params.name} has no rotation keys (pointwise ops only)")
-    if req.multiplies and params.is_integer and params.n < 8192:
+    if budget_short:
         out.append("one multiplication leaves too little noise budget below N=8192")
     return out
 
@@ -336,12 +337,10 @@ def at_rest(params: Params, ops: Sequence[Op], layout: "Layout | str", match: Ma
     layout = Layout.parse(layout)
     if store not in STORES:
         raise InvalidParameters(f"unknown store {store!r}; choose one of {', '.join(STORES)}")
-    if params.is_integer:
-        if store == "seal":
-            raise InvalidParameters(f"levels and scales are planned for CKKS; {params.name} is "
-                                    f"{params.scheme.upper()}, whose ciphertexts are stored at the first level")
-        raise InvalidParameters(f"the compact at-rest format is for CKKS; {params.name} is {params.scheme.upper()}: "
-                                "store with --store seal")
+    params.ckks_only(f"levels and scales are planned for CKKS; {params.name} is {params.scheme.upper()}, whose "
+                     "ciphertexts are stored at the first level" if store == "seal" else
+                     f"the compact at-rest format is for CKKS; {params.name} is {params.scheme.upper()}: "
+                     "store with --store seal")
     chain = tuple([op.spec for op in ops] + ([match.spec] if match else []))
     if not declared:
         return AtRest(level=0, primes=params.data_primes, scale_bits=params.scale_bits, chain=(), format=store)
@@ -379,7 +378,7 @@ def storage_layout(params: Params, ops: Sequence, match: Match | None = None) ->
     frequency-domain filter, no 8-bit table (those need one pixel per slot) -- else ``packed``; and the halo
     the chain's widest mean filter reaches (0 without one: no slot is spent on neighbours)."""
     halo = max((getattr(op, "halo", 0) for op in ops), default=0)
-    if params.is_integer or match is not None or any(_is_table_op(op) for op in ops):
+    if not params.complex_slots or match is not None or any(_is_table_op(op) for op in ops):
         return Layout.PACKED, halo
     try:
         req = requirements(ops, Layout.PACKED_COMPLEX)

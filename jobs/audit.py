@@ -225,7 +225,7 @@ def _audit_channels(dataset, params: Params, owner, candidates, args, dst: Path,
     """Run the distinguishers on each good image channel (its first ``--max-ciphertexts`` rows): the audit
     rows, and how many ciphertexts they read.  A channel whose rows do not form one group is rejected whole."""
     primes = chain_primes(params)                       # public: SEAL regenerates them from the parameters
-    codec = None if params.is_integer else PlainCodec(params)
+    codec = PlainCodec(params) if params.complex_slots else None
     truth_images = {hashlib.sha256(c).hexdigest(): px for _, c, px in candidates if px is not None}
     rng = np.random.default_rng(args.seed)
     (dst / "images").mkdir(parents=True, exist_ok=True)

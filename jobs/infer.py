@@ -75,6 +75,7 @@ def run_encrypt(args) -> int:
     """``hepix encrypt-digits``: scikit-learn's digits (test split), encrypted with the public key."""
     from hecore.infer import encrypted, layouts
     from hecore.infer import models as infer
+    from hecore.infer.arithmetic import arithmetic
     from hecore.seal.keys import load_public
 
     from .runtime import places
@@ -83,9 +84,11 @@ def run_encrypt(args) -> int:
     places.check_location(args.out, "--out", places.guarded(keys=args.keys))
     ctx = load_public(args.keys, eval_keys=False)
     params = ctx.params
-    if args.pack and params.is_integer:
-        raise HepixError(f"--pack serves CKKS logistic regression; {params.name} is {params.scheme.upper()}: "
-                         "leave --pack out")
+    if args.pack:
+        why = arithmetic(params).ckks_only(f"--pack serves CKKS logistic regression; {params.name} is "
+                                           f"{params.scheme.upper()}: leave --pack out")
+        if why:
+            raise HepixError(why)
     task = infer.digits_task(args.task)
     run_id, started = runinfo.new_run_id(), runinfo.now()
     n = len(task.y_test) if args.samples is None else args.samples
@@ -223,26 +226,16 @@ def _parent_layout(parent):
 
 def _check_fits(op, model, params, pack: bool) -> None:
     """Refuse keys that cannot run the model, naming a preset that can (CKKS: levels; BFV: t)."""
-    from hecore.infer import models as infer
+    from hecore.infer.arithmetic import arithmetic
     from hecore.seal.params import PRESETS
 
-    def fits(p) -> bool:
-        if pack and (p.is_integer or not p.supports_keyswitching):
-            return False
-        if p.is_integer:
-            try:
-                infer.quantise(model, p.plain_modulus)
-            except InvalidParameters:
-                return False
-            return p.supports_keyswitching or op.model == "logreg"
-        return p.depth >= op.depth and (op.model == "logreg" or p.supports_keyswitching)
-
-    if fits(params):
+    ar = arithmetic(params)
+    if ar.serves(op, model, pack=pack):
         return
     # the smallest preset that fits, one of the keys' own scheme first
-    works = sorted((p for p in PRESETS.values() if fits(p)), key=lambda p: (p.scheme != params.scheme, p.n, p.total_bits))
-    need = (f"{op.depth} level(s), {params.name} has {params.depth}" if not params.is_integer
-            else f"a plaintext modulus the quantised model fits, t of {params.plain_modulus_bits} bits is too small")
+    works = sorted((p for p in PRESETS.values() if arithmetic(p).serves(op, model, pack=pack)),
+                   key=lambda p: (p.scheme != params.scheme, p.n, p.total_bits))
+    need = ar.need(op)
     hint = f"use keys made with `hepix keygen --preset {works[0].name}` ({works[0].describe()})" if works else \
         "no preset can"
     raise InvalidParameters(f"{op.spec} cannot run on {params.name}: needs {need}; {hint}")
@@ -465,8 +458,10 @@ def decrypt(run) -> int:
         raise HepixError(f"{args.input} holds encrypted digits no model has run on; "
                          "run `hepix process --op infer:MODEL` first")
     from hecore.infer import models as infer
+    from hecore.infer.arithmetic import arithmetic
 
     op = infer.parse_infer(parent.ops[-1].partition(":")[2])
+    ar = arithmetic(params)
     task = infer.digits_task(op.task)
     binary = task.n_classes == 2                        # the task's, never the manifest's word
     classes = 1 if binary else task.n_classes
@@ -523,8 +518,7 @@ def decrypt(run) -> int:
             from hecore.flooding import flood
 
             s = flood(s, args.flood_std)
-        if binary and params.is_integer:
-            s = infer.sigmoid_poly(s)              # BFV returns the score; the sigmoid line after decryption
+        s = ar.finished(s, binary)                 # BFV returns the score; the sigmoid line after decryption
         p = infer.predictions(s, binary)
         labels = task.y_test[start:start + n]
         for j in range(n):

@@ -196,14 +196,14 @@ def run_model(ev, model, rows: list[dict], *, spec: str, run_id: str, layout=Non
     """One batch's ciphertext rows (sorted by index) -> its head outputs as CIPHERTEXTS rows: the first row's
     labels, the op added, BFV's quantisation in ``post_scale`` and each output's checksum."""
     from hecore.infer import encrypted, layouts
-    from hecore.infer import models as infer
+    from hecore.infer.arithmetic import arithmetic
 
     from .checksums import ct_checksums
 
     first = rows[0]
     t0 = time.perf_counter()
     cts = [ev.load(r["ct"]) for r in rows]
-    q = infer.quantise(model, ev.params.plain_modulus) if ev.params.is_integer else None
+    q = arithmetic(ev.params).prepared(model)
     if layout is None:
         outs = encrypted.infer_encrypted(ev, model, cts, quantised=q, block=first["tile_h"])
     else:

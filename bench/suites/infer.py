@@ -39,6 +39,7 @@ from bench.schemas import BENCH_INFER
 from bench.timing import load_1m, median, pin_one_core
 from hecore.infer import layouts
 from hecore.infer import models as infer
+from hecore.infer.arithmetic import arithmetic
 from jobs.runtime import runinfo
 from jobs.runtime.console import table
 
@@ -181,7 +182,7 @@ def run_infer_bench(configs=DEFAULT, *, single_repeats: int = SINGLE_REPEATS,
         data = layouts.encrypt(ctx, layout, x, model)
         cts = [ev.load(c) for c in data]
         enc = time.perf_counter() - t0
-        q = infer.quantise(model, ctx.params.plain_modulus) if ctx.params.is_integer else None
+        q = arithmetic(ctx.params).prepared(model)
         t0 = time.perf_counter()
         outs = layouts.infer(ev, model, layout, cts, quantised=q)
         cold = time.perf_counter() - t0

@@ -84,7 +84,7 @@ from hecore.layouts.pixel import encrypt_tiles as pixel_encrypt_tiles
 from hecore.ops.matching import distance_scale, pair_partial, plain_distances
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.pixel import apply_pointwise, window_tile
-from hecore.ops.spec import Op, Watermark, finish_for, parse_ops, raw_range, reference
+from hecore.ops.spec import Op, finish_for, parse_ops, raw_range, reference
 from hecore.quality import round_to_uint8
 from hecore.seal.context import HEContext
 from hecore.seal.evaluator import Evaluator
@@ -392,11 +392,11 @@ def _score(m: OpsMeasurement, img: np.ndarray, ops: Sequence[Op], res: ChainResu
     decrypted = round_to_uint8(finish.apply(res.raw))
     m.exact_fraction = float(np.mean(decrypted == round_to_uint8(ref)))
     m.max_abs_err = float(np.max(np.abs(res.raw * finish.post_scale_float - ref)))
-    marks = [op for op in ops if isinstance(op, Watermark)]
+    marks = [op.mark for op in ops if op.mark is not None]
     if marks:
-        wm = marks[-1]
-        found = detect_watermark(decrypted, img, wm.v)
-        m.detected = found == [(wm.x, wm.y)]
+        x, y, v = marks[-1]
+        found = detect_watermark(decrypted, img, v)
+        m.detected = found == [(x, y)]
         m.detected_pixels = " ".join(f"({x},{y})" for x, y in found)
     return m
 

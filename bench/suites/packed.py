@@ -428,9 +428,8 @@ def run_packed_bench(images: dict[str, np.ndarray], *, presets=DEFAULT_PRESETS,
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     params = [preset(p) if isinstance(p, str) else p for p in presets]
     for p in params:
-        if not p.is_ckks:
-            raise ValueError(f"the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
-                             f"{p.name} is {p.scheme.upper()}: choose a CKKS preset")
+        p.ckks_only(f"the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
+                    f"{p.name} is {p.scheme.upper()}: choose a CKKS preset", ValueError)
     impls: list[Implementation] = [HepixPacked(p) for p in params]
     impls += [HepixPacked(i.params, complex_packing=True, ctx=i.ctx) for i in list(impls)]
     ts = import_tenseal() if tenseal else None
@@ -523,9 +522,9 @@ def run(args) -> int:
     if count < 1 or repeats < 1:
         raise SystemExit(f"hepix bench: --images and --repeats must be >= 1, got {count} and {repeats}")
     presets = (args.preset,) if args.preset else DEFAULT_PRESETS
-    if any(not preset(p).is_ckks for p in presets):
-        raise SystemExit(f"hepix bench: the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
-                         f"{args.preset} is not CKKS: choose a CKKS preset")
+    for p in presets:
+        preset(p).ckks_only(f"hepix bench: the packed suite compares CKKS encryptions (TenSEAL ckks_vector); "
+                            f"{p} is not CKKS: choose a CKKS preset", SystemExit)
     images = packed_images(count, size, args.image)
     run_id, started = runinfo.new_run_id(), runinfo.now()
     print(f"hepix bench {run_id}: packed layout vs TenSEAL vs pixel full, {', '.join(presets)}, "

@@ -126,7 +126,7 @@ def measure(pixels: int = 64, threads: int = 1, table_pixels: int = 8, variants=
 
     for spec, circuit in variants or VARIANTS:
         op = parse_op(spec)
-        n = min(pixels, table_pixels) if (circuit in _TABLE_CIRCUITS or spec.startswith("lut:")) else pixels
+        n = min(pixels, table_pixels) if (circuit in _TABLE_CIRCUITS or op.native_op == "table") else pixels
         out, s = _timed(ev.apply, op, cts[:n], circuit=circuit)
         exact = bool(np.array_equal(dec.decrypt(out), op.reference(values[:n])))
         rows.append(bench_row("op", spec, circuit, n, threads, s, exact=exact))

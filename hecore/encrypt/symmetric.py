@@ -60,9 +60,8 @@ class SymmetricEncryptor(Encryptor):
     def __init__(self, public: PublicMaterial, secret_key: bytes, *, compression: str = DEFAULT_COMPRESSION,
                  check_key: bool = True):
         params = public.params
-        if not params.is_ckks:
-            raise HepixError(f"symmetric encryption is implemented for CKKS; {params.name} is "
-                             f"{params.scheme.upper()}: use --encryption public, or keys of a CKKS preset")
+        params.ckks_only(f"symmetric encryption is implemented for CKKS; {params.name} is "
+                         f"{params.scheme.upper()}: use --encryption public, or keys of a CKKS preset", HepixError)
         if compression not in COMPRESSIONS:
             raise HepixError(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
         if not secret_key:

@@ -20,8 +20,9 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
+from .arithmetic import arithmetic
 from .encrypted import cached_plaintext
-from .models import PIXEL_MAX, PIXELS, LogReg, Quantised, quantise, sigmoid_poly
+from .models import PIXEL_MAX, PIXELS, LogReg, Quantised, sigmoid_poly
 
 __all__ = ["decrypt_scores", "encrypt_samples", "fits", "infer", "positions", "weights_polynomial"]
 
@@ -56,16 +57,7 @@ def fits(model, params) -> str | None:
         return f"the coefficient layout serves logistic regression, not {model.name}"
     if model.w.shape[0] * PIXELS > params.n:
         return f"{model.w.shape[0]} classes x {PIXELS} coefficients exceed the ring degree {params.n}"
-    if params.is_integer:
-        try:
-            quantise(model, params.plain_modulus)     # every partial sum is bounded like the score
-        except InvalidParameters as e:
-            return str(e)
-        return None
-    room = 2.0 ** (params.qi_sizes[0] - params.scale_bits - 1)
-    if _ckks_bound(model) >= room:
-        return f"coefficients up to {_ckks_bound(model):.3g} exceed the {room:g} that {params.name}'s first prime leaves"
-    return None
+    return arithmetic(params).why_coefficients_overflow(model, _ckks_bound)
 
 
 def encrypt_samples(ctx, x: np.ndarray) -> list[bytes]:
@@ -85,36 +77,34 @@ def _encoded(model, ev, kind: str, values, level: int, scale):
                             lambda: ev.ctx.encode_coefficients(values(), level=level, scale=scale))
 
 
-def _weights(model, ev, quantised: Quantised | None):
-    """(weights, bias) the layout multiplies by, checked once per model and evaluator."""
+def _weights(model, ev, ar, quantised: Quantised | None):
+    """(weights, bias) the layout multiplies by in the arithmetic ``ar``, checked once per model and evaluator."""
     def make():
         why = fits(model, ev.params)
         if why:
             raise InvalidParameters(why)
-        if ev.params.is_integer:
-            return (quantised or quantise(model, ev.params.plain_modulus)).layers[0]
-        return model.head()
+        return ar.layers(model, quantised)[0]
     return cached_plaintext(model, ev, "coefficients", "weights", make)
 
 
 def infer(ev, model, cts: list, *, quantised: Quantised | None = None, stats: dict | None = None) -> list:
     """The model on loaded ciphertexts of :func:`encrypt_samples`: one output ciphertext per sample,
     class k's score (binary CKKS: the sigmoid line's probability) at coefficient ``64k + 63``."""
-    w, b = _weights(model, ev, quantised)
-    integer = ev.params.is_integer
+    ar = arithmetic(ev.params)
+    w, b = _weights(model, ev, ar, quantised)
     t0 = time.perf_counter()
     out = []
     for c in cts:
-        spare = 0 if integer else ev.params.depth - ev.level(c) - 1
+        spare = ar.spare_levels(ev, c, 1)
         if spare < 0:
             raise InvalidParameters(f"logreg needs depth 1; {ev.params.name} affords {ev.params.depth}")
         if spare:
             c = ev.mod_switch(c, spare)
         level = ev.level(c)
-        q = None if integer else ev.level_prime(c)
+        q = ar.product_scale(ev, c)
         acc = ev.rescale(ev.multiply_plain(c, _encoded(model, ev, "w", lambda: weights_polynomial(w), level, q)))
         if np.any(b):
-            scale = None if integer else ev.scale(acc)
+            scale = ar.bias_scale(ev, acc)
             acc = ev.add_plain(acc, _encoded(model, ev, "b", lambda: _bias_polynomial(b), ev.level(acc), scale))
         out.append(acc)
     if stats is not None:

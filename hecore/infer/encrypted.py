@@ -2,7 +2,8 @@
 
 A batch of digits is laid out SIMD across samples: slot j of ciphertext f is pixel f of digit j, so a
 linear layer is plaintext scalar products and additions, no rotation (:func:`layout_batch`).  CKKS runs
-the models as trained; BFV runs them quantised (:func:`hecore.infer.models.quantise`).
+the models as trained; BFV runs them quantised (:func:`hecore.infer.models.quantise`); the
+:mod:`.arithmetic` of the preset says how.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
-from .models import PIXEL_MAX, PIXELS, POOL_OF, TAPS, LogReg, Quantised, quantise, sigmoid_poly
+from .arithmetic import arithmetic
+from .models import PIXEL_MAX, PIXELS, POOL_OF, TAPS, LogReg, Quantised, sigmoid_poly
 
 
 def block_for(n: int, slots: int, packed: bool) -> int:
@@ -88,44 +90,35 @@ def cached_plaintext(model, ev, family: str, key, make):
     return cache[key]
 
 
-def _linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float):
-    """``sum_i weights[i] cts[i] + bias`` (CKKS: one level; zero weights skipped)."""
-    integer = ev.params.is_integer
+def _linear(ev, ar, plain: _Plain, cts: list, weights: np.ndarray, bias: float):
+    """``sum_i weights[i] cts[i] + bias`` in the arithmetic ``ar`` (CKKS: one level; zero weights skipped)."""
     level = ev.level(cts[0])
-    q = None if integer else ev.level_prime(cts[0])
+    q = ar.product_scale(ev, cts[0])
     acc = None
     for c, w in zip(cts, weights):
-        w = int(w) if integer else float(w)
+        w = ar.weight(w)
         if w == 0:
             continue
-        if integer and w < 0:
-            # BFV/BGV: -|w| encodes as t - |w|, a ~t-sized constant that costs ~log2(t) bits of noise
-            # budget; |w| and a negation cost log2|w|
-            prod = ev.negate(ev.multiply_plain(c, plain.get(-w, level, q)))
-        else:
-            prod = ev.multiply_plain(c, plain.get(w, level, q))
-        acc = ev.add_into(acc, prod)
+        acc = ev.add_into(acc, ar.multiply(ev, c, w, lambda v: plain.get(v, level, q)))
     if acc is None:
         raise InvalidParameters("a layer whose weights are all zero (after quantisation) cannot be evaluated")
     acc = ev.rescale(acc)
     if bias:
-        b = int(bias) if integer else float(bias)
-        acc = ev.add_plain(acc, plain.get(b, ev.level(acc), None if integer else ev.scale(acc)))
+        acc = ev.add_plain(acc, plain.get(ar.weight(bias), ev.level(acc), ar.bias_scale(ev, acc)))
     return acc
 
 
-def _blocked_linear(ev, plain: _Plain, cts: list, weights: np.ndarray, bias: float, block: int):
+def _blocked_linear(ev, ar, plain: _Plain, cts: list, weights: np.ndarray, bias: float, block: int):
     """Logistic regression on block-packed pixels: per ciphertext one product with the weights laid
     out like the pixels, then the blocks summed by ``log2(min(N/2 / block, 64))`` rotations; slot j of
     the result holds sample j's score."""
-    integer = ev.params.is_integer
     per = ev.slots // block
     wl = np.zeros((len(cts), per, block))
     for f in range(PIXELS):
         wl[f // per, f % per, :] = weights[f]
     wl = wl.reshape(len(cts), ev.slots)
     level = ev.level(cts[0])
-    q = None if integer else ev.level_prime(cts[0])
+    q = ar.product_scale(ev, cts[0])
     acc = None
     for c, w in zip(cts, wl):
         if not np.any(w):
@@ -152,11 +145,12 @@ def infer_encrypted(ev, model, cts: list, *, quantised: Quantised | None = None,
     one ciphertext per output score (binary: the sigmoid line's probability in CKKS, the quantised
     score in BFV/BGV), sample j in slot j."""
     block = block or ev.slots
+    ar = arithmetic(ev.params)
     if block != ev.slots:
-        if not isinstance(model, LogReg) or ev.params.is_integer:
-            raise InvalidParameters(
-                f"block-packed batches (block {block} < {ev.slots} slots) serve CKKS logistic regression only; "
-                f"encrypt one pixel per ciphertext for {model.name} / {ev.params.scheme.upper()}")
+        why = (f"block-packed batches (block {block} < {ev.slots} slots) serve CKKS logistic regression only; "
+               f"encrypt one pixel per ciphertext for {model.name} / {ev.params.scheme.upper()}")
+        if not isinstance(model, LogReg) or ar.ckks_only(why):
+            raise InvalidParameters(why)
         per = ev.slots // block
         if len(cts) != -(-PIXELS // per):
             raise ValueError(f"a batch with block {block} has {-(-PIXELS // per)} ciphertexts, got {len(cts)}")
@@ -165,41 +159,37 @@ def infer_encrypted(ev, model, cts: list, *, quantised: Quantised | None = None,
         w, b = model.head()
         t0 = time.perf_counter()
         plain = _plain_cache(model, ev)
-        out = [_blocked_linear(ev, plain, cts, w[i], b[i], block) for i in range(w.shape[0])]
+        out = [_blocked_linear(ev, ar, plain, cts, w[i], b[i], block) for i in range(w.shape[0])]
         if stats is not None:
             stats["infer_seconds"] = time.perf_counter() - t0
         return out
     if len(cts) != PIXELS:
         raise ValueError(f"a digits batch has {PIXELS} ciphertexts (one per pixel), got {len(cts)}")
-    integer = ev.params.is_integer
     need = model.depth
-    if not integer and ev.level(cts[0]) + need > ev.params.depth:
-        raise InvalidParameters(f"{model.name} needs depth {need}; {ev.params.name} affords {ev.params.depth} "
-                                "(use `hepix plan` for a preset)")
-    if integer and quantised is None:
-        quantised = quantise(model, ev.params.plain_modulus)
+    ar.check_depth(ev, cts[0], need, model.name)
+    quantised = ar.prepared(model, quantised)
     plain = _plain_cache(model, ev)
     t0 = time.perf_counter()
-    spare = 0 if integer else ev.params.depth - ev.level(cts[0]) - need
+    spare = ar.spare_levels(ev, cts[0], need)
     if spare > 0:              # levels the model does not need: drop their primes first (cheaper products)
         cts = [ev.mod_switch(c, spare) for c in cts]
     if isinstance(model, LogReg):
-        w, b = quantised.layers[0] if integer else model.head()
-        out = [_linear(ev, plain, cts, w[i], b[i]) for i in range(w.shape[0])]
+        w, b = ar.layers(model, quantised)[0]
+        out = [_linear(ev, ar, plain, cts, w[i], b[i]) for i in range(w.shape[0])]
     else:
-        (ker, bc), (wh, bh) = quantised.layers if integer else ((model.kernels, model.conv_bias), model.head())
+        (ker, bc), (wh, bh) = ar.layers(model, quantised)
         k = ker.shape[0]
         pooled = [None] * (9 * k)
         for pos in range(36):
             inputs = [cts[i] for i in TAPS[pos]]
             for kk in range(k):
-                a = _linear(ev, plain, inputs, ker[kk], bc[kk])
+                a = _linear(ev, ar, plain, inputs, ker[kk], bc[kk])
                 j = POOL_OF[pos] * k + kk
                 pooled[j] = ev.add_into(pooled[j], ev.square_raw(a, relinearize=False))
         # the four squares of a pool window are summed as three-part ciphertexts: one
         # relinearisation (key switch) and one rescale per pooled feature instead of four
         pooled = [ev.rescale(ev.relinearize(p)) for p in pooled]
-        out = [_linear(ev, plain, pooled, wh[i], bh[i]) for i in range(wh.shape[0])]
+        out = [_linear(ev, ar, plain, pooled, wh[i], bh[i]) for i in range(wh.shape[0])]
     if stats is not None:
         stats["infer_seconds"] = time.perf_counter() - t0
     return out

@@ -27,6 +27,7 @@ import numpy as np
 from hecore.errors import InvalidParameters
 
 from . import coefficients, encrypted, windows
+from .arithmetic import arithmetic
 from .models import PIXELS, LogReg, sigmoid_poly
 
 __all__ = ["LAYOUTS", "Estimate", "Layout", "choose", "decrypt", "encrypt", "estimates", "infer", "parse_layout"]
@@ -88,8 +89,7 @@ def _counts(layout: Layout, model, params, n: int) -> dict:
     classes = (model.w if isinstance(model, LogReg) else model.head_w).shape[0]
     batches = -(-n // params.slots)
     if layout.name == COEFFICIENTS:
-        prod = "poly_product" if params.is_integer else "product"
-        return {"encrypt": n, "encode": 0 if params.is_integer else n, prod: n, "decrypt": n}
+        return {"encrypt": n, **arithmetic(params).polynomial_products(n), "decrypt": n}
     if layout.name == WINDOWS:
         k = model.kernels.shape[0]
         return {"encrypt": n, "encode": n, "product": n * (1 + classes), "square": n,
@@ -113,8 +113,9 @@ def _why_not(layout: Layout, model, params, n: int) -> str | None:
     if layout.name == WINDOWS:
         return windows.fits(model, params)
     if layout.name == BLOCK:
-        if not isinstance(model, LogReg) or params.is_integer or not params.supports_keyswitching:
-            return "block layouts serve CKKS logistic regression with rotation keys"
+        why = "block layouts serve CKKS logistic regression with rotation keys"
+        if not isinstance(model, LogReg) or arithmetic(params).ckks_only(why) or not params.supports_keyswitching:
+            return why
         if not n <= layout.block <= params.slots:
             return f"block {layout.block} cannot hold {n} samples in {params.slots} slots"
     return None

@@ -26,6 +26,7 @@ import numpy as np
 
 from hecore.errors import InvalidParameters
 
+from .arithmetic import arithmetic
 from .encrypted import cached_plaintext
 from .models import PIXEL_MAX, PIXELS, POOL_OF, TAPS, TinyCNN
 
@@ -59,8 +60,9 @@ def fits(model, params) -> str | None:
     """Why ``model`` cannot run in this layout with ``params``, or None when it can."""
     if not isinstance(model, TinyCNN):
         return f"the windows layout serves TinyCNN, not {model.name}"
-    if params.is_integer:
-        return f"the windows layout is CKKS only ({params.name} is {params.scheme.upper()})"
+    why = arithmetic(params).ckks_only(f"the windows layout is CKKS only ({params.name} is {params.scheme.upper()})")
+    if why:
+        return why
     k = model.kernels.shape[0]
     classes = model.head_w.shape[0]
     if k * KERNEL_STRIDE > params.slots or k & (k - 1):

@@ -51,10 +51,8 @@ def check_tile_fits(params: Params, tile_h: int, tile_w: int, halo: int = 0, com
     With complex packing the tile's height must be even and each half (with its halo) must fit.
     """
     if complex_packing:
-        if params.is_integer:
-            raise InvalidParameters(
-                f"complex packing (two pixels per slot) needs CKKS; {params.name} is {params.scheme.upper()}: "
-                "use --layout packed, or keys of a CKKS preset")
+        params.ckks_only(f"complex packing (two pixels per slot) needs CKKS; {params.name} is "
+                         f"{params.scheme.upper()}: use --layout packed, or keys of a CKKS preset")
         if tile_h % 2:
             raise InvalidParameters(
                 f"complex packing splits a tile into a top and a bottom half; tile height {tile_h} is odd: "

@@ -152,6 +152,11 @@ class ImageOp:
         """The tile size of the rows after the op (the packed tile shrinks with a downsampled image)."""
         return tuple(tile)
 
+    @property
+    def mark(self) -> tuple[int, int, float] | None:
+        """A watermark's (column, row, value): what a reader of the result looks for (None: the op marks nothing)."""
+        return None
+
     def misfit(self, width: int, height: int) -> str:
         """Why the op does not fit a ``width x height`` image ("" when it does)."""
         return ""

@@ -356,8 +356,7 @@ class DftPipeline:
         :meth:`replicate`); ``encrypted_mask``: a ciphertext of the mask in spectrum order
         (:func:`spectrum_order`), replicated, for ``stages='three'`` built with ``mask=None``.
         ``stats`` (optional) receives encode/compute seconds."""
-        if ev.params.is_integer:
-            raise InvalidParameters(f"the DFT pipeline needs CKKS (complex slots), not {ev.params.scheme.upper()}")
+        ev.params.ckks_only(f"the DFT pipeline needs CKKS (complex slots), not {ev.params.scheme.upper()}")
         if ev.slots % self.n:
             self.replicate(np.zeros(self.n), ev.slots)         # raises the message
         if ev.level(c) + self.depth > ev.params.depth:

@@ -88,15 +88,13 @@ def plain_l1_approx(d: np.ndarray, bound: float) -> float:
 
 def check_match_params(ev: Evaluator, match: Match) -> None:
     p = ev.params
-    if "l1" in match.metrics and p.is_integer:
-        raise InvalidParameters(
-            f"match L1 needs an approximation of |x| that {p.name} ({p.scheme.upper()}, integers mod t) cannot "
-            "evaluate; use `match:QUERY,l2` with BFV/BGV, or the CKKS preset match-8192 for L1"
-        )
+    if "l1" in match.metrics:
+        p.ckks_only(f"match L1 needs an approximation of |x| that {p.name} ({p.scheme.upper()}, integers mod t) "
+                    "cannot evaluate; use `match:QUERY,l2` with BFV/BGV, or the CKKS preset match-8192 for L1")
     if not p.supports_keyswitching or ev.ctx.public.relin_key is None:
         raise InvalidParameters(f"matching multiplies ciphertexts; {p.name} has no relinearisation key. "
                                 "Use tenseal-8192 (CKKS) or bfv-8192")
-    if not p.is_integer and p.depth < match.depth:
+    if p.spends_levels and p.depth < match.depth:
         raise InvalidParameters(
             f"{match.spec} needs {match.depth} levels but {p.name} affords {p.depth}; "
             "use match-8192 (or `match:QUERY,l2` with tenseal-8192)")
@@ -142,8 +140,9 @@ def pair_partial(ev: Evaluator, a, b, metric: str, geom: PackedGeometry | None, 
         out = _region_sum(ev, p, geom)
     else:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
-    if not ev.params.is_integer and parts > 1:
-        out = ev.scale_value(out, 1.0 / parts)
+    share = ev.params.partial_share(parts)
+    if share > 1:
+        out = ev.scale_value(out, 1.0 / share)
     return out
 
 

@@ -170,15 +170,9 @@ def constant_for(ev: Evaluator, value: float, post_scale: float, what: str):
     BFV/BGV need it to be an integer and say so, naming the op.
     """
     raw = value / post_scale
-    if ev.params.is_integer:
-        if not np.isfinite(raw) or raw != round(raw):
-            raise InvalidParameters(
-                f"{what}: adds {value:g} / post_scale {post_scale:g} = {raw:g} to the raw values, which "
-                f"{ev.params.scheme.upper()} (integers only) cannot represent; use a CKKS preset or an "
-                "integer-preserving value"
-            )
-        return float(round(raw))
-    return raw
+    return ev.exact_constant(raw, f"{what}: adds {value:g} / post_scale {post_scale:g} = {raw:g} to the raw "
+                                  f"values, which {ev.params.scheme.upper()} (integers only) cannot represent; use "
+                                  "a CKKS preset or an integer-preserving value")
 
 
 def apply_op(ev: Evaluator, c, op: Op, geom: PackedGeometry, post_scale: float):

@@ -170,6 +170,10 @@ class Watermark(_Constant):
         return cls(int(m.group(1)), int(m.group(2)), float(m.group(3)))
 
     @property
+    def mark(self) -> tuple[int, int, float]:
+        return self.x, self.y, self.v
+
+    @property
     def spec(self) -> str:
         return f"watermark:{self.x},{self.y},{fmt_number(self.v)}"
 

@@ -168,9 +168,8 @@ def approx_sign_mask(ev: Evaluator, ct, threshold: int, steps=("f3",)):
     of slots): ``255 (s + 1) / 2`` with ``s`` the composite ``steps`` of ``(p - T + 1/2) / D`` (module
     doc).  Spends :func:`levels_needed` levels; refuses a preset that has fewer."""
     names = parse_steps(steps)
-    if ev.params.is_integer:
-        raise ValueError(f"the polynomial sign needs CKKS; {ev.params.name} is {ev.params.scheme.upper()} "
-                         "(use TFHE's threshold:T for an exact mask)")
+    ev.params.ckks_only(f"the polynomial sign needs CKKS; {ev.params.name} is {ev.params.scheme.upper()} "
+                        "(use TFHE's threshold:T for an exact mask)", ValueError)
     if "f3" in names[1:]:
         raise ValueError(f"sign polynomial {steps_name(names)}: f3 adds two products and needs its input at the "
                          "preset's scale, so it may only be the first step (e.g. f3.f1)")

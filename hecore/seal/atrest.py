@@ -309,9 +309,8 @@ class CompactEncryptor:
         self.params = inner.params
         self.name = inner.name
         self.security = inner.security
-        if not self.params.is_ckks:
-            raise HepixError(f"the compact at-rest format is for CKKS; {self.params.name} is "
-                             f"{self.params.scheme.upper()}: store with --store seal")
+        self.params.ckks_only(f"the compact at-rest format is for CKKS; {self.params.name} is "
+                              f"{self.params.scheme.upper()}: store with --store seal", HepixError)
         self._symmetric = callable(getattr(inner, "encrypt_compact", None))
         self._compactor = None if self._symmetric else Compactor.for_public(inner.ctx.public)
 
@@ -351,9 +350,9 @@ class SealStoreEncryptor:
         self.params = inner.params
         self.name = inner.name
         self.security = inner.security
-        if at_rest is not None and not self.params.is_ckks:
-            raise HepixError(f"a planned level and scale are CKKS's; {self.params.name} is "
-                             f"{self.params.scheme.upper()}: encrypt without --for-op")
+        if at_rest is not None:
+            self.params.ckks_only(f"a planned level and scale are CKKS's; {self.params.name} is "
+                                  f"{self.params.scheme.upper()}: encrypt without --for-op", HepixError)
         self._symmetric = callable(getattr(inner, "encrypt_at", None))
 
     @property

@@ -50,7 +50,7 @@ class CiphertextChecker:
         self.params = params
         self.fixed = fixed_format           # hecore.ciphertexts.CiphertextFormat, or None
         # CKKS ciphertexts no multiplication has touched: scale exactly 2^bits, over exactly this many primes
-        self.exact_scale = None if params.is_integer or exact_scale is None else (float(2 ** exact_scale[0]),
+        self.exact_scale = None if not params.spends_levels or exact_scale is None else (float(2 ** exact_scale[0]),
                                                                                    int(exact_scale[1]))
         self.max_bytes = _PREFIX_ALLOWANCE + _MAX_COMPONENTS * params.data_primes * params.n * 8
 
@@ -109,7 +109,7 @@ class CiphertextChecker:
             return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): "
                                            f"{str(e).splitlines()[0][:160]}"), None
         primes = None
-        if not self.params.is_integer:
+        if self.params.spends_levels:
             # Pyfhel counts levels in Python (0 on load): a ciphertext stored below the first level says so
             primes = self._primes(loaded)
             loaded.mod_level = self.params.data_primes - primes

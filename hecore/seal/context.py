@@ -473,8 +473,7 @@ class PlainCodec:
     """
 
     def __init__(self, params: Params, he: Pyfhel | None = None):
-        if params.is_integer:
-            raise HepixError(f"PlainCodec is for CKKS; {params.name} is {params.scheme.upper()}")
+        params.ckks_only(f"PlainCodec is for CKKS; {params.name} is {params.scheme.upper()}", HepixError)
         self.params = params
         self._he = he if he is not None else pyfhel_for(params)
         self._templates: dict[bytes, bytes] = {}

@@ -35,7 +35,7 @@ import math
 import numpy as np
 from Pyfhel import PyCtxt
 
-from ..errors import HepixError
+from ..errors import HepixError, InvalidParameters
 from .context import HEContext, integer_slots
 
 __all__ = ["Evaluator", "CkksEvaluator", "IntegerEvaluator", "MissingEvaluationKeys"]
@@ -416,6 +416,10 @@ class CkksEvaluator(Evaluator):
     def _encrypt_zeros(self, c: PyCtxt) -> PyCtxt:
         return self._he.encryptFrac(np.zeros(self.slots), scale=float(c.scale))
 
+    def exact_constant(self, raw: float, refusal: str) -> float:
+        """A constant to add to the raw values: any real will do."""
+        return raw
+
 
 class IntegerEvaluator(Evaluator):
     """BFV and BGV: integers mod ``t`` in every slot, exact; products spend noise, not levels, and nothing is
@@ -453,3 +457,9 @@ class IntegerEvaluator(Evaluator):
 
     def _encrypt_zeros(self, c: PyCtxt) -> PyCtxt:
         return self._encrypt_ints(np.zeros(self.slots, dtype=np.int64))
+
+    def exact_constant(self, raw: float, refusal: str) -> float:
+        """A constant to add to the raw values: it must be an integer (else ``InvalidParameters(refusal)``)."""
+        if not np.isfinite(raw) or raw != round(raw):
+            raise InvalidParameters(refusal)
+        return float(round(raw))

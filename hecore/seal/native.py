@@ -24,17 +24,11 @@ def pyfhel_for(params: Params) -> Pyfhel:
         # context.  That is the documented nature of the preset, not news to the user.
         if len(params.qi_sizes) == 1:
             warnings.filterwarnings("ignore", message=".*do not support rescaling.*")
-        if params.is_integer:
-            he.contextGen(scheme=params.scheme, n=params.n, t_bits=params.plain_modulus_bits,
-                          qi_sizes=list(params.qi_sizes), sec=params.security_bits)
-            if int(he.t) != params.plain_modulus:      # integer_slots and the planner rely on it
-                raise HepixError(f"SEAL chose t = {int(he.t)} for {params.describe()}, not the expected "
-                                 f"{params.plain_modulus}")
-        else:
-            he.contextGen(
-                scheme=params.scheme, n=params.n, scale=2.0 ** params.scale_bits,
-                qi_sizes=list(params.qi_sizes), sec=params.security_bits,
-            )
+        he.contextGen(scheme=params.scheme, n=params.n, qi_sizes=list(params.qi_sizes), sec=params.security_bits,
+                      **params.encoding_args())
+    if params.plain_modulus and int(he.t) != params.plain_modulus:      # integer_slots and the planner rely on it
+        raise HepixError(f"SEAL chose t = {int(he.t)} for {params.describe()}, not the expected "
+                         f"{params.plain_modulus}")
     return he
 
 

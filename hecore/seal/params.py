@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 from ..errors import InvalidParameters, WeakParameters
 
@@ -43,6 +44,9 @@ class Params:
     is not stored in ciphertexts; the others are the data primes.  With a
     single prime there is no key switching (no relinearisation, no rotation):
     enough for pixel additions and plaintext multiplication, nothing more.
+
+    ``Params("ckks", ...)`` is a :class:`CkksParams`, ``Params("bfv" | "bgv", ...)`` an
+    :class:`IntegerParams`: where the two encodings behave differently, the type answers.
     """
 
     scheme: str
@@ -53,6 +57,21 @@ class Params:
     name: str = field(default="custom", compare=False)
     plain_modulus_bits: int = 0
     rotations: bool = True      # False: no Galois keys, pointwise ops only; BFV/BGV then fill all N slots
+
+    #: True for BFV/BGV (exact integers mod t), False for CKKS (approximate reals).
+    is_integer: ClassVar[bool] = False
+    #: CKKS: a fresh ciphertext carries levels that rescales spend (BFV/BGV spend noise budget instead).
+    spends_levels: ClassVar[bool] = False
+    #: CKKS slots are complex: two pixels per slot (complex packing), the DFT, polynomial approximations.
+    complex_slots: ClassVar[bool] = False
+    #: The pixel layout (iCHEETAH's: each value its own ciphertext, CKKS-encoded) is CKKS's.
+    pixel_layout: ClassVar[bool] = False
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Params:       # the scheme picks the type; unpickling and subclasses pass through
+            scheme = args[0] if args else kwargs.get("scheme")
+            cls = IntegerParams if scheme in INTEGER_SCHEMES else CkksParams
+        return super().__new__(cls)
 
     def __post_init__(self):
         object.__setattr__(self, "qi_sizes", tuple(int(q) for q in self.qi_sizes))
@@ -65,7 +84,7 @@ class Params:
     def slots(self) -> int:
         """Values per ciphertext: N/2 (CKKS; BFV/BGV with rotations, which turn each row of N/2), or all N
         for BFV/BGV keys made without rotations (every op then works slot by slot)."""
-        return self.n if self.is_integer and not self.rotations else self.n // 2
+        return self.n // 2
 
     @property
     def data_primes(self) -> int:
@@ -75,17 +94,6 @@ class Params:
     @property
     def supports_keyswitching(self) -> bool:
         return len(self.qi_sizes) > 1
-
-    @property
-    def is_integer(self) -> bool:
-        """True for BFV/BGV (exact integers mod t), False for CKKS (approximate reals)."""
-        return self.scheme in INTEGER_SCHEMES
-
-    @property
-    def is_ckks(self) -> bool:
-        """CKKS: approximate reals, a scale and levels a chain spends (what the at-rest plans and seeded
-        encryption need)."""
-        return not self.is_integer
 
     @property
     def is_bfv(self) -> bool:
@@ -99,13 +107,8 @@ class Params:
 
     @property
     def plain_modulus(self) -> int:
-        """BFV/BGV: the plaintext prime ``t`` SEAL picks (0 for CKKS).
-
-        ``Pyfhel.contextGen(t_bits=b)`` takes SEAL's ``PlainModulus::Batching(n, b)``: the
-        largest ``b``-bit prime with ``t = 1 mod 2n``.  It lies *below* ``2^b``, so values must
-        stay within ``(t - 1) / 2``, a little less than ``2^(b - 1)``.
-        """
-        return _batching_prime(self.n, self.plain_modulus_bits) if self.is_integer else 0
+        """BFV/BGV: the plaintext prime ``t`` SEAL picks (0 for CKKS)."""
+        return 0
 
     @property
     def depth(self) -> int:
@@ -114,7 +117,16 @@ class Params:
         BFV/BGV have no levels to spend; their multiplications cost noise
         budget instead, and :mod:`hecore.planner` holds what each preset affords.
         """
-        return self.data_primes - 1 if not self.is_integer else 0
+        return 0
+
+    def ckks_only(self, message: str, error: type[Exception] = InvalidParameters) -> None:
+        """Raise ``error(message)`` unless these are CKKS parameters (what needs complex slots, a scale or
+        levels says so in ``message``)."""
+
+    def partial_share(self, parts: int) -> int:
+        """What each of ``parts`` partial sums is divided by before they are added: CKKS keeps the sum
+        within its scale's room, integers mod t need no such care (1)."""
+        return 1
 
     def validate(self) -> "Params":
         """Raise :class:`InvalidParameters` or :class:`WeakParameters`; return self."""
@@ -132,9 +144,7 @@ class Params:
             raise InvalidParameters(
                 f"security level {self.security_bits} bits is not supported; hepix only builds 128-bit contexts"
             )
-        if not self.rotations and not self.is_integer:
-            raise InvalidParameters("rotations=False (pointwise ops over all N slots) is for BFV/BGV presets; "
-                                    "CKKS fills N/2 slots")
+        self._validate_encoding()
         bound = HE_STANDARD_128[self.n]
         if self.total_bits > bound:
             raise WeakParameters(
@@ -142,27 +152,24 @@ class Params:
                 f"{self.total_bits} bits exceeds the bound of {bound} bits for N={self.n} "
                 f"({STANDARD_NAME}); use fewer or smaller primes, or N={2 * self.n}"
             )
-        if self.is_integer:
-            if not 17 <= self.plain_modulus_bits <= 60:
-                raise InvalidParameters(
-                    f"{self.scheme.upper()} needs a plaintext modulus of 17..60 bits (plain_modulus_bits), "
-                    f"got {self.plain_modulus_bits}"
-                )
-            if self.scale_bits:
-                raise InvalidParameters(f"{self.scheme.upper()} has no scale; scale_bits must be 0, got {self.scale_bits}")
-            return self
-        if self.plain_modulus_bits:
-            raise InvalidParameters("CKKS has no plaintext modulus; plain_modulus_bits must be 0")
-        top = max(self.qi_sizes[: self.data_primes])
-        if self.scale_bits >= top:
-            raise InvalidParameters(
-                f"scale 2^{self.scale_bits} does not fit under the first data prime of {top} bits"
-            )
+        self._validate_room()
         return self
 
+    def _validate_encoding(self) -> None:
+        """The encoding's own fields (the plaintext modulus, or the scale and rotations)."""
+
+    def _validate_room(self) -> None:
+        """What the encoding needs of the primes."""
+
+    def _encoding(self) -> str:
+        return ""
+
+    def encoding_args(self) -> dict:
+        """The encoding's arguments to ``Pyfhel.contextGen`` (the scale, or the plaintext modulus's size)."""
+        return {}
+
     def describe(self) -> str:
-        enc = f"t={self.plain_modulus_bits} bits" if self.is_integer else f"scale=2^{self.scale_bits}"
-        return f"{self.scheme.upper()} N={self.n} qi={list(self.qi_sizes)} {enc}"
+        return f"{self.scheme.upper()} N={self.n} qi={list(self.qi_sizes)} {self._encoding()}"
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -174,7 +181,7 @@ class Params:
     @classmethod
     def from_json(cls, d: dict) -> "Params":
         try:
-            return cls(
+            return Params(
                 scheme=d["scheme"], n=int(d["n"]), qi_sizes=tuple(d["qi_sizes"]),
                 scale_bits=int(d["scale_bits"]), security_bits=int(d.get("security_bits", 128)),
                 name=d.get("name", "custom"), plain_modulus_bits=int(d.get("plain_modulus_bits", 0)),
@@ -194,6 +201,82 @@ class Params:
 
     def digest(self) -> str:
         return hashlib.sha256(self.canonical_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CkksParams(Params):
+    """CKKS: real (complex) values at a scale, levels spent by rescales."""
+
+    spends_levels: ClassVar[bool] = True
+    complex_slots: ClassVar[bool] = True
+    pixel_layout: ClassVar[bool] = True
+
+    @property
+    def depth(self) -> int:
+        return self.data_primes - 1
+
+    def ckks_only(self, message: str, error: type[Exception] = InvalidParameters) -> None:
+        return None
+
+    def partial_share(self, parts: int) -> int:
+        return max(1, parts)
+
+    def _validate_encoding(self) -> None:
+        if not self.rotations:
+            raise InvalidParameters("rotations=False (pointwise ops over all N slots) is for BFV/BGV presets; "
+                                    "CKKS fills N/2 slots")
+
+    def _validate_room(self) -> None:
+        if self.plain_modulus_bits:
+            raise InvalidParameters("CKKS has no plaintext modulus; plain_modulus_bits must be 0")
+        top = max(self.qi_sizes[: self.data_primes])
+        if self.scale_bits >= top:
+            raise InvalidParameters(
+                f"scale 2^{self.scale_bits} does not fit under the first data prime of {top} bits"
+            )
+
+    def _encoding(self) -> str:
+        return f"scale=2^{self.scale_bits}"
+
+    def encoding_args(self) -> dict:
+        return {"scale": 2.0 ** self.scale_bits}
+
+
+@dataclass(frozen=True)
+class IntegerParams(Params):
+    """BFV and BGV: integers modulo the batching prime ``t``, exact while values stay within ``±t/2``."""
+
+    is_integer: ClassVar[bool] = True
+
+    @property
+    def slots(self) -> int:
+        return self.n // 2 if self.rotations else self.n
+
+    @property
+    def plain_modulus(self) -> int:
+        """``Pyfhel.contextGen(t_bits=b)`` takes SEAL's ``PlainModulus::Batching(n, b)``: the
+        largest ``b``-bit prime with ``t = 1 mod 2n``.  It lies *below* ``2^b``, so values must
+        stay within ``(t - 1) / 2``, a little less than ``2^(b - 1)``.
+        """
+        return _batching_prime(self.n, self.plain_modulus_bits)
+
+    def ckks_only(self, message: str, error: type[Exception] = InvalidParameters) -> None:
+        raise error(message)
+
+    def _validate_room(self) -> None:
+        if not 17 <= self.plain_modulus_bits <= 60:
+            raise InvalidParameters(
+                f"{self.scheme.upper()} needs a plaintext modulus of 17..60 bits (plain_modulus_bits), "
+                f"got {self.plain_modulus_bits}"
+            )
+        if self.scale_bits:
+            raise InvalidParameters(f"{self.scheme.upper()} has no scale; scale_bits must be 0, got {self.scale_bits}")
+
+    def _encoding(self) -> str:
+        return f"t={self.plain_modulus_bits} bits"
+
+    def encoding_args(self) -> dict:
+        return {"t_bits": self.plain_modulus_bits}
 
 
 def _is_prime(m: int) -> bool:

@@ -38,8 +38,8 @@ class ZincCaching(CachedStrategy):
 
     def __init__(self, ctx, sigma: float = DEFAULT_SIGMA):
         super().__init__(ctx)
-        if ctx.params.is_integer:
-            raise ValueError(f"zinc is implemented for CKKS; {ctx.params.name} is {ctx.params.scheme.upper()}")
+        ctx.params.ckks_only(f"zinc is implemented for CKKS; {ctx.params.name} is {ctx.params.scheme.upper()}",
+                             ValueError)
         if not sigma > 0:
             raise ValueError(f"sigma must be positive, got {sigma}")
         self.sigma = float(sigma)
