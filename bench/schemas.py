@@ -548,6 +548,28 @@ BENCH_ATREST = pa.schema([
 ])
 
 
+#: One row per (lie, positions) of ``hepix bench --suite integrity`` (bench.suites.integrity): a lying
+#: cluster's result checked against ``trials`` fresh spot samples of ``positions`` secret positions.
+#: ``wrong_fraction``: pixels the lie got wrong; ``formula``: 1 - (1 - wrong_fraction)^positions;
+#: ``detected``: the fraction of trials that caught it (the honest row: false alarms); ``refused``: why the
+#: keys could not compute the lie at all.
+BENCH_INTEGRITY = pa.schema(_RUN_FIELDS + [
+    pa.field("load_1m", pa.float64()),
+    pa.field("attack", pa.string(), nullable=False),
+    pa.field("preset", pa.string(), nullable=False),
+    pa.field("chain", pa.string(), nullable=False),
+    pa.field("image", pa.string(), nullable=False),
+    pa.field("positions", pa.int32(), nullable=False),
+    pa.field("trials", pa.int32(), nullable=False),
+    pa.field("wrong_fraction", pa.float64()),
+    pa.field("formula", pa.float64()),
+    pa.field("detected", pa.float64()),
+    pa.field("checked_positions", pa.float64()),
+    pa.field("check_ms", pa.float64()),
+    pa.field("refused", pa.string()),
+])
+
+
 #: Every benchmark table by its directory name under ``hepix bench --out``.
 BENCH_TABLES = {
     "bench": BENCH,
@@ -564,4 +586,5 @@ BENCH_TABLES = {
     "bench_corpus": BENCH_CORPUS,
     "bench_corpus_cluster": BENCH_CORPUS_CLUSTER,
     "bench_atrest": BENCH_ATREST,
+    "bench_integrity": BENCH_INTEGRITY,
 }

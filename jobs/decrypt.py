@@ -24,6 +24,7 @@ Spark's shuffle of the decrypted blocks instead (:func:`through_spark`).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 
@@ -40,7 +41,7 @@ from tasks.decrypt import assemble_group, decrypt_partition
 from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 
 from .runtime.console import table
-from .runtime.decryptinput import decode_options, expectation, sheet_ids
+from .runtime.decryptinput import check_expected_ops, decode_options, expectation, owner_spots, sheet_ids
 from .runtime.frames import driver_frame
 from .runtime.inputcheck import reject_row
 from .runtime.owner import OwnerMap
@@ -76,6 +77,13 @@ def add_arguments(p) -> None:
                         "noise of standard deviation S (pixel levels; distance units for match runs; score units "
                         "for inference runs) to every decrypted value; 0 = off (default). See docs/security.md, "
                         "'Noise flooding'")
+    p.add_argument("--no-integrity", action="store_true",
+                   help="skip the owner's spot checks (with --owner, every image is otherwise compared at the "
+                        "secret positions encrypt kept with the op chain's result, and rejected as 'integrity' "
+                        "when a value differs)")
+    p.add_argument("--expect-ops", action="append", metavar="SPEC",
+                   help="the op chain the cluster was asked to run (repeat per op, in order; --expect-ops '' for "
+                        "none): decrypt refuses an input run that records another")
     add_spark_arguments(p)
     add_trust_argument(p)
     add_reject_arguments(p)
@@ -235,7 +243,7 @@ def metrics_plan(run, values, png_dir: str | None, owner: OwnerMap | None, ids: 
         known = owner.images()
         names = {i: (known[i].source, known[i].content_sha256) if i in known else (i, "") for i in ids}
         score = cogroup_function(assemble_and_score, names=names, run_id=run.run_id, png_dir=png_dir,
-                                 max_values=limit, sheet_ids=drawn)
+                                 max_values=limit, sheet_ids=drawn, spots=owner_spots(run, owner, ids))
         return (values.groupBy("image_id").cogroup(references(run, owner, ids).groupBy("image_id"))
                 .applyInArrow(score, spark_schema(SCORED)))
     images = values.groupBy("image_id").applyInArrow(table_function(assemble_group, max_values=limit),
@@ -292,6 +300,10 @@ def run(run) -> int:
     (:func:`through_spark`)."""
     from .imagedecrypt import by_image
 
+    check_expected_ops(run)
+    if run.args.no_integrity:
+        logging.getLogger(__name__).warning("decrypt --no-integrity: the results are not spot-checked against "
+                                            "the owner's samples")
     if run.owner is not None:           # the owner's images as the input holds them (grey: one channel)
         run.owner = run.owner.processed_by(run.parent.ops, run.parent.preset)
     args, parent, owner = run.args, run.parent, run.owner
@@ -338,13 +350,15 @@ def run(run) -> int:
     if counts.images_decrypted + counts.images_rejected != counts.images_in:
         raise HepixError(f"internal error: {images_in} images in, {len(rows)} decrypted and {len(rejected)} "
                          "rejected; nothing was committed")
-    options = {**parent.options, "images": args.images, "flood_std": args.flood_std, "owner": owner is not None}
+    options = {**parent.options, "images": args.images, "flood_std": args.flood_std, "owner": owner is not None,
+               "integrity": not args.no_integrity}
     manifest = run.manifest(options=options, counts=counts, files=files, checksums=checksums)
     run.commit(manifest, ["metrics", "rejects"] + (["images"] if png_dir else []))
     print(table(rows, [("source", "image", ""), ("ops", "ops", ""), ("reference", "reference", ""),
                        ("mse", "MSE", ".3f"), ("psnr", "PSNR dB", ".2f"), ("ssim", "SSIM", ".4f"),
                        ("max_abs_err", "max err", ".1e"), ("exact_fraction", "exact", ".4f"),
-                       ("ciphertexts", "cts", "d"), ("decrypt_seconds", "decrypt s", ".2f")]))
+                       ("ciphertexts", "cts", "d"), ("spot_positions", "spot-checked", "d"),
+                       ("decrypt_seconds", "decrypt s", ".2f")]))
     print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {run.timings['decrypt_seconds']:.1f} s; "
           f"metrics in {args.out}/metrics/")
     if args.contact_sheet is not None:

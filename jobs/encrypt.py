@@ -107,6 +107,11 @@ def add_arguments(p) -> None:
                         "compact (hepix's at-rest format: also low bits below the noise dropped, residues "
                         "bit-packed, c1 as its seed; the fewest bytes; CKKS, packed layouts; every hepix job "
                         "reads it, with the native extension make setup builds)")
+    p.add_argument("--spot-positions", type=int, default=None, metavar="K",
+                   help="secret spot checks: the owner map keeps K random positions of each image with the pixels "
+                        "around them (as far as the --for-op chain reaches; else 1), and decrypt --owner checks the "
+                        "cluster's result there (default: enough to catch 1%% wrong pixels with probability "
+                        "1 - 2^-20; 0: keep none, the images are not checked)")
     p.add_argument("--for-op", action="append", default=[], metavar="SPEC",
                    help="an op the stored ciphertexts must serve (as for `hepix process --op`; repeat for a chain, "
                         "match:QUERY last): encrypt stores what the chain needs and no more -- packed-complex "
@@ -196,6 +201,7 @@ class EncryptSettings:
     compression: str            # SEAL's serialization of the ciphertexts (none for the pixel layout and TFHE)
     store: object = None        # hecore.seal.atrest.AtRest: the compact format, or SEAL's bytes at a planned level
                                 # (--for-op); None: the library's own bytes at the first level
+    spots: tuple[int, int] | None = None    # the owner's spot samples: (positions, radius); None: none kept
 
     @property
     def params(self):
@@ -248,7 +254,29 @@ def settings_from(args, keys) -> EncryptSettings:
     compression = compression_for(args, keys.scheme, layout)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
-                           store=storage(args, keys.params, layout, use_secret, chain))
+                           store=storage(args, keys.params, layout, use_secret, chain),
+                           spots=spot_settings(args, keys.params.name))
+
+
+def spot_settings(args, preset: str) -> tuple[int, int] | None:
+    """``(positions, radius)`` of the owner's spot samples: ``--spot-positions`` (default
+    :data:`hecore.integrity.DEFAULT_POSITIONS`), the radius the ``--for-op`` chain reaches (else
+    :data:`hecore.integrity.DEFAULT_RADIUS`); None with ``--spot-positions 0``."""
+    from hecore import integrity
+
+    given = getattr(args, "spot_positions", None)
+    positions = integrity.DEFAULT_POSITIONS if given is None else given
+    if not 0 <= positions <= integrity.MAX_POSITIONS:
+        raise HepixError(f"--spot-positions {positions}: give 0 (no spot checks) to {integrity.MAX_POSITIONS}")
+    if positions == 0:
+        return None
+    radius = integrity.DEFAULT_RADIUS
+    if args.for_op:
+        from hecore.ops.spec import recorded_reference_known, run_kind
+
+        specs = [s for s in args.for_op if run_kind(s) != "match"]
+        radius = integrity.reach(lambda partial: recorded_reference_known(partial, specs, preset)) or 0
+    return positions, radius
 
 
 def declared_chain(args):
@@ -375,7 +403,7 @@ def storage(args, params, layout, use_secret: bool, chain=None):
         if args.store == "compact":
             return at_rest(params, ops, layout, match, seeded=use_secret, declared=chain is not None)
         check(params, ops, layout.value, match)
-        if params.is_integer:           # no levels to plan: the chain is checked, the bytes stay at the first level
+        if not params.spends_levels:    # no levels to plan: the chain is checked, the bytes stay at the first level
             return None
         return at_rest(params, ops, layout, match, seeded=use_secret, store="seal")
     except (ValueError, InvalidParameters) as e:

@@ -74,7 +74,7 @@ def by_image(run, png_dir: str | None) -> Decrypted | None:
     from tasks.rowchecks import checker_builder
     from tasks.summaries import summary_schema
 
-    from .runtime.decryptinput import decode_options, expectation, sheet_ids
+    from .runtime.decryptinput import decode_options, expectation, owner_spots, sheet_ids
     from .runtime.inputcheck import decide_summaries, reject_row, side_table
     from .runtime.warmup import warm_up
 
@@ -132,7 +132,8 @@ def by_image(run, png_dir: str | None) -> Decrypted | None:
         if owner is not None else None,
         names={i: (k.source, k.content_sha256) for i, k in mine.items()}, originals=originals,
         images_access=images_access, decode=opts, ops=tuple(run.parent.ops), preset=run.parent.preset,
-        png_dir=png_dir, sheet_ids=sheet_ids(args, owner, planned), rebuilds=run.rebuilds, tasks=run.tasks)
+        png_dir=png_dir, sheet_ids=sheet_ids(args, owner, planned), rebuilds=run.rebuilds, tasks=run.tasks,
+        spots=owner_spots(run, owner, mine))
     planned_at = time.perf_counter()
     out = _run(spark, job, spark_schema(summary_schema(SCORED)), images_partition)
     checked = decide_summaries(side_table(out, "summary"), side_table(out, "bad"), run_id=run.run_id,

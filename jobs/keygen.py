@@ -6,7 +6,7 @@ beside ``server.key`` (what the cluster gets: it evaluates and cannot decrypt).
 """
 from __future__ import annotations
 
-from hecore.errors import InvalidParameters
+from hecore.errors import HepixError, InvalidParameters
 from hecore.keyring import keyring_path, recorded
 from hecore.seal.params import DEFAULT_PRESET, PRESETS
 
@@ -72,13 +72,20 @@ def run(args) -> int:
 def add_export_arguments(p):
     p.add_argument("--keys", required=True, help="key directory holding the secret (or TFHE client) key")
     p.add_argument("--out", required=True, help="new directory for the public part only")
+    p.add_argument("--for-op", action="append", default=[], metavar="SPEC",
+                   help="give the cluster only the evaluation keys this chain needs (repeat per op, as for "
+                        "`hepix process --op`): no relinearisation key without a ciphertext product, no rotation "
+                        "keys without a rotation; process then refuses a chain the copy cannot run")
 
 
 def run_export(args) -> int:
     from hecore.schemes import scheme_of
 
     scheme = scheme_of(args.keys)
-    info = scheme.export_public(args.keys, args.out)
+    try:
+        info = scheme.export_public(args.keys, args.out, for_ops=args.for_op)
+    except ValueError as e:
+        raise HepixError(f"--for-op: {e}") from None
     print(f"public keys {info.fingerprint[:16]} written to {args.out} (no {scheme.secret_file}); their fingerprint, "
           f"for `hepix encrypt --key-fingerprint` elsewhere: {info.fingerprint}")
     return 0

@@ -110,10 +110,14 @@ def planned_ops(run, ops) -> list:
     and TFHE ops."""
     parent = run.parent
     try:
-        return run.keys.scheme.check_chain(run.keys.params, list(parent.ops), ops, layout=parent.layout,
-                                           options=dict(parent.options), preset=parent.preset)
+        ops = run.keys.scheme.check_chain(run.keys.params, list(parent.ops), ops, layout=parent.layout,
+                                          options=dict(parent.options), preset=parent.preset)
     except ValueError as e:
         raise HepixError(str(e)) from None
+    lacking = run.keys.lacks_for(ops, parent.layout)
+    if lacking:
+        raise HepixError(lacking)
+    return ops
 
 
 def process_work(run, ops):

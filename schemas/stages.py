@@ -36,6 +36,7 @@ TILES = pa.schema([
     pa.field("reject_reason", pa.string()),
     pa.field("reject_detail", pa.string()),
     pa.field("bytes", pa.int64()),
+    pa.field("spots", pa.binary()),               # the owner's spot sample (first unit of an image only)
 ])
 
 

@@ -140,6 +140,13 @@ REJECTS = pa.schema([
     pa.field("index", pa.int32()),
 ])
 
+#: The owner's spot samples (hecore/integrity.py), one per image, in the owner map beside OWNER_IMAGES: secret
+#: positions and the original pixels around them.  Never written where the cluster can read it.
+OWNER_SPOTS = pa.schema([
+    pa.field("image_id", pa.string(), nullable=False),
+    pa.field("spots", pa.binary(), nullable=False),
+])
+
 #: The owner map (jobs/runtime/owner.py): which image id of an encrypt run is which of the owner's files.  Written
 #: by encrypt next to nothing the cluster gets (``--owner``, 0700/0600), read by decrypt and audit to find
 #: the originals and name the results, and by a resumed encrypt to skip what is done.  ``ciphertexts``:
@@ -183,6 +190,10 @@ METRICS = pa.schema([
     pa.field("encrypt_seconds", pa.float64()),
     pa.field("process_seconds", pa.float64()),
     pa.field("decrypt_seconds", pa.float64()),
+    # The owner's spot checks (hecore/integrity.py): sampled positions whose output was compared, and output
+    # values compared; null when the image was not checked (no sample kept, or decrypt --no-integrity).
+    pa.field("spot_positions", pa.int32()),
+    pa.field("spot_values", pa.int64()),
 ])
 
 #: ``hepix audit``: one row per (image, channel, test) of distinguishers run over a ciphertext table

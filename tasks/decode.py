@@ -38,6 +38,7 @@ class DecodeOptions:
     max_pixels: int
     halo: int = 0
     id_key: bytes | None = field(default=None, repr=False)     # the run's secret for image ids
+    spots: tuple[int, int] | None = None    # (positions, radius) of the owner's spot samples (hecore.integrity)
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
@@ -64,6 +65,7 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
                 continue
             digest = hashlib.sha256(content).hexdigest()
             grid, tiles = tile_image(img.pixels, opts.tile_h, opts.tile_w, opts.halo)
+            spots = _spot_sample(img.pixels, opts.spots)
             common = {"image_id": image_id_for(source, opts.id_key), "source": source, "content_sha256": digest,
                       "image_height": img.height, "image_width": img.width,
                       "image_channels": img.channels, "conversions": list(img.conversions),
@@ -75,9 +77,21 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
                 for c in range(img.channels):
                     rows.append({**common, "tile_y": t.ty, "tile_x": t.tx, "y": t.y, "x": t.x, "h": t.h,
                                  "w": t.w, "channel": c,
-                                 "pixels": np.ascontiguousarray(planes[:, :, c]).tobytes()})
+                                 "pixels": np.ascontiguousarray(planes[:, :, c]).tobytes(),
+                                 "spots": spots if (t.ty, t.tx, c) == (0, 0, 0) else None})
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=TILES)
+
+
+def _spot_sample(pixels: np.ndarray, spots: tuple[int, int] | None) -> bytes | None:
+    """The owner's spot sample of a decoded image (drawn here, where the image is whole; it goes to the
+    owner map only)."""
+    if spots is None:
+        return None
+    from hecore.integrity import draw
+
+    positions, radius = spots
+    return draw(pixels, positions=positions, radius=radius).to_bytes()
 
 
 def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -55,6 +55,7 @@ class ImageJob:
     sheet_ids: frozenset = frozenset()
     rebuilds: object = None
     tasks: object = None
+    spots: dict = field(default_factory=dict)   # the owner's spot samples (hecore.integrity): image id -> bytes
 
 
 def images_partition(ids: Iterator[pa.RecordBatch], *, job: ImageJob) -> Iterator[pa.RecordBatch]:
@@ -148,7 +149,7 @@ def _scored(job: ImageJob, image: str, values: pa.Table) -> dict:
                                           ops=job.ops, preset=job.preset, result_sha256=row["result_sha256"])
                 if reference is not None:
                     source, digest = reference["orig_source"], found[1]
-    row.update(source=source, content_sha256=digest)
+    row.update(source=source, content_sha256=digest, spots=job.spots.get(image))
     if reference is not None:
         row.update({k: reference[k] for k in ("original", "orig_height", "orig_width", "orig_channels")})
     return score(row, raw, run_id=job.run_id, png_dir=job.png_dir, sheet_ids=job.sheet_ids)

@@ -74,6 +74,12 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
     ops = list(r["ops"] or [])
     finish = recorded_finish(ops, r["preset"])      # TFHE: the exact bytes
     values = finish.apply(raw)                      # the true values (the Finish decrypt applies)
+    if r.get("spots") is not None:                  # the owner's secret spot checks, before anything is kept
+        found = spot_check(r["spots"], ops, r["preset"], round_to_uint8(values))
+        base.update(spot_positions=found.positions, spot_values=found.values)
+        if not found.ok:
+            base.update(reject_reason="integrity", reject_detail=found.describe())
+            return {**base, "reference": "none"}
     original = r.get("original")
     orig_shape = (r.get("orig_height"), r.get("orig_width"), r.get("orig_channels"))
     if original is not None and recorded_shape(ops, r["preset"], *orig_shape) != shape:
@@ -104,6 +110,19 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
     return base
 
 
+def spot_check(spots: bytes, ops: list[str], preset: str, result: np.ndarray):
+    """The owner's spot sample (bytes from the owner map) against one decrypted, finished image: a
+    :class:`hecore.integrity.SpotResult`; a sample that does not read fails (the owner map was changed)."""
+    from hecore import integrity
+    from hecore.ops.spec import recorded_reference_known
+
+    try:
+        sample = integrity.SpotSample.from_bytes(spots)
+    except integrity.SpotSampleError as e:
+        return integrity.SpotResult(0, 0, 1, None, f"the owner map's spot sample of this image does not read: {e}")
+    return integrity.check(sample, result, lambda partial: recorded_reference_known(partial, ops, preset))
+
+
 def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None,
                       sheet_ids: frozenset[str] = frozenset()) -> Iterator[pa.RecordBatch]:
     """Quality of each assembled image (IMAGES rows joined with their names and originals) against its
@@ -121,17 +140,17 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
 
 def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tuple[str, str]], run_id: str,
                        png_dir: str | None = None, max_values: int = 3 * DEFAULT_MAX_PIXELS,
-                       sheet_ids: frozenset[str] = frozenset()) -> pa.Table:
+                       sheet_ids: frozenset[str] = frozenset(), spots: dict | None = None) -> pa.Table:
     """One image's decrypted blocks (DECRYPTED rows) and its original (0 or 1 REFERENCES row) -> its SCORED
     row: assembled and scored in one task, so the image itself never leaves it.  ``names``: image id ->
-    (source, content SHA-256) of the owner map."""
+    (source, content SHA-256) of the owner map; ``spots``: image id -> the owner's spot sample."""
     from .decrypt import assemble
 
     if values.num_rows == 0:            # an original no decrypted image asked for
         return SCORED.empty_table()
     row, raw = assemble(values, max_values=max_values, match_key=False)
     source, digest = names.get(row["image_id"], (row["image_id"], ""))
-    row.update(source=source, content_sha256=digest)
+    row.update(source=source, content_sha256=digest, spots=(spots or {}).get(row["image_id"]))
     if refs.num_rows:
         row.update(refs.slice(0, 1).to_pylist()[0])
     return pa.Table.from_pylist([score(row, raw, run_id=run_id, png_dir=png_dir, sheet_ids=sheet_ids)],

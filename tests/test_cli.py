@@ -81,6 +81,10 @@ def test_demo_runs_the_default_chain_draws_the_sheet_and_shows_every_strategy(tm
     assert len(list((out / "decrypted" / "images").glob("*.png"))) == 3
     assert (out / "demo.png").is_file() and printed.rstrip().splitlines()[-1].startswith(f"contact sheet: {out}")
     assert len(read_layout(str(out / "demo.png"))) == 3 * 4
+    # the owner's spot checks ran on every image; the cluster's keys hold only what the chain needs
+    assert "every image checked at the owner's secret positions" in printed
+    assert all(m["spot_positions"] for m in metrics)
+    assert not (out / "keys-public" / "relin.key").exists() and (out / "keys" / "relin.key").is_file()
 
 
 def test_demo_will_not_replace_a_directory_it_did_not_make(tmp_path):

@@ -626,7 +626,7 @@ def test_encrypt_rerun_into_the_same_directory_is_idempotent(keys, images, tmp_p
     assert not (out / "_staging").exists() and not (out / "_trash").exists()
     assert not [p for p in out.rglob("*") if "_tmp" in p.name]
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["_manifest.json", "ciphertexts"]
-    assert sorted(p.name for p in owner_dir(out).iterdir()) == ["images", "owner.json"]
+    assert sorted(p.name for p in owner_dir(out).iterdir()) == ["images", "owner.json", "spots"]
 
 
 def test_decrypt_leaves_no_staging_behind(pipe):

@@ -41,6 +41,10 @@ SUITES: dict[str, tuple[str, str]] = {
                                       "doing the same in one process on one core"),
     "atrest": ("bench.suites.atrest", "bytes at rest and encryption speed of the secure paths (seeded, "
                                       "compact) against the pixel layout's full caching, one process"),
+    "integrity": ("bench.suites.integrity", "lying clusters (the op skipped, another constant, ciphertexts "
+                                            "swapped or replayed, 1 %% of values corrupted, a selector) against "
+                                            "the owner's secret spot checks: measured detection beside the "
+                                            "formula's, per lie"),
     "load": ("bench.suites.load", "many small images through packed `hepix encrypt` as a child process with a "
                                   "bounded driver heap: throughput and the process tree's peak memory (a "
                                   "summary, no table)"),

@@ -441,6 +441,32 @@ def recorded_reference(img_uint8: np.ndarray, specs: Sequence[str], preset) -> n
     return reference(img_uint8, parse_ops(list(specs)))
 
 
+def op_chain_text(specs: Sequence[str], preset) -> list[str]:
+    """A chain's ops as runs record them (each op's own spelling, ``brightness:20.0`` as ``brightness:20``);
+    empty specs left out."""
+    specs = [s for s in specs if s]
+    if _exact_bytes(specs, preset):
+        return [op.spec for op in recorded_chain(specs, preset)]
+    ops, match = ops_and_match(specs)
+    return [op.spec for op in ops] + ([match.spec] if match is not None else [])
+
+
+def recorded_reference_known(partial: np.ndarray, specs: Sequence[str], preset) -> np.ndarray:
+    """:func:`recorded_reference` of an image known in part (float64, NaN where unknown): NaN wherever the
+    result depends on an unknown value (the owner's spot checks, :mod:`hecore.integrity`).  TFHE's and the
+    tables' ops keep every value's place: they map the known values alone."""
+    partial = np.asarray(partial, dtype=np.float64)
+    if _exact_bytes(specs, preset):
+        from hecore.tfhe.ops import reference_chain
+
+        known = np.isfinite(partial)
+        out = np.full(partial.shape, np.nan)
+        values = partial[known].astype(np.uint8).reshape(-1, 1)
+        out[known] = reference_chain(values, recorded_chain(specs, preset)).reshape(-1)
+        return out
+    return reference(partial, parse_ops(list(specs)))
+
+
 def recorded_shape(specs: Sequence[str], preset, height: int, width: int, channels: int) -> tuple[int, int, int]:
     """The size (height, width, channels) an image of ``height x width x channels`` has after a run's recorded
     ops (``grey``: one channel); unchanged for TFHE's and the tables' ops, which keep every value's place."""

@@ -85,8 +85,25 @@ class SealScheme(Scheme):
         # a pointwise-only preset (lut-16384) has no rotation keys: its tiles fill all N slots
         return seal_keys.keygen(params, out, overwrite=overwrite, rotations=rotations and params.rotations)
 
-    def export_public(self, keys, out):
-        return seal_keys.export_public(keys, out)
+    def export_public(self, keys, out, for_ops=()):
+        return seal_keys.export_public(keys, out, withhold=self.unneeded_keys(for_ops) if for_ops else ())
+
+    @staticmethod
+    def unneeded_keys(specs: Sequence[str]) -> tuple[str, ...]:
+        """The evaluation key files a chain does not use, in any packed layout: the relinearisation key
+        without a ciphertext product, the rotation keys without a rotation (the pixel layout rotates
+        nothing)."""
+        from hecore.ops.spec import ops_and_match
+        from hecore.planner import requirements
+
+        ops, match = ops_and_match(list(specs))
+        needs = [requirements(ops, lay, match) for lay in SEAL.layouts if lay.packed]
+        unneeded = []
+        if not any(r.multiplies for r in needs):
+            unneeded.append(seal_keys.RELIN)
+        if not any(r.rotations for r in needs):
+            unneeded.append(seal_keys.ROTATE)
+        return tuple(unneeded)
 
     def parse_chain(self, specs: Sequence[str]):
         from hecore.ops.spec import parse_chain
@@ -178,10 +195,23 @@ class SealKeys(KeySet):
     def fingerprint(self) -> str:
         return self.material.fingerprint()
 
+    def lacks_for(self, ops, layout: str) -> str | None:
+        from hecore.planner import requirements
+
+        req = requirements(list(ops), layout)
+        for needed, data, name, what in ((req.multiplies, self.material.relin_key, seal_keys.RELIN,
+                                          "multiplies ciphertexts"),
+                                         (req.rotations, self.material.rotate_key, seal_keys.ROTATE, "rotates")):
+            if needed and data is None and self.params.supports_keyswitching:
+                return (f"{'|'.join(op.spec for op in ops)} {what} in the {layout} layout, and these keys were "
+                        f"exported without {name} (export-public --for-op another chain): export them again "
+                        "for this chain")
+        return None
+
     @property
     def layouts(self) -> tuple:
         """BFV and BGV keys fill the packed layouts only (the pixel layout is CKKS's, iCHEETAH)."""
-        return tuple(lay for lay in SEAL.layouts if lay.packed) if self.params.is_integer else SEAL.layouts
+        return SEAL.layouts if self.params.pixel_layout else tuple(lay for lay in SEAL.layouts if lay.packed)
 
     @property
     def has_secret(self) -> bool:

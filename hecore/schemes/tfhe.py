@@ -90,9 +90,11 @@ class TfheScheme(Scheme):
             raise InvalidParameters("--no-rotations is for CKKS/BFV/BGV keys; TFHE keys have no rotation keys")
         return keygen(out, overwrite=overwrite, compressed_server_key=compressed_server_key, params=params)
 
-    def export_public(self, keys, out):
+    def export_public(self, keys, out, for_ops=()):
         from hecore.tfhe.keys import export_public
 
+        if for_ops:
+            raise ValueError("TFHE's server key is one key for every op: --for-op does not apply to TFHE keys")
         return export_public(keys, out)
 
     def parse_chain(self, specs: Sequence[str]):

@@ -48,6 +48,10 @@ RELIN = "relin.key"
 ROTATE = "rotate.key"
 SECRET = "secret.key"
 PUBLIC_FILES = (CONTEXT, PUBLIC, RELIN, ROTATE)
+#: The evaluation keys ``hepix export-public --for-op`` may leave out: what a chain without a ciphertext
+#: product, or without a rotation, does not need.
+WITHHOLDABLE = (RELIN, ROTATE)
+_FIELDS = {RELIN: "relin_key", ROTATE: "rotate_key"}
 #: The format of new key directories (2: the fingerprint covers every public file); 1 is still read.
 FORMAT = 2
 FORMATS = (1, 2)
@@ -100,9 +104,11 @@ def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False, r
     return info
 
 
-def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str], fmt: int) -> None:
+def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str], fmt: int, withheld=()) -> None:
     doc = {"format": fmt, "params": info.params.to_json(), "fingerprint": info.fingerprint,
            "created": info.created, "sha256": checksums}
+    if withheld:
+        doc["withheld"] = sorted(withheld)
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp, out / MANIFEST)
@@ -189,6 +195,10 @@ def read_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> PublicMat
     if not isinstance(recorded, dict) or not all(
             name in PUBLIC_FILES and isinstance(v, str) and len(v) == 64 for name, v in recorded.items()):
         raise KeyDirectoryError(f"{keys / MANIFEST} is malformed: its sha256 record is not one per public key file")
+    withheld = doc.get("withheld", [])
+    if not isinstance(withheld, list) or not set(withheld) <= set(WITHHOLDABLE) & set(recorded):
+        raise KeyDirectoryError(f"{keys / MANIFEST} is malformed: it withholds {str(withheld)[:80]}; only the "
+                                f"evaluation keys ({', '.join(WITHHOLDABLE)}) the key set was made with can be")
     p = info.params
     material = PublicMaterial(
         params=p,
@@ -201,6 +211,11 @@ def read_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> PublicMat
     for name in PUBLIC_FILES:
         data = {CONTEXT: material.context, PUBLIC: material.public_key,
                 RELIN: material.relin_key, ROTATE: material.rotate_key}[name]
+        if name in withheld:            # left out by export-public --for-op: the fingerprint still names it
+            if (keys / name).exists():
+                raise KeyDirectoryError(f"{keys}/{name} is there, but {MANIFEST} says the key set was exported "
+                                        "without it; the directory was modified or mixed from two key sets")
+            continue
         if not eval_keys and name in (RELIN, ROTATE):       # not loaded, but the file there is checked all the same
             if not (keys / name).exists():
                 continue
@@ -279,10 +294,18 @@ def read_secret_key(keys: str | os.PathLike) -> bytes:
                  "directory with its secret key"))
 
 
-def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:
-    """Copy the public part of ``keys`` into a new directory ``out`` (no secret key)."""
+def export_public(keys: str | os.PathLike, out: str | os.PathLike, withhold=()) -> KeyInfo:
+    """Copy the public part of ``keys`` into a new directory ``out`` (no secret key); the evaluation keys named
+    in ``withhold`` (:data:`WITHHOLDABLE`) left out, and the manifest saying so (the fingerprint is the key
+    set's all the same)."""
     keys, out = Path(keys), Path(out)
     material = read_public(keys)
+    if not set(withhold) <= set(WITHHOLDABLE):
+        raise ValueError(f"only {', '.join(WITHHOLDABLE)} can be withheld, not {sorted(set(withhold))}")
+    if withhold and material.digests is None:
+        raise KeyDirectoryError(f"{keys} was made before key sets recorded each file's digest; its evaluation keys "
+                                "cannot be left out (make new keys with `hepix keygen`)")
+    material = dataclasses.replace(material, **{_FIELDS[n]: None for n in withhold})
     if (keys / SECRET).exists():                # the owner's directory: its public key proven to be the secret's
         check_owner_directory(keys, material, read_secret_key(keys))
     if out.exists() and any(out.iterdir()):
@@ -296,7 +319,8 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> KeyInfo:
     info = read_info(keys)
     info = KeyInfo(info.params, info.fingerprint, info.created, has_secret=False)
     if material.digests is not None:
-        _write_manifest(out, info, dict(material.digests), 2)
+        _write_manifest(out, info, dict(material.digests), 2,
+                        withheld=[n for n in withhold if n in dict(material.digests)])
     else:
         _write_manifest(out, info, {n: hashlib.sha256(d).hexdigest() for n, d in files.items() if d is not None}, 1)
     log.info("exported public keys %s to %s", material.fingerprint()[:16], out)

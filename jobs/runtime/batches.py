@@ -197,7 +197,8 @@ class EncryptRun:
         from pyspark.sql import functions as F
 
         a, s = self.args, self.setup
-        opts = DecodeOptions(*s.tile, a.resize, tuple(a.convert), a.max_pixels, s.halo, id_key=self.id_key)
+        opts = DecodeOptions(*s.tile, a.resize, tuple(a.convert), a.max_pixels, s.halo, id_key=self.id_key,
+                             spots=s.spots)
         source = read_image_list(self.spark, paths) if paths else self.spark.createDataFrame([], BINARY_FILE_SCHEMA)
         decoded = source.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
         decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
@@ -286,7 +287,8 @@ class EncryptRun:
         rejects += [{"run_id": self.run_id, "source": src, "stage": "read", "reason": reason, "detail": detail,
                      "bytes": size} for src, size, reason, detail in unread]
         images = [r.asDict() for r in firsts.select("image_id", "source", "content_sha256", "image_height",
-                                                      "image_width", "image_channels", "bytes").collect()]
+                                                      "image_width", "image_channels", "bytes", "spots").collect()]
+        spots = [{"image_id": r["image_id"], "spots": r.pop("spots")} for r in images]
         decoded.unpersist()
         layout, (th, tw) = self.setup.layout.value, self.setup.tile
         for r in images:
@@ -318,7 +320,8 @@ class EncryptRun:
         self.owner.doc["timings"] = self.timings
         self.owner.doc.setdefault("created", self.created)
         self.owner.commit_batch(tag, self.run_id, pa.Table.from_pylist(images, schema=OWNER_IMAGES), rejects,
-                                {"ciphertexts": moved}, asdict(added))
+                                {"ciphertexts": moved}, asdict(added),
+                                spots=[r for r in spots if r["spots"] is not None])
         self.storage.write_text(join(self.out.out, MANIFEST), self.manifest("partial").to_json())
         log.info("committed batch %d of %s (%d images)", b, self.run_id, len(paths) + len(unread))
         if self.crash_after is not None and b + 1 >= self.crash_after:

@@ -35,6 +35,34 @@ def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
     return frozenset(sorted(ids, key=lambda i: (known[i].source if i in known else i, i))[:MAX_IMAGES])
 
 
+def owner_spots(run, owner: OwnerMap | None, ids) -> dict:
+    """The owner's spot samples of the images ``ids`` (image id -> bytes): what decrypt checks each decrypted
+    image against (tasks/metrics.py); none without an owner map, with ``--no-integrity``, or with noise
+    flooding (its values are not the exact ones)."""
+    if owner is None or getattr(run.args, "no_integrity", False) or getattr(run.args, "flood_std", 0.0):
+        return {}
+    kept = owner.spots()
+    return {i: kept[i] for i in ids if i in kept}
+
+
+def check_expected_ops(run) -> None:
+    """``--expect-ops``: the chain the owner asked the cluster for must be the one the input run records (the
+    spot checks compare each image with the recorded chain)."""
+    wanted = getattr(run.args, "expect_ops", None)
+    if wanted is None:
+        return
+    from hecore.ops.spec import op_chain_text
+
+    recorded = list(run.parent.ops)
+    try:
+        wanted_text = op_chain_text(wanted, run.parent.preset)
+    except ValueError as e:
+        raise HepixError(f"--expect-ops: {e}") from None
+    if wanted_text != op_chain_text(recorded, run.parent.preset):
+        raise HepixError(f"--expect-ops {'|'.join(wanted) or '(none)'}: the input run records the ops "
+                         f"{'|'.join(recorded) or '(none)'}; it is not the run asked for (nothing was decrypted)")
+
+
 def decode_options(run, owner):
     """How the originals of ``--images`` are decoded, as encrypt decoded them: the owner's settings, or the
     manifest's resize and conversions (refused when they claim more than ``--max-pixels``)."""

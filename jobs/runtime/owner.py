@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hecore.errors import OwnerMapError
-from schemas.tables import IMAGE_ID, OWNER_IMAGES, REJECTS
+from schemas.tables import IMAGE_ID, OWNER_IMAGES, OWNER_SPOTS, REJECTS
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ FORMAT = 1
 OWNER_CODECS = frozenset({"ZSTD", "SNAPPY", "UNCOMPRESSED"})
 #: The most images one batch of an encrypt run reads (far above --batch-images' default of 256).
 MAX_BATCH_ROWS = 10_000_000
+#: The most bytes one image's spot sample takes in the map (hecore.integrity: the default takes ~10-110 KB).
+SPOT_ROW_BYTES = 16 * 2**20
 _TAG = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-b[0-9]{5}$")
 _ID = re.compile(IMAGE_ID)
 
@@ -166,12 +168,22 @@ class OwnerMap:
         return self.images().get(image_id)
 
 
+    def spots(self) -> dict[str, bytes]:
+        """The spot samples the committed batches kept (hecore.integrity), by image id: bytes, checked when used."""
+        files = [(b["spots"], _batch_rows(b)) for b in self.doc["batches"] if b.get("spots")]
+        out = {}
+        for table in self._read_all(files, OWNER_SPOTS, row_bytes=SPOT_ROW_BYTES):
+            for image_id, data in zip(table.column("image_id").to_pylist(), table.column("spots").to_pylist()):
+                out[image_id] = data
+        return out
+
     def rejects_table(self) -> pa.Table:
         parts = self._read_all([(b["rejects"], _batch_rows(b)) for b in self.doc["batches"] if b.get("rejects")],
                                REJECTS)
         return pa.concat_tables(parts) if parts else REJECTS.empty_table()
 
-    def _read_all(self, files: list[tuple[str, int]], schema: pa.Schema) -> list[pa.Table]:
+    def _read_all(self, files: list[tuple[str, int]], schema: pa.Schema, row_bytes: int | None = None
+                  ) -> list[pa.Table]:
         """The map's tables ``files`` (name, the most rows it may hold), each through :meth:`_read`, their
         footers checked by one child process."""
         from schemas.footers import FooterChecker
@@ -179,9 +191,9 @@ class OwnerMap:
         if not files:
             return []
         with FooterChecker(schema) as checker:
-            return [self._read(name, schema, rows, checker) for name, rows in files]
+            return [self._read(name, schema, rows, checker, row_bytes) for name, rows in files]
 
-    def _read(self, name: str, schema: pa.Schema, rows: int, checker) -> pa.Table:
+    def _read(self, name: str, schema: pa.Schema, rows: int, checker, row_bytes: int | None = None) -> pa.Table:
         """One of the map's tables, read through the door the cluster's tables go through: the file no larger
         than ``rows`` rows of metadata can be, its footer checked in ``checker``'s child process under a
         memory limit (row counts, chunk sizes, codecs, dictionary pages: :mod:`schemas.footers`), then read;
@@ -191,10 +203,11 @@ class OwnerMap:
         path = (self.directory / name).resolve()
         if not path.is_relative_to(self.directory.resolve()):
             raise OwnerMapError(f"{self.directory / OWNER_JSON} names {name!r}, outside the owner map")
-        limits = FooterLimits(rows=rows, row_bytes=ROW_METADATA_BYTES, codecs=OWNER_CODECS)
+        row_bytes = row_bytes or ROW_METADATA_BYTES
+        limits = FooterLimits(rows=rows, row_bytes=row_bytes, codecs=OWNER_CODECS)
         try:
             size = path.stat().st_size
-            if not path.is_file() or size > (rows + 1) * ROW_METADATA_BYTES:
+            if not path.is_file() or size > (rows + 1) * row_bytes:
                 raise OwnerMapError(f"{path}: {size:,} bytes is not a table of the {rows} rows its batch records; "
                                     "the owner map was changed")
             problem = checker.problem(size, local_reader(str(path)), limits)
@@ -217,7 +230,7 @@ class OwnerMap:
             raise OwnerMapError(f"--owner {directory} lies inside --out {out}, the directory handed to the "
                                 "cluster; keep the owner map elsewhere")
         if overwrite and (d / OWNER_JSON).is_file():          # only ever an owner map's own files
-            for sub in ("images", "rejects"):
+            for sub in ("images", "rejects", "spots"):
                 shutil.rmtree(d / sub, ignore_errors=True)
             (d / OWNER_JSON).unlink()
         if (d / OWNER_JSON).is_file():
@@ -232,14 +245,20 @@ class OwnerMap:
         return cls(d, doc)
 
     def commit_batch(self, tag: str, run_id: str, images: pa.Table, rejects: list[dict], files: dict,
-                     counts: dict) -> None:
-        """Record one batch: its images and rejects, then owner.json listing it (the owner's commit)."""
+                     counts: dict, spots: list[dict] = ()) -> None:
+        """Record one batch: its images, spot samples and rejects, then owner.json listing it (the owner's
+        commit)."""
         if not _TAG.match(tag):
             raise OwnerMapError(f"internal error: batch tag {tag!r}")
         _private_dir(self.directory / "images")
         _write_table(self.directory / "images" / f"{tag}.parquet", images.cast(OWNER_IMAGES))
         entry = {"tag": tag, "run_id": run_id, "images": f"images/{tag}.parquet", "rejects": None,
                  "files": files, "counts": counts}
+        if spots:
+            _private_dir(self.directory / "spots")
+            _write_table(self.directory / "spots" / f"{tag}.parquet", pa.Table.from_pylist(list(spots),
+                                                                                          schema=OWNER_SPOTS))
+            entry["spots"] = f"spots/{tag}.parquet"
         if rejects:
             _private_dir(self.directory / "rejects")
             rows = [{n: r.get(n) for n in REJECTS.names} for r in rejects]
@@ -258,7 +277,7 @@ class OwnerMap:
             if keep(b):
                 kept.append(b)
             else:
-                for name in (b["images"], b.get("rejects")):
+                for name in (b["images"], b.get("rejects"), b.get("spots")):
                     if name:
                         (self.directory / name).unlink(missing_ok=True)
         self.doc["batches"] = kept
@@ -294,8 +313,8 @@ def _check_doc(doc) -> None:
         if not isinstance(b, dict) or not _TAG.match(str(b.get("tag"))) or not isinstance(b.get("files"), dict) \
                 or not isinstance(b.get("counts"), dict):
             raise ValueError(f"batch record {str(b)[:80]} is malformed")
-        for name in (b.get("images"), b.get("rejects")):
-            if name is not None and not re.match(r"^(images|rejects)/[0-9A-Za-z_-]+\.parquet$", str(name)):
+        for name in (b.get("images"), b.get("rejects"), b.get("spots")):
+            if name is not None and not re.match(r"^(images|rejects|spots)/[0-9A-Za-z_-]+\.parquet$", str(name)):
                 raise ValueError(f"batch file {name!r} is not one the owner map writes")
 
 

@@ -1,0 +1,229 @@
+"""The red team: lying clusters against the owner's secret spot checks (``hepix bench --suite integrity``).
+
+Each lie is computed on real ciphertexts, as a cluster holding the public keys would compute it, in the packed
+layout on two colour images: the op skipped, another constant, the right chain on tiles swapped within an image
+and between images, an older run's result with another chain, an encrypted error added to 1 % of one image's
+values, one ciphertext corrupted, and -- where the keys allow a ciphertext product -- a selector that corrupts
+only the values above 128 (a polynomial sign of the data, evaluated homomorphically).  The owner decrypts each
+result as decrypt does and checks it against a fresh spot sample (:mod:`hecore.integrity`) ``trials`` times:
+the measured rate of detection is set beside the formula's ``1 - (1 - f)^k`` for the fraction ``f`` of pixels
+the lie got wrong and ``k`` sampled positions.  The honest result is checked the same way (false alarms).
+With evaluation keys that hold no relinearisation key the selector cannot be built: the row says it was refused.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hecore import integrity
+from hecore.layouts.packed import decrypt_tiles, default_tile, encrypt_tiles
+from hecore.ops.packed import PackedGeometry, apply_ops
+from hecore.ops.spec import finish_for, parse_ops, recorded_reference, recorded_reference_known
+from hecore.quality import round_to_uint8
+
+OPTIONS = frozenset({"repeats", "preset"})
+#: The chain the cluster is asked for: a constant and a 3x3 window (the spot sample's radius 1).
+CHAIN = ("brightness:20", "meanfilter:3")
+DEFAULT_PRESET = "paper-4096"
+#: Keys deep enough for the selector: a sign polynomial (three levels), a plaintext product and a product.
+SELECTOR_PRESET = "dft-16384"
+#: Trials per lie (fresh secret positions each).
+DEFAULT_TRIALS = 200
+#: Positions per sample: few, so that the formula's probability is informative, and the default of every run.
+POSITIONS = (32, integrity.DEFAULT_POSITIONS)
+SIZE = 64
+
+
+@dataclass
+class Image:
+    name: str
+    pixels: np.ndarray
+
+
+@dataclass
+class Lie:
+    """What the owner decrypts of one image: ``result`` (finished, uint8) under the name of an attack."""
+
+    attack: str
+    image: int
+    result: np.ndarray | None
+    refused: str | None = None
+
+
+def images() -> list[Image]:
+    """Two 64x64 colour crops (scikit-image's astronaut and coffee)."""
+    from bench.datasets import sample
+    from hecore.images import center_crop, resize
+
+    return [Image(n, resize(center_crop(sample(n)), SIZE)) for n in ("astronaut", "coffee")]
+
+
+class Cluster:
+    """The packed chain on each image's tiles, and the lies a cluster can tell with the same keys."""
+
+    def __init__(self, ctx, ev, imgs: list[Image], chain=CHAIN):
+        self.ctx, self.ev, self.chain = ctx, ev, list(chain)
+        self.ops = parse_ops(self.chain)
+        self.halo = max((op.halo for op in self.ops), default=0)
+        self.th, self.tw = (min(v, SIZE // 2) for v in default_tile(ctx.params, self.halo))
+        self.finish = finish_for(self.ops)
+        self.encrypted = []
+        for img in imgs:
+            grid, tiles = encrypt_tiles(img.pixels, ctx, self.th, self.tw, self.halo)
+            self.encrypted.append((grid, list(tiles)))
+
+    def run(self, i: int, ops=None, tiles=None, each=None):
+        """Image ``i``'s tiles through ``ops`` (default the chain; ``each(index, ciphertext)`` after it):
+        decrypted and finished as decrypt finishes the chain the cluster claims."""
+        grid, mine = self.encrypted[i]
+        tiles = tiles if tiles is not None else mine
+        ops = self.ops if ops is None else ops
+        out = []
+        for n, t in enumerate(tiles):
+            geom = PackedGeometry(self.th, self.tw, self.halo, t.y, t.x, grid.height, grid.width)
+            c = self.ev.load(t.ct)
+            if ops:
+                c, _ = apply_ops(self.ev, c, ops, geom)
+            if each is not None:
+                c = each(n, c)
+            out.append(t.with_ct(self.ev.dump(c)))
+        return round_to_uint8(self.finish.apply(decrypt_tiles(self.ctx, grid, out)))
+
+    def lies(self) -> list[Lie]:
+        grid, a = self.encrypted[0]
+        _, b = self.encrypted[1]
+        rng = np.random.default_rng(7)
+        swapped = list(a)
+        swapped[0], swapped[-1] = (swapped[0].with_ct(a[-1].ct), swapped[-1].with_ct(a[0].ct))
+        foreign = [t.with_ct(b[n].ct) if n == 0 else t for n, t in enumerate(a)]
+
+        def one_percent(n, c):          # +9 raw (one level after the mean filter's /9) at 1 % of the slots
+            values = np.zeros(self.ev.slots)
+            values[rng.choice(self.ev.slots, size=max(1, self.ev.slots // 100), replace=False)] = 9.0
+            return self.ev.add_values(c, values)
+
+        def one_corrupted(n, c):
+            return self.ev.add_values(c, 45.0) if n == 1 else c
+
+        return [
+            Lie("honest", 0, self.run(0)),
+            Lie("skip the op", 0, self.run(0, ops=[])),
+            Lie("another constant", 0, self.run(0, ops=parse_ops(["brightness:21", "meanfilter:3"]))),
+            Lie("tiles swapped within an image", 0, self.run(0, tiles=swapped)),
+            Lie("a tile of another image", 0, self.run(0, tiles=foreign)),
+            Lie("another run's result (brightness:20 alone)", 0, self.run(0, ops=parse_ops(["brightness:20"]))),
+            Lie("an error on 1 % of the values", 0, self.run(0, each=one_percent)),
+            Lie("one ciphertext corrupted", 0, self.run(0, each=one_corrupted)),
+        ]
+
+
+def selector_lie(ctx, ev, img: Image, *, linear: bool = False) -> Lie:
+    """brightness:20, then every value above 148 (an original above 128) made 2 % larger: a sign polynomial of
+    the data times the data.  ``linear``: keys without a relinearisation key, which refuse the product."""
+    from hecore.ops.sign import approx_sign_mask
+    from hecore.seal.evaluator import MissingEvaluationKeys
+
+    name = "selector: values above 128 corrupted" + (" (linear keys)" if linear else "")
+    cluster = Cluster(ctx, ev, [img], ["brightness:20"])
+
+    def select(n, c):
+        mask = approx_sign_mask(ev, c, 148, steps=("f3",))              # ~255 where the value is >= 148
+        small = ev.encode(0.02 / 255, level=ev.level(mask), scale=float(ev.level_prime(mask)))
+        factor = ev.add_values(ev.rescale(ev.multiply_plain(mask, small)), 1.0)   # ~1.02 there, ~1 elsewhere
+        return ev.multiply(ev.match_level(c, factor), factor, any_scales=True)
+
+    try:
+        return Lie(name, 0, cluster.run(0, each=select))
+    except MissingEvaluationKeys as e:
+        return Lie(name, 0, None, refused=str(e).splitlines()[0][:160])
+
+
+def detection(sample_of, result: np.ndarray, truth: np.ndarray, chain, preset: str, positions: int,
+              trials: int, seed: int) -> dict:
+    """``trials`` fresh samples of the original checked against ``result``: the measured rate of detection,
+    and the formula's for the fraction of pixels ``result`` gets wrong."""
+    wrong_pixels = np.any(np.atleast_3d(result) != np.atleast_3d(truth), axis=-1)
+    f = float(wrong_pixels.mean())
+    rng = np.random.default_rng(seed)
+    caught, checked = 0, 0
+    t = time.perf_counter()
+    for _ in range(trials):
+        sample = integrity.draw(sample_of, positions=positions, radius=1, rng=rng)
+        found = integrity.check(sample, result, lambda p: recorded_reference_known(p, chain, preset))
+        caught += not found.ok
+        checked += found.positions
+    k = min(positions, wrong_pixels.size)
+    return {"wrong_fraction": f, "positions": k, "trials": trials, "detected": caught / trials,
+            "formula": 1.0 - integrity.escape_probability(f, k), "checked_positions": checked / trials,
+            "check_ms": 1e3 * (time.perf_counter() - t) / trials}
+
+
+def measure(trials: int = DEFAULT_TRIALS, preset_name: str = DEFAULT_PRESET) -> list[dict]:
+    from hecore.seal.context import HEContext
+    from hecore.seal.evaluator import Evaluator
+    from hecore.seal.params import preset
+
+    imgs = images()
+    ctx, _ = HEContext.generate(preset(preset_name))
+    cluster = Cluster(ctx, Evaluator(ctx), imgs)
+    deep, secret = HEContext.generate(preset(SELECTOR_PRESET), rotations=False)     # the lie needs no rotation
+    linear = _without_relinearisation(deep, secret)
+    lies = [(lie, cluster.chain, preset_name) for lie in cluster.lies()]
+    lies += [(selector_lie(deep, Evaluator(deep), imgs[0]), ["brightness:20"], SELECTOR_PRESET),
+             (selector_lie(linear, Evaluator(linear), imgs[0], linear=True), ["brightness:20"], SELECTOR_PRESET)]
+    rows = []
+    for lie, chain, name in lies:
+        reference = round_to_uint8(recorded_reference(imgs[lie.image].pixels, chain, name))
+        for positions in POSITIONS:
+            row = {"attack": lie.attack, "preset": name, "chain": "|".join(chain), "image": imgs[lie.image].name,
+                   "refused": lie.refused}
+            if lie.result is not None:
+                row.update(detection(imgs[lie.image].pixels, lie.result, reference, chain, name, positions, trials,
+                                     seed=positions))
+            else:
+                row.update(positions=positions, trials=0)
+            rows.append(row)
+    return rows
+
+
+def _without_relinearisation(ctx, secret: bytes):
+    """The same keys with the relinearisation key left out (what a chain without a product is given)."""
+    from dataclasses import replace
+
+    from hecore.seal.context import HEContext
+
+    return HEContext.from_public(replace(ctx.public, relin_key=None), secret_key=secret)
+
+
+def margin(rate: float, trials: int) -> float:
+    """Three binomial standard deviations of a rate measured over ``trials``."""
+    return 3.0 * math.sqrt(max(rate * (1.0 - rate), 1.0 / trials) / trials)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from bench.rows import write_rows
+    from bench.schemas import BENCH_INTEGRITY
+    from bench.timing import load_1m
+    from jobs.runtime import runinfo
+
+    trials = args.repeats or (50 if args.quick else DEFAULT_TRIALS)
+    run_id, started = runinfo.new_run_id(), runinfo.now()
+    print(f"hepix bench {run_id}: lying clusters against the owner's spot checks, {trials} trials each")
+    rows = measure(trials, args.preset or DEFAULT_PRESET)
+    common = {"run_id": run_id, "started": started, "machine": runinfo.machine(), "cores": runinfo.cores(),
+              "git_commit": runinfo.git_commit(), "load_1m": load_1m()}
+    path = write_rows(rows, BENCH_INTEGRITY, Path(args.out) / "bench_integrity", run_id, common)
+    print(f"{'attack':46s} {'k':>5s} {'wrong px':>9s} {'formula':>9s} {'measured':>9s}")
+    for r in rows:
+        if r.get("refused"):
+            print(f"{r['attack']:46s} {r['positions']:>5d}  refused: {r['refused']}")
+            continue
+        print(f"{r['attack']:46s} {r['positions']:>5d} {r['wrong_fraction']:>9.4f} {r['formula']:>9.4f} "
+              f"{r['detected']:>9.4f}")
+    print(f"\nwrote {path}")
+    return 0

@@ -1,0 +1,204 @@
+"""Secret spot checks: what the owner keeps at encrypt time to catch a cluster that returns wrong results.
+
+At encrypt, the owner draws ``k`` positions of each image uniformly at random, without replacement, from a
+generator seeded by the operating system, and keeps the original values of the pixels in a window of radius
+``r`` around each (every channel) -- in the owner map, never in anything the cluster gets.  At decrypt, the
+op chain's plaintext reference is computed from those pixels alone (every other pixel unknown, NaN: an output
+value that depends on an unknown pixel comes out NaN and is not compared), and each known output value is
+compared with the decrypted one.  The positions are real pixels, drawn after nothing the cluster sees, so no
+function of the ciphertexts tells them from the others: a cluster that gets a fraction ``f`` of an image's
+pixels wrong (whatever it computes, however it chooses them) passes with probability at most ``(1 - f)^k``
+for ``k`` checked positions (:func:`escape_probability`).
+
+Which chains are covered: every chain whose output value at a place depends on the pixels near it --
+pointwise ops (brightness, contrast, watermark, TFHE's and BFV's 8-bit tables), windows (the mean filter,
+every convolution, as far as ``r`` reaches), grey, downsample.  A global op (the DFT filter) makes every
+output depend on every pixel: nothing is checked (the metrics row says 0 positions).
+
+Costs: nothing on the cluster; the owner keeps ``4 k + c (2r + 1)^2 k`` bytes per image at most (fewer where
+windows overlap), and decrypt evaluates the reference on one image-sized array per image.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Positions per image: a fraction f = 1 % of wrong pixels escapes with probability (1 - f)^k <= 2^-20.
+DEFAULT_POSITIONS = 1380
+#: Window radius: the 3x3 neighbourhood (every 3x3 filter and convolution, downsample:2).
+DEFAULT_RADIUS = 1
+#: The most positions a sample may hold.
+MAX_POSITIONS = 1_000_000
+#: The largest radius a sample may record (the widest window hepix evaluates is the 15x15 mean filter).
+MAX_RADIUS = 8
+_MAGIC = b"HPXS"
+_HEADER = struct.Struct("<4sBIIBBI")     # magic, version, height, width, channels, radius, positions
+_VERSION = 1
+
+
+class SpotSampleError(ValueError):
+    """A kept sample that is not one :func:`draw` writes (the owner map was changed)."""
+
+
+def positions_for(fraction: float = 0.01, bits: int = 20) -> int:
+    """The positions that catch a fraction ``fraction`` of wrong pixels with probability >= 1 - 2^-bits."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must lie strictly between 0 and 1, got {fraction!r}")
+    return math.ceil(bits * math.log(2) / -math.log1p(-fraction))
+
+
+def escape_probability(fraction: float, positions: int) -> float:
+    """The largest probability that ``positions`` uniformly drawn pixels all miss a fraction ``fraction``."""
+    return float((1.0 - fraction) ** positions)
+
+
+@dataclass(frozen=True)
+class SpotSample:
+    """One image's kept pixels: ``centers`` (sorted raster indices), and the values of every pixel within
+    ``radius`` of one (``values``: known pixels in raster order, ``channels`` bytes each)."""
+
+    height: int
+    width: int
+    channels: int
+    radius: int
+    centers: np.ndarray         # int64, sorted, unique, raster indices y * width + x
+    values: np.ndarray          # uint8, (known pixels, channels)
+
+    def known(self) -> np.ndarray:
+        """The (height, width) mask of the pixels the sample holds."""
+        mask = np.zeros((self.height, self.width), dtype=bool)
+        ys, xs = np.divmod(self.centers, self.width)
+        r = self.radius
+        for dy in range(-r, r + 1):
+            for dx in range(-r, r + 1):
+                mask[np.clip(ys + dy, 0, self.height - 1), np.clip(xs + dx, 0, self.width - 1)] = True
+        return mask
+
+    def image(self) -> np.ndarray:
+        """The image as far as the sample knows it: float64 (height, width, channels), NaN where unknown."""
+        out = np.full((self.height, self.width, self.channels), np.nan)
+        out[self.known()] = self.values
+        return out
+
+    def to_bytes(self) -> bytes:
+        head = _HEADER.pack(_MAGIC, _VERSION, self.height, self.width, self.channels, self.radius,
+                            len(self.centers))
+        gaps = np.diff(self.centers, prepend=0)        # small numbers: the owner map's zstd keeps them in a byte or two
+        return head + gaps.astype("<u4").tobytes() + np.ascontiguousarray(self.values, np.uint8).tobytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, shape: tuple[int, int, int] | None = None) -> "SpotSample":
+        """A sample written by :meth:`to_bytes`, checked (sizes, counts, ranges; ``shape`` = the image's
+        recorded height, width and channels when known): anything else raises :class:`SpotSampleError`."""
+        data = bytes(data)
+        if len(data) < _HEADER.size:
+            raise SpotSampleError(f"{len(data)} bytes is shorter than a spot sample's header")
+        magic, version, h, w, c, r, k = _HEADER.unpack_from(data)
+        if magic != _MAGIC or version != _VERSION:
+            raise SpotSampleError("not a spot sample (magic or version)")
+        if shape is not None and (h, w, c) != tuple(shape):
+            raise SpotSampleError(f"a sample of a {w}x{h}x{c} image, recorded as {shape[1]}x{shape[0]}x{shape[2]}")
+        if not (h and w and c in (1, 3) and r <= MAX_RADIUS and 0 < k <= h * w):
+            raise SpotSampleError(f"implausible spot sample header ({w}x{h}x{c}, radius {r}, {k} positions)")
+        end = _HEADER.size + 4 * k
+        if len(data) < end:
+            raise SpotSampleError(f"{len(data)} bytes cannot hold {k} positions")
+        gaps = np.frombuffer(data, dtype="<u4", count=k, offset=_HEADER.size).astype(np.int64)
+        centers = np.cumsum(gaps)
+        if np.any(centers >= h * w) or np.any(gaps[1:] <= 0):
+            raise SpotSampleError("spot positions outside the image, or not sorted and unique")
+        sample = cls(h, w, c, r, centers, np.zeros((0, c), np.uint8))
+        n = int(sample.known().sum())
+        if len(data) != end + n * c:
+            raise SpotSampleError(f"{len(data)} bytes, but {k} positions of radius {r} keep {n * c} value bytes")
+        values = np.frombuffer(data, dtype=np.uint8, offset=end).reshape(n, c)
+        return cls(h, w, c, r, centers, values)
+
+
+def draw(pixels: np.ndarray, *, positions: int = DEFAULT_POSITIONS, radius: int = DEFAULT_RADIUS,
+         rng: np.random.Generator | None = None) -> SpotSample:
+    """The sample of one image (uint8, (H, W) or (H, W, C)): ``positions`` distinct places (all of them in a
+    smaller image), each with the pixels within ``radius``."""
+    arr = np.asarray(pixels, dtype=np.uint8)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    h, w, c = arr.shape
+    if not 0 <= radius <= MAX_RADIUS:
+        raise ValueError(f"spot radius must lie in 0..{MAX_RADIUS}, got {radius}")
+    if positions < 1:
+        raise ValueError(f"spot positions must be at least 1, got {positions}")
+    rng = rng if rng is not None else np.random.default_rng()       # seeded from the operating system
+    k = min(positions, h * w)
+    centers = np.sort(rng.choice(h * w, size=k, replace=False)).astype(np.int64)
+    sample = SpotSample(h, w, c, radius, centers, np.zeros((0, c), np.uint8))
+    return SpotSample(h, w, c, radius, centers, arr[sample.known()])
+
+
+@dataclass(frozen=True)
+class SpotResult:
+    """What one image's spot check found: ``positions`` sampled places whose output was compared, ``values``
+    output values compared in all, ``wrong`` of them different; ``first``: where the first wrong one is."""
+
+    positions: int
+    values: int
+    wrong: int
+    first: tuple | None = None
+    why: str | None = None          # a failure that is not a wrong value (the sample, the image's size)
+
+    @property
+    def ok(self) -> bool:
+        return self.wrong == 0
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"{self.values} values at {self.positions} secret positions as the op chain gives them"
+        if self.why is not None:
+            return self.why
+        y, x, ch, want, got = self.first
+        return (f"{self.wrong} of {self.values} values at the owner's secret positions differ from the op chain's "
+                f"result (first: row {y}, column {x}, channel {ch}: {got}, expected {want}); the cluster's "
+                "result is not the chain applied to this image")
+
+
+def check(sample: SpotSample, result: np.ndarray, expected_at) -> SpotResult:
+    """Compare ``result`` (the decrypted, finished image: uint8 (H', W') or (H', W', C')) with
+    ``expected_at(known)``, the op chain's reference on the sample's partial image (NaN where it cannot
+    know), at every value the reference knows."""
+    got = np.asarray(result)
+    if got.ndim == 2:
+        got = got[:, :, None]
+    want = np.asarray(expected_at(sample.image()), dtype=np.float64)
+    if want.ndim == 2:
+        want = want[:, :, None]
+    if want.shape != got.shape:
+        return SpotResult(0, 0, 1, None, f"the result is {'x'.join(map(str, got.shape))} values, the op chain on the "
+                                         f"owner's image gives {'x'.join(map(str, want.shape))}")
+    known = np.isfinite(want)
+    expected = np.clip(np.rint(np.where(known, want, 0)), 0, 255)
+    wrong = known & (expected != got)
+    ys, xs = np.divmod(sample.centers, sample.width)
+    oy = ys * want.shape[0] // sample.height
+    ox = xs * want.shape[1] // sample.width
+    positions = int(np.all(known[oy, ox], axis=-1).sum())
+    first = None
+    if wrong.any():
+        y, x, ch = (int(v) for v in np.argwhere(wrong)[0])
+        first = (y, x, ch, int(expected[y, x, ch]), int(got[y, x, ch]))
+    return SpotResult(positions, int(known.sum()), int(wrong.sum()), first)
+
+
+def reach(expected_at) -> int | None:
+    """The smallest radius whose window decides a chain's output at the window's centre (``expected_at`` as for
+    :func:`check`), or None when no radius up to :data:`MAX_RADIUS` does (a global op: the DFT filter)."""
+    side = 4 * MAX_RADIUS           # a power of two: the DFT filter takes it
+    mid = side // 2
+    for r in range(MAX_RADIUS + 1):
+        partial = np.full((side, side, 1), np.nan)
+        partial[mid - r:mid + r + 1, mid - r:mid + r + 1] = 128.0
+        out = np.asarray(expected_at(partial), dtype=np.float64)
+        if np.all(np.isfinite(out[mid * out.shape[0] // side, mid * out.shape[1] // side])):
+            return r
+    return None
