@@ -55,7 +55,7 @@ class ImageJob:
     sheet_ids: frozenset = frozenset()
     rebuilds: object = None
     tasks: object = None
-    spots: dict = field(default_factory=dict)   # the owner's spot samples (hecore.integrity): image id -> bytes
+    spots: object = None                    # the owner's spot samples (hecore.integrity), broadcast: id -> bytes
 
 
 def images_partition(ids: Iterator[pa.RecordBatch], *, job: ImageJob) -> Iterator[pa.RecordBatch]:
@@ -126,7 +126,7 @@ def _scored(job: ImageJob, image: str, values: pa.Table) -> dict:
     """The SCORED row of one whole image: assembled from its blocks, named, its original found, scored
     (and written as PNG when asked)."""
     from .decrypt import assemble
-    from .metrics import score
+    from .metrics import score, spot_sample
     from .originals import read_original
 
     with_owner = job.owner_sizes is not None
@@ -149,7 +149,7 @@ def _scored(job: ImageJob, image: str, values: pa.Table) -> dict:
                                           ops=job.ops, preset=job.preset, result_sha256=row["result_sha256"])
                 if reference is not None:
                     source, digest = reference["orig_source"], found[1]
-    row.update(source=source, content_sha256=digest, spots=job.spots.get(image))
+    row.update(source=source, content_sha256=digest, spots=spot_sample(job.spots, image))
     if reference is not None:
         row.update({k: reference[k] for k in ("original", "orig_height", "orig_width", "orig_channels")})
     return score(row, raw, run_id=job.run_id, png_dir=job.png_dir, sheet_ids=job.sheet_ids)

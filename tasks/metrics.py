@@ -110,6 +110,13 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
     return base
 
 
+def spot_sample(spots, image_id: str) -> bytes | None:
+    """Image ``image_id``'s spot sample from ``spots``: a broadcast (or a plain mapping) of image id -> bytes,
+    or None when the run is not checked."""
+    table = getattr(spots, "value", spots)
+    return table.get(image_id) if table else None
+
+
 def spot_check(spots: bytes, ops: list[str], preset: str, result: np.ndarray):
     """The owner's spot sample (bytes from the owner map) against one decrypted, finished image: a
     :class:`hecore.integrity.SpotResult`; a sample that does not read fails (the owner map was changed)."""
@@ -140,17 +147,17 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
 
 def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tuple[str, str]], run_id: str,
                        png_dir: str | None = None, max_values: int = 3 * DEFAULT_MAX_PIXELS,
-                       sheet_ids: frozenset[str] = frozenset(), spots: dict | None = None) -> pa.Table:
+                       sheet_ids: frozenset[str] = frozenset(), spots=None) -> pa.Table:
     """One image's decrypted blocks (DECRYPTED rows) and its original (0 or 1 REFERENCES row) -> its SCORED
     row: assembled and scored in one task, so the image itself never leaves it.  ``names``: image id ->
-    (source, content SHA-256) of the owner map; ``spots``: image id -> the owner's spot sample."""
+    (source, content SHA-256) of the owner map; ``spots``: the owner's spot samples (:func:`spot_sample`)."""
     from .decrypt import assemble
 
     if values.num_rows == 0:            # an original no decrypted image asked for
         return SCORED.empty_table()
     row, raw = assemble(values, max_values=max_values, match_key=False)
     source, digest = names.get(row["image_id"], (row["image_id"], ""))
-    row.update(source=source, content_sha256=digest, spots=(spots or {}).get(row["image_id"]))
+    row.update(source=source, content_sha256=digest, spots=spot_sample(spots, row["image_id"]))
     if refs.num_rows:
         row.update(refs.slice(0, 1).to_pylist()[0])
     return pa.Table.from_pylist([score(row, raw, run_id=run_id, png_dir=png_dir, sheet_ids=sheet_ids)],

@@ -208,3 +208,21 @@ def test_tfhe_keys_are_not_divided(tmp_path):
 
     with pytest.raises(ValueError, match="does not apply to TFHE"):
         TFHE.export_public(tmp_path / "k", tmp_path / "o", for_ops=["brightness:1"])
+
+
+def test_an_unrelinearised_product_is_not_decrypted():
+    """A cluster without the relinearisation key can still multiply two ciphertexts (three polynomials);
+    the row checks refuse such a ciphertext by name, so keys exported for a linear chain allow no product."""
+    from hecore.seal.checks import CiphertextChecker
+    from hecore.seal.context import HEContext
+    from hecore.seal.evaluator import Evaluator
+    from hecore.seal.params import preset
+
+    ctx, _ = HEContext.generate(preset("paper-4096"), rotations=False)
+    ev = Evaluator(ctx)
+    c = ev.load(ctx.encrypt_vector(np.arange(8.0)))
+    check = CiphertextChecker.for_params(preset("paper-4096"))
+    assert check.problem(ev.dump(c)) is None
+    product = ev.multiply_raw(c, c, relinearize=False)
+    found = check.problem(ev.dump(product))
+    assert found is not None and found.reason == "ciphertext-size" and "3 polynomials" in found.detail

@@ -3,7 +3,8 @@ and decrypts them, one run per night (docs/operations.md#scheduling).  Airflow 3
 ``airflow.sdk``); Airflow 2.10 still parses and runs it.
 
     encrypt (owner, public keys) -> process (cluster, SparkSubmitOperator, public keys)
-        -> verify (owner) -> decrypt (owner, secret key)
+        -> verify (owner) -> decrypt (owner, secret key; --expect-ops the night's chain, every image
+           spot-checked against the owner map's secret samples)
 
 Every path derives from the run's logical date ``ds``, checked to be a date ``YYYY-MM-DD`` first, each night's
 tables in ``night=YYYY-MM-DD`` directories that DuckDB and Spark SQL read as one partitioned table::

@@ -361,7 +361,8 @@ class Config:
 
     def decrypt_command(self, p: Paths) -> list[str]:
         return [self.hepix, "decrypt", f"--keys={self.keys}", f"--input={p.processed}", f"--out={p.dec}",
-                f"--owner={p.owner}", f"--images={self.images}", f"--master={self.owner_master}", "--quiet"]
+                f"--owner={p.owner}", f"--images={self.images}", f"--master={self.owner_master}", "--quiet",
+                *(f"--expect-ops={op}" for op in self.ops)]       # the run must record the chain asked for
 
 
 def _inside(a: Path, b: Path) -> bool:

@@ -35,7 +35,8 @@ from .atrest import Compactor, MalformedCiphertext, is_compact
 _MAGIC = 0xA15E
 _SEAL_HEADER = 16
 _COMPR_NONE, _COMPR_ZLIB, _COMPR_ZSTD = 0, 1, 2
-#: The largest ciphertext hepix makes has 2 components; allow a third (an unrelinearised product).
+#: The largest ciphertext the byte bound lets SEAL parse: 2 components and a third (an unrelinearised product,
+#: then refused by name).
 _MAX_COMPONENTS = 3
 _PREFIX_ALLOWANCE = 256
 #: Bytes before the coefficients of an uncompressed SEAL 4.1 ciphertext (hecore.audit.sealbytes.DATA_OFFSET).
@@ -108,6 +109,11 @@ class CiphertextChecker:
         except Exception as e:  # noqa: BLE001 -- SEAL's refusals arrive as RuntimeError, ValueError, ...
             return Problem("seal-refused", f"SEAL refuses the ciphertext ({n} bytes): "
                                            f"{str(e).splitlines()[0][:160]}"), None
+        if int(loaded.size()) != 2:
+            # hepix stores two polynomials (products relinearised); a third would be a product the cluster made
+            # without the relinearisation key, which keys exported for a linear chain leave out
+            return Problem("ciphertext-size", f"the ciphertext has {int(loaded.size())} polynomials; hepix's have "
+                                              "two (an unrelinearised product is not decrypted)"), None
         primes = None
         if self.params.spends_levels:
             # Pyfhel counts levels in Python (0 on load): a ciphertext stored below the first level says so

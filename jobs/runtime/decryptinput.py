@@ -35,14 +35,14 @@ def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
     return frozenset(sorted(ids, key=lambda i: (known[i].source if i in known else i, i))[:MAX_IMAGES])
 
 
-def owner_spots(run, owner: OwnerMap | None, ids) -> dict:
-    """The owner's spot samples of the images ``ids`` (image id -> bytes): what decrypt checks each decrypted
-    image against (tasks/metrics.py); none without an owner map, with ``--no-integrity``, or with noise
-    flooding (its values are not the exact ones)."""
+def owner_spots(run, owner: OwnerMap | None, ids):
+    """The owner's spot samples of the images ``ids`` (image id -> bytes), broadcast once to the executors:
+    what decrypt checks each decrypted image against (tasks/metrics.py); None without an owner map, with
+    ``--no-integrity``, or with noise flooding (its values are not the exact ones)."""
     if owner is None or getattr(run.args, "no_integrity", False) or getattr(run.args, "flood_std", 0.0):
-        return {}
+        return None
     kept = owner.spots()
-    return {i: kept[i] for i in ids if i in kept}
+    return run.sc.broadcast({i: kept[i] for i in ids if i in kept})
 
 
 def check_expected_ops(run) -> None:
