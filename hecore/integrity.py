@@ -83,6 +83,17 @@ class SpotSample:
         out[self.known()] = self.values
         return out
 
+    def patches(self) -> np.ndarray:
+        """Every sampled window (coordinates clamped at the image's edges, as the ops replicate them), stacked:
+        float64 (k (2r + 1), 2r + 1, channels), window ``i`` in rows ``i (2r + 1)`` on."""
+        r, side = self.radius, 2 * self.radius + 1
+        ys, xs = np.divmod(self.centers, self.width)
+        steps = np.arange(-r, r + 1)
+        yy = np.clip(ys[:, None] + steps, 0, self.height - 1)
+        xx = np.clip(xs[:, None] + steps, 0, self.width - 1)
+        where = np.searchsorted(np.flatnonzero(self.known()), yy[:, :, None] * self.width + xx[:, None, :])
+        return self.values[where].reshape(len(self.centers) * side, side, self.channels).astype(np.float64)
+
     def to_bytes(self) -> bytes:
         head = _HEADER.pack(_MAGIC, _VERSION, self.height, self.width, self.channels, self.radius,
                             len(self.centers))
@@ -188,6 +199,35 @@ def check(sample: SpotSample, result: np.ndarray, expected_at) -> SpotResult:
         y, x, ch = (int(v) for v in np.argwhere(wrong)[0])
         first = (y, x, ch, int(expected[y, x, ch]), int(got[y, x, ch]))
     return SpotResult(positions, int(known.sum()), int(wrong.sum()), first)
+
+
+def check_patches(sample: SpotSample, result: np.ndarray, expected_at) -> SpotResult:
+    """:func:`check` at the sampled places alone, for a chain that commutes with moving the image and reaches
+    no further than the sample's radius: ``expected_at`` runs on the stacked windows (:meth:`SpotSample.patches`,
+    a few thousand values instead of the image), each window's centre is its place's result."""
+    got = np.asarray(result)
+    if got.ndim == 2:
+        got = got[:, :, None]
+    if got.shape[:2] != (sample.height, sample.width):
+        return SpotResult(0, 0, 1, None, f"the result is {'x'.join(map(str, got.shape))} values, the op chain on the "
+                                         f"owner's image keeps its {sample.height}x{sample.width} pixels")
+    r, side = sample.radius, 2 * sample.radius + 1
+    want = np.asarray(expected_at(sample.patches()), dtype=np.float64)
+    if want.ndim == 2:
+        want = want[:, :, None]
+    centre = want[r::side, r]                                   # (positions, channels out)
+    ys, xs = np.divmod(sample.centers, sample.width)
+    at = got[ys, xs]
+    if centre.shape != at.shape or not np.all(np.isfinite(centre)):
+        return SpotResult(0, 0, 1, None, "the op chain's result at the sampled places has another shape than the "
+                                         f"result's ({'x'.join(map(str, got.shape))})")
+    expected = np.clip(np.rint(centre), 0, 255)
+    wrong = expected != at
+    first = None
+    if wrong.any():
+        i, ch = (int(v) for v in np.argwhere(wrong)[0])
+        first = (int(ys[i]), int(xs[i]), ch, int(expected[i, ch]), int(at[i, ch]))
+    return SpotResult(len(ys), int(expected.size), int(wrong.sum()), first)
 
 
 def reach(expected_at) -> int | None:

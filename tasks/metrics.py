@@ -8,6 +8,7 @@ checked to lie in the PNG directory before anything is written.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -127,7 +128,23 @@ def spot_check(spots: bytes, ops: list[str], preset: str, result: np.ndarray):
         sample = integrity.SpotSample.from_bytes(spots)
     except integrity.SpotSampleError as e:
         return integrity.SpotResult(0, 0, 1, None, f"the owner map's spot sample of this image does not read: {e}")
-    return integrity.check(sample, result, lambda partial: recorded_reference_known(partial, ops, preset))
+    expected = functools.partial(recorded_reference_known, specs=ops, preset=preset)
+    reach = _local_reach(tuple(ops), preset)
+    if reach is not None and reach <= sample.radius:     # the windows alone decide their centres
+        return integrity.check_patches(sample, result, expected)
+    return integrity.check(sample, result, expected)
+
+
+@functools.lru_cache(maxsize=64)
+def _local_reach(ops: tuple[str, ...], preset: str) -> int | None:
+    """How far a chain whose patches decide their centres reaches (:func:`hecore.integrity.reach`); None for
+    any other chain (:func:`hecore.ops.spec.patch_local_chain`)."""
+    from hecore import integrity
+    from hecore.ops.spec import recorded_reference_known, patch_local_chain
+
+    if not patch_local_chain(ops, preset):
+        return None
+    return integrity.reach(functools.partial(recorded_reference_known, specs=ops, preset=preset))
 
 
 def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None,

@@ -105,6 +105,31 @@ def test_the_reference_at_the_sampled_places_is_the_whole_image_s(specs, preset,
     assert not bad.ok and bad.wrong >= 1 and "differ from the op chain's result" in bad.describe()
 
 
+@pytest.mark.parametrize("specs, preset, radius", CHAINS, ids=["|".join(c[0]) for c in CHAINS])
+def test_the_windows_alone_give_what_the_image_gives(specs, preset, radius):
+    """decrypt's fast path for chains whose patches decide their centres (tasks/metrics.py): the chain on the
+    stacked windows gives every sampled place the value the whole image gives, and finds a changed one; the
+    other chains (a watermark, a downsample, two windows) take the whole-image way, with the same verdict."""
+    from hecore.ops.spec import patch_local_chain
+    from tasks.metrics import spot_check
+
+    img = _image(40, 36, 3, seed=len(specs) + 1)
+    truth = round_to_uint8(recorded_reference(img, specs, preset))
+    s = integrity.draw(img, positions=150, radius=radius, rng=np.random.default_rng(4))
+    patched = spot_check(s.to_bytes(), specs, preset, truth)
+    assert patched.ok and patched.positions == 150, patched.describe()
+    whole_image_way = {"contrast:1.5|watermark:7,9,30", "conv:sobel-x|conv:gauss3", "downsample:2", "downsample:4"}
+    assert patch_local_chain(specs, preset) == ("|".join(specs) not in whole_image_way)
+    if patch_local_chain(specs, preset):
+        assert patched.values == 150 * (truth.shape[2] if truth.ndim == 3 else 1)     # the centres alone
+        fast = integrity.check_patches(s, truth, _expected(specs, preset))
+        assert fast == patched
+        wrong = truth.copy()
+        y, x = np.divmod(s.centers[3], img.shape[1])
+        wrong[y, x] = wrong[y, x] ^ 4
+        assert not integrity.check_patches(s, wrong, _expected(specs, preset)).ok
+
+
 def test_a_global_op_is_not_checked_and_says_so():
     assert integrity.reach(_expected(["dftfilter:lowpass=0.5"], "dft-8192")) is None
     img = _image(32, 32, 1)

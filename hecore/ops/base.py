@@ -93,6 +93,8 @@ class ImageOp:
     packed_only: ClassVar[bool] = False      # no pixel-layout evaluation
     position_free: ClassVar[bool] = True     # the same on every value, wherever it sits (a constant added)
     packed_stride: ClassVar[int] = 1         # packed: results in every n-th slot of every n-th row (downsample)
+    shift_invariant: ClassVar[bool] = True   # commutes with moving the image (edges replicated): a value's result
+                                             # depends on its neighbourhood, not on where it sits
 
     @classmethod
     def parse(cls, args: str, spec: str) -> "ImageOp":       # pragma: no cover - every op overrides it

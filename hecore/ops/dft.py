@@ -457,6 +457,7 @@ class DftFilter(ImageOp):
     pointwise: ClassVar[bool] = False
     packed_only: ClassVar[bool] = True
     position_free: ClassVar[bool] = False
+    shift_invariant: ClassVar[bool] = False
 
     def __post_init__(self):
         if not (isinstance(self.cutoff, (int, float)) and 0 < float(self.cutoff) <= math.sqrt(2)):

@@ -47,6 +47,7 @@ class Downsample(BoxWindow):
     name: ClassVar[str] = "downsample"
     form: ClassVar[str] = "'downsample:F' with F one of 2, 4, 8, e.g. downsample:2"
     lo: ClassVar[int] = 0                   # the block starts at its output's (strided) position
+    shift_invariant: ClassVar[bool] = False
 
     def __post_init__(self):
         if isinstance(self.factor, bool) or self.factor not in FACTORS:

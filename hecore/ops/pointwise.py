@@ -156,6 +156,7 @@ class Watermark(_Constant):
 
     name: ClassVar[str] = "watermark"
     position_free: ClassVar[bool] = False
+    shift_invariant: ClassVar[bool] = False
     form: ClassVar[str] = ("'watermark:X,Y,V' with X (column) and Y (row) integers >= 0 and V a number, "
                            "e.g. watermark:10,20,5")
 

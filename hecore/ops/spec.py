@@ -451,6 +451,17 @@ def op_chain_text(specs: Sequence[str], preset) -> list[str]:
     return [op.spec for op in ops] + ([match.spec] if match is not None else [])
 
 
+def patch_local_chain(specs: Sequence[str], preset) -> bool:
+    """Whether a run's recorded chain gives each place's result from a patch of the image around it, the
+    patch's coordinates clamped at the image's edges: TFHE's and the tables' ops (one value at a time), and
+    chains of shift-invariant image ops (no watermark, no downsample, no frequency-domain filter) with at most
+    one window -- a second window would see the first's results replicated at the edges, not its inputs."""
+    if _exact_bytes(specs, preset):
+        return True
+    ops = parse_ops([s for s in specs if run_kind(s) == "image"])
+    return all(op.shift_invariant for op in ops) and sum(op.windowed for op in ops) <= 1
+
+
 def recorded_reference_known(partial: np.ndarray, specs: Sequence[str], preset) -> np.ndarray:
     """:func:`recorded_reference` of an image known in part (float64, NaN where unknown): NaN wherever the
     result depends on an unknown value (the owner's spot checks, :mod:`hecore.integrity`).  TFHE's and the
