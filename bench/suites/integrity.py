@@ -2,8 +2,8 @@
 
 Each lie is computed on real ciphertexts, as a cluster holding the public keys would compute it, in the packed
 layout on two colour images: the op skipped, another constant, the right chain on tiles swapped within an image
-and between images, an older run's result with another chain, an encrypted error added to 1 % of one image's
-values, one ciphertext corrupted, and -- where the keys allow a ciphertext product -- a selector that corrupts
+and between images, an older run's result with another chain, an encrypted error added to 1 % (and 0.1 %) of one
+image's values, one ciphertext corrupted, and -- where the keys allow a ciphertext product -- a selector that corrupts
 only the values above 128 (a polynomial sign of the data, evaluated homomorphically).  The owner decrypts each
 result as decrypt does and checks it against a fresh spot sample (:mod:`hecore.integrity`) ``trials`` times:
 the measured rate of detection is set beside the formula's ``1 - (1 - f)^k`` for the fraction ``f`` of pixels
@@ -100,10 +100,13 @@ class Cluster:
         swapped[0], swapped[-1] = (swapped[0].with_ct(a[-1].ct), swapped[-1].with_ct(a[0].ct))
         foreign = [t.with_ct(b[n].ct) if n == 0 else t for n, t in enumerate(a)]
 
-        def one_percent(n, c):          # +9 raw (one level after the mean filter's /9) at 1 % of the slots
-            values = np.zeros(self.ev.slots)
-            values[rng.choice(self.ev.slots, size=max(1, self.ev.slots // 100), replace=False)] = 9.0
-            return self.ev.add_values(c, values)
+        def error_on(per_thousand):
+            def add(n, c):              # +9 raw (one level after the mean filter's /9) on that share of the slots
+                values = np.zeros(self.ev.slots)
+                values[rng.choice(self.ev.slots, size=max(1, self.ev.slots * per_thousand // 1000),
+                                  replace=False)] = 9.0
+                return self.ev.add_values(c, values)
+            return add
 
         def one_corrupted(n, c):
             return self.ev.add_values(c, 45.0) if n == 1 else c
@@ -115,7 +118,8 @@ class Cluster:
             Lie("tiles swapped within an image", 0, self.run(0, tiles=swapped)),
             Lie("a tile of another image", 0, self.run(0, tiles=foreign)),
             Lie("another run's result (brightness:20 alone)", 0, self.run(0, ops=parse_ops(["brightness:20"]))),
-            Lie("an error on 1 % of the values", 0, self.run(0, each=one_percent)),
+            Lie("an error on 1 % of the values", 0, self.run(0, each=error_on(10))),
+            Lie("an error on 0.1 % of the values", 0, self.run(0, each=error_on(1))),
             Lie("one ciphertext corrupted", 0, self.run(0, each=one_corrupted)),
         ]
 
