@@ -10,6 +10,8 @@ output)::
                                 output, the settings, and every committed batch: its tag, the files
                                 it added to the output (names, rows, bytes, checksums) and its counts
       images/<batch>.parquet    0600: schemas.tables.OWNER_IMAGES -- id, source, content SHA-256, size
+      spots/<batch>.parquet     0600: schemas.tables.OWNER_SPOTS -- each image's secret spot sample
+                                (hecore/integrity.py), what decrypt checks the cluster's result against
       rejects/<batch>.parquet   0600: encrypt's rejects (they name the owner's files)
 
 It is the owner's copy of the run: a resumed encrypt reads which images are done from here (and
