@@ -251,3 +251,17 @@ def test_an_unrelinearised_product_is_not_decrypted():
     product = ev.multiply_raw(c, c, relinearize=False)
     found = check.problem(ev.dump(product))
     assert found is not None and found.reason == "ciphertext-size" and "3 polynomials" in found.detail
+
+
+def test_no_product_at_the_level_a_declared_add_only_chain_is_stored_at():
+    """docs/threat-model.md: ciphertexts stored for an add-only chain (one prime left) leave no room for a product,
+    whatever keys the cluster holds -- SEAL refuses to make it."""
+    from hecore.seal.context import HEContext
+    from hecore.seal.evaluator import Evaluator
+    from hecore.seal.params import preset
+
+    ctx, _ = HEContext.generate(preset("paper-4096"), rotations=False)
+    ev = Evaluator(ctx)
+    c = ev.load(ctx.encrypt_vector(np.linspace(0, 255, 64), scale_bits=29, level=1))
+    with pytest.raises(ValueError, match="scale out of bounds"):
+        ev.multiply_raw(c, c)
