@@ -3,9 +3,10 @@
 At encrypt, the owner draws ``k`` positions of each image uniformly at random, without replacement, from a
 generator seeded by the operating system, and keeps the original values of the pixels in a window of radius
 ``r`` around each (every channel) -- in the owner map, never in anything the cluster gets.  At decrypt, the
-op chain's plaintext reference is computed from those pixels alone (every other pixel unknown, NaN: an output
-value that depends on an unknown pixel comes out NaN and is not compared), and each known output value is
-compared with the decrypted one.  The positions are real pixels, drawn after nothing the cluster sees, so no
+op chain's plaintext reference is computed from those pixels alone and compared with the decrypted values:
+on the stacked windows (:func:`check_patches`) when the windows decide their centres, else on an image-sized
+array where every other pixel is unknown (:func:`check`: NaN, so an output value that depends on an unknown
+pixel comes out NaN and is not compared).  The positions are real pixels, drawn after nothing the cluster sees, so no
 function of the ciphertexts tells them from the others: a cluster that gets a fraction ``f`` of an image's
 pixels wrong (whatever it computes, however it chooses them) passes with probability at most ``(1 - f)^k``
 for ``k`` checked positions (:func:`escape_probability`).
@@ -16,7 +17,7 @@ every convolution, as far as ``r`` reaches), grey, downsample.  A global op (the
 output depend on every pixel: nothing is checked (the metrics row says 0 positions).
 
 Costs: nothing on the cluster; the owner keeps ``4 k + c (2r + 1)^2 k`` bytes per image at most (fewer where
-windows overlap), and decrypt evaluates the reference on one image-sized array per image.
+windows overlap), and decrypt evaluates the reference on the windows, or on one image-sized array, per image.
 """
 from __future__ import annotations
 
