@@ -27,8 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Positions per image: a fraction f = 1 % of wrong pixels escapes with probability (1 - f)^k <= 2^-20.
-DEFAULT_POSITIONS = 1380
 #: Window radius: the 3x3 neighbourhood (every 3x3 filter and convolution, downsample:2).
 DEFAULT_RADIUS = 1
 #: The most positions a sample may hold.
@@ -54,6 +52,10 @@ def positions_for(fraction: float = 0.01, bits: int = 20) -> int:
 def escape_probability(fraction: float, positions: int) -> float:
     """The largest probability that ``positions`` uniformly drawn pixels all miss a fraction ``fraction``."""
     return float((1.0 - fraction) ** positions)
+
+
+#: Positions per image (1380): a fraction f = 1 % of wrong pixels escapes with probability (1 - f)^k <= 2^-20.
+DEFAULT_POSITIONS = positions_for(0.01, 20)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from tasks.decrypt import assemble_group, decrypt_partition
 from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 
 from .runtime.console import table
-from .runtime.decryptinput import check_expected_ops, decode_options, expectation, owner_spots, sheet_ids
+from .runtime.decryptinput import check_expected_ops, decode_options, expectation, owner_spots, sheet_ids, spot_checked
 from .runtime.frames import driver_frame
 from .runtime.inputcheck import reject_row
 from .runtime.owner import OwnerMap
@@ -49,6 +49,8 @@ from .runtime.progress import Progress
 from .runtime.runs import add_reject_arguments, add_spark_arguments, cogroup_function, exit_status, table_function
 from .runtime.session import add_trust_argument
 from .runtime.sources import read_images
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(p) -> None:
@@ -302,8 +304,7 @@ def run(run) -> int:
 
     check_expected_ops(run)
     if run.args.no_integrity:
-        logging.getLogger(__name__).warning("decrypt --no-integrity: the results are not spot-checked against "
-                                            "the owner's samples")
+        log.warning("decrypt --no-integrity: the results are not spot-checked against the owner's samples")
     if run.owner is not None:           # the owner's images as the input holds them (grey: one channel)
         run.owner = run.owner.processed_by(run.parent.ops, run.parent.preset)
     args, parent, owner = run.args, run.parent, run.owner
@@ -351,7 +352,7 @@ def run(run) -> int:
         raise HepixError(f"internal error: {images_in} images in, {len(rows)} decrypted and {len(rejected)} "
                          "rejected; nothing was committed")
     options = {**parent.options, "images": args.images, "flood_std": args.flood_std, "owner": owner is not None,
-               "integrity": not args.no_integrity}
+               "integrity": spot_checked(run, owner)}
     manifest = run.manifest(options=options, counts=counts, files=files, checksums=checksums)
     run.commit(manifest, ["metrics", "rejects"] + (["images"] if png_dir else []))
     print(table(rows, [("source", "image", ""), ("ops", "ops", ""), ("reference", "reference", ""),

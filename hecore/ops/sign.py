@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..seal.evaluator import Evaluator
+from .windows import times
 
 __all__ = ["MaskErrors", "STEPS", "SignStep", "approx_sign_mask", "levels_needed", "mask_errors", "normalise",
            "parse_steps", "plain_sign_mask", "steps_name"]
@@ -105,18 +106,6 @@ def plain_sign_mask(pixels, threshold: int, steps) -> np.ndarray:
     return 127.5 * (x + 1.0)
 
 
-def _times(ev: Evaluator, c, k: int):
-    """``k c`` for a positive integer ``k`` by doubling and adding (no level, noise grows by ``k``)."""
-    acc, power = None, c
-    while k:
-        if k & 1:
-            acc = power if acc is None else ev.add(acc, power)
-        k >>= 1
-        if k:
-            power = ev.add(power, power)
-    return acc
-
-
 def _align(ev: Evaluator, a, b, *, scales: bool = True):
     """``a`` and ``b`` at the deeper of their levels and (with ``scales``) at one scale (module doc)."""
     la, lb = ev.level(a), ev.level(b)
@@ -134,7 +123,7 @@ def _align(ev: Evaluator, a, b, *, scales: bool = True):
 
 def _odd_poly_times_int(ev: Evaluator, y, first: int, second: int):
     """``first + second y`` with integer coefficients (``second`` may be negative)."""
-    term = _times(ev, ev.negate(y) if second < 0 else y, abs(second))
+    term = times(ev, y, second)
     return ev.add_values(term, float(first))
 
 

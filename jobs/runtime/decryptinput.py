@@ -35,11 +35,18 @@ def sheet_ids(args, owner: OwnerMap | None, ids: list[str]) -> frozenset[str]:
     return frozenset(sorted(ids, key=lambda i: (known[i].source if i in known else i, i))[:MAX_IMAGES])
 
 
+def spot_checked(run, owner: OwnerMap | None) -> bool:
+    """Whether decrypt checks the images at the owner's spot samples: with an owner map, unless
+    ``--no-integrity`` or noise flooding (its values are not the exact ones)."""
+    return owner is not None and not getattr(run.args, "no_integrity", False) and \
+        not getattr(run.args, "flood_std", 0.0)
+
+
 def owner_spots(run, owner: OwnerMap | None, ids):
     """The owner's spot samples of the images ``ids`` (image id -> bytes), broadcast once to the executors:
-    what decrypt checks each decrypted image against (tasks/metrics.py); None without an owner map, with
-    ``--no-integrity``, or with noise flooding (its values are not the exact ones)."""
-    if owner is None or getattr(run.args, "no_integrity", False) or getattr(run.args, "flood_std", 0.0):
+    what decrypt checks each decrypted image against (tasks/metrics.py); None when :func:`spot_checked` says
+    the run is not checked."""
+    if not spot_checked(run, owner):
         return None
     kept = owner.spots()
     return run.sc.broadcast({i: kept[i] for i in ids if i in kept})
