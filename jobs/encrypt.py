@@ -24,7 +24,6 @@ files already hold (encrypted or rejected); ``--overwrite`` redoes them all.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass
 
@@ -33,7 +32,7 @@ from hecore.encrypt.symmetric import COMPRESSIONS, ENCRYPTIONS
 from hecore.errors import HepixError, InvalidParameters
 from hecore.images import CONVERSIONS, DEFAULT_MAX_PIXELS
 from hecore.layouts import Layout
-from hecore.layouts.packed import check_tile_fits, default_tile
+from hecore.layouts.packed import DEFAULT_HALO, chain_tile, check_tile_fits, default_tile
 from hecore.layouts.tiling import parse_tile_spec
 from hecore.schemes import scheme_of
 from hecore.seal.atrest import STORES
@@ -51,7 +50,6 @@ from .runtime.storage import Output, Storage
 log = logging.getLogger(__name__)
 
 DEFAULT_TILE = "16x16"
-DEFAULT_HALO = 1            # enough for the paper's 3x3 mean filter (with --for-op: what the chain needs)
 #: SEAL's serialization of the packed layouts' ciphertexts unless --compression says otherwise (the pixel
 #: layout's byte-level ops need the uncompressed bytes; TFHE's encodings are compact already)
 PACKED_COMPRESSION = "zstd"
@@ -339,7 +337,8 @@ def tile_and_halo(args, keys, layout: Layout, chain=None) -> tuple[tuple[int, in
             raise HepixError(f"--halo {halo}: the --for-op chain's mean filter reaches {chain_halo(params, chain)} "
                              f"pixels beyond each tile; give --halo {chain_halo(params, chain)} (or drop --halo)")
         try:
-            tile = tile_spec or _tile_for(chain, default_tile(params, halo, layout.complex_packing))
+            tile = tile_spec or chain_tile(chain[0] if chain is not None else (),
+                                             default_tile(params, halo, layout.complex_packing))
             check_tile_fits(params, *tile, halo, layout.complex_packing)
         except ValueError as e:
             raise HepixError(str(e)) from None
@@ -350,13 +349,6 @@ def tile_and_halo(args, keys, layout: Layout, chain=None) -> tuple[tuple[int, in
         raise HepixError(f"the pixel layout (iCHEETAH) is CKKS-only; {params.name} is {params.scheme.upper()}: use "
                          "--layout packed, or keys of a CKKS preset")
     return tuple(tile_spec or parse_tile_spec(DEFAULT_TILE)), 0
-
-
-def _tile_for(chain, tile: tuple[int, int]) -> tuple[int, int]:
-    """The default tile, its sides rounded down to what the declared chain's ops need (a downsample by ``F``:
-    multiples of ``F``)."""
-    step = math.lcm(*[getattr(op, "packed_stride", 1) for op in chain[0]]) if chain is not None and chain[0] else 1
-    return tuple(max(step, v // step * step) for v in tile)
 
 
 def chain_halo(params, chain) -> int:

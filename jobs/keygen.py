@@ -75,15 +75,32 @@ def add_export_arguments(p):
     p.add_argument("--for-op", action="append", default=[], metavar="SPEC",
                    help="give the cluster only the evaluation keys this chain needs (repeat per op, as for "
                         "`hepix process --op`): no relinearisation key without a ciphertext product, no rotation "
-                        "keys without a rotation; process then refuses a chain the copy cannot run")
+                        "keys without a rotation, and (from the owner's directory) the rotation keys of the "
+                        "steps the chain takes on encrypt's tiles alone; process then refuses a chain the copy "
+                        "cannot run")
+    p.add_argument("--tile", metavar="HxW", help="with --for-op: the tiles encrypt was (or will be) given with "
+                   "--tile, whose rotation steps the copy holds (default: the tiles encrypt picks)")
+    p.add_argument("--halo", type=int, metavar="R", help="with --for-op: the --halo encrypt was given (default: the "
+                   "chain's, and the default halo of an encryption without --for-op)")
 
 
 def run_export(args) -> int:
+    from hecore.layouts.tiling import parse_tile_spec
     from hecore.schemes import scheme_of
 
     scheme = scheme_of(args.keys)
+    tiles = {}
     try:
-        info = scheme.export_public(args.keys, args.out, for_ops=args.for_op)
+        if args.tile is not None:
+            tiles["tile"] = parse_tile_spec(args.tile)
+    except ValueError as e:
+        raise HepixError(f"--tile {args.tile}: {e}") from None
+    if args.halo is not None:
+        if args.halo < 0:
+            raise HepixError(f"--halo {args.halo}: must be 0 or more")
+        tiles["halo"] = args.halo
+    try:
+        info = scheme.export_public(args.keys, args.out, for_ops=args.for_op, **tiles)
     except ValueError as e:
         raise HepixError(f"--for-op: {e}") from None
     print(f"public keys {info.fingerprint[:16]} written to {args.out} (no {scheme.secret_file}); their fingerprint, "

@@ -114,7 +114,7 @@ def planned_ops(run, ops) -> list:
                                           options=dict(parent.options), preset=parent.preset)
     except ValueError as e:
         raise HepixError(str(e)) from None
-    lacking = run.keys.lacks_for(ops, parent.layout)
+    lacking = run.keys.lacks_for(ops, parent.layout, dict(parent.options))
     if lacking:
         raise HepixError(lacking)
     return ops

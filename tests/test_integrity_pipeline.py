@@ -125,3 +125,28 @@ def test_process_refuses_in_one_line_a_chain_the_keys_were_not_exported_for(tmp_
     assert len(err) == 1 and "exported without rotate.key" in err[0] and "Traceback" not in err[0]
     assert hepix("process", "--keys", tmp_path / "pub", "--input", tmp_path / "enc", "--out", tmp_path / "q",
                  "--op", OP, *SPARK) == 0
+
+
+def test_a_copy_for_a_filter_holds_its_steps_runs_it_exactly_and_refuses_other_tiles(tmp_path, capsys):
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.fromarray(np.random.default_rng(2).integers(0, 200, (20, 20, 3), dtype=np.uint8)).save(images / "x.png")
+    assert hepix("keygen", "--out", tmp_path / "keys", "--preset", "paper-4096") == 0
+    assert hepix("export-public", "--keys", tmp_path / "keys", "--out", tmp_path / "pub",
+                 "--for-op", "meanfilter:3") == 0
+    whole, copy = (tmp_path / "keys" / "rotate.key").stat().st_size, (tmp_path / "pub" / "rotate.key").stat().st_size
+    assert copy < whole / 2
+    for run, tile in (("enc", []), ("small", ["--tile", "8x8"])):
+        assert hepix("encrypt", "--keys", tmp_path / "pub", "--input", images, "--out", tmp_path / run, *tile,
+                     *SPARK) == 0
+    assert hepix("process", "--keys", tmp_path / "pub", "--input", tmp_path / "enc", "--out", tmp_path / "p",
+                 "--op", "meanfilter:3", *SPARK) == 0
+    assert hepix("decrypt", "--keys", tmp_path / "keys", "--input", tmp_path / "p", "--out", tmp_path / "d",
+                 "--owner", tmp_path / "enc.owner", "--images", images, *SPARK) == 0
+    (row,) = table(tmp_path / "d" / "metrics")
+    assert row["exact_fraction"] == 1.0 and row["spot_positions"] > 0
+    capsys.readouterr()
+    assert hepix("process", "--keys", tmp_path / "pub", "--input", tmp_path / "small", "--out", tmp_path / "q",
+                 "--op", "meanfilter:3", *SPARK) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tile 8x8 --halo 1" in err[0] and "Traceback" not in err[0]

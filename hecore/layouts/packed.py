@@ -25,6 +25,7 @@ on both halves at once and on each exactly as on a real-packed block.
 """
 from __future__ import annotations
 
+import math
 from typing import Iterator
 
 import numpy as np
@@ -38,6 +39,9 @@ from hecore.seal.params import PRESETS, Params
 
 from . import Layout
 from .tiling import EncryptedTile, TileGrid, channel_plane, tile_image, untile_channels
+
+#: The halo of a packed encryption that declares no chain: enough for a 3x3 window (the paper's mean filter).
+DEFAULT_HALO = 1
 
 
 def block_rows(tile_h: int, halo: int, complex_packing: bool = False) -> int:
@@ -82,6 +86,13 @@ def default_tile(params: Params, halo: int = 0, complex_packing: bool = False) -
     if min(h, w) <= 2 * halo:
         raise InvalidParameters(f"a halo of {halo} leaves no room in {params.name}'s {h}x{w} blocks")
     return (h - 2 * halo) * (2 if complex_packing else 1), w - 2 * halo
+
+
+def chain_tile(ops, tile: tuple[int, int]) -> tuple[int, int]:
+    """``tile`` (the default), its sides rounded down to what ``ops`` need (a downsample by ``F``: multiples
+    of ``F``): the tile ``hepix encrypt --for-op`` picks."""
+    step = math.lcm(*[getattr(op, "packed_stride", 1) for op in ops]) if ops else 1
+    return tuple(max(step, v // step * step) for v in tile)
 
 
 def complex_halves(block: np.ndarray, halo: int) -> np.ndarray:

@@ -100,10 +100,11 @@ class Scheme(ABC):
         scheme's keys do not have are refused by name.  The key info written."""
 
     @abstractmethod
-    def export_public(self, keys: str | os.PathLike, out: str | os.PathLike, for_ops: Sequence[str] = ()):
+    def export_public(self, keys: str | os.PathLike, out: str | os.PathLike, for_ops: Sequence[str] = (), **tiles):
         """Copy the public part of ``keys`` into a new directory ``out``; the key info written.  ``for_ops``: a
-        chain the copy must serve and no more (the evaluation keys it does not need left out), or a
-        ValueError when the scheme's keys cannot be divided so."""
+        chain the copy must serve and no more (the evaluation keys it does not need left out; ``tiles``:
+        ``tile`` and ``halo``, the packed tiles it runs on), or a ValueError when the scheme's keys cannot be
+        divided so."""
 
     @abstractmethod
     def parse_chain(self, specs: Sequence[str]):
@@ -174,9 +175,10 @@ class KeySet(ABC):
     def public(self) -> KeySet:
         """The same keys without the secret (what the cluster may hold)."""
 
-    def lacks_for(self, ops: Sequence, layout: str) -> str | None:
-        """Why these keys cannot run ``ops`` (checked by :meth:`Scheme.check_chain`) in ``layout`` for want of
-        an evaluation key a copy left out, or None."""
+    def lacks_for(self, ops: Sequence, layout: str, options: dict | None = None) -> str | None:
+        """Why these keys cannot run ``ops`` (checked by :meth:`Scheme.check_chain`) in ``layout`` on the
+        input run's tiles (``options``: its manifest's) for want of an evaluation key a copy left out, or
+        None."""
         return None
 
     @abstractmethod

@@ -85,8 +85,54 @@ class SealScheme(Scheme):
         # a pointwise-only preset (lut-16384) has no rotation keys: its tiles fill all N slots
         return seal_keys.keygen(params, out, overwrite=overwrite, rotations=rotations and params.rotations)
 
-    def export_public(self, keys, out, for_ops=()):
-        return seal_keys.export_public(keys, out, withhold=self.unneeded_keys(for_ops) if for_ops else ())
+    def export_public(self, keys, out, for_ops=(), *, tile: tuple[int, int] | None = None,
+                      halo: int | None = None):
+        """The public copy; for a chain (``for_ops``), without the evaluation keys it does not use, and with
+        the Galois keys of the steps it takes (:meth:`rotation_steps`) instead of the whole set."""
+        if not for_ops:
+            if tile is not None or halo is not None:
+                raise ValueError("--tile and --halo say which tiles the --for-op chain's rotation keys are for; "
+                                 "give the chain with --for-op")
+            return seal_keys.export_public(keys, out)
+        withhold = self.unneeded_keys(for_ops)
+        steps = None
+        if seal_keys.ROTATE not in withhold:
+            steps = self.rotation_steps(seal_keys.read_public(keys), for_ops, tile=tile, halo=halo)
+            if steps == ():
+                withhold, steps = withhold + (seal_keys.ROTATE,), None
+        return seal_keys.export_public(keys, out, withhold=withhold, rotation_steps=steps)
+
+    def rotation_steps(self, public: PublicMaterial, specs: Sequence[str], *, tile: tuple[int, int] | None = None,
+                       halo: int | None = None) -> tuple[int, ...] | None:
+        """The rotation steps the chain ``specs`` takes on the tiles ``hepix encrypt`` makes of it -- in each
+        packed layout the keys have, with the halo the chain needs and the default one (encrypt without
+        ``--for-op``), or with ``tile`` and ``halo`` as given (:mod:`hecore.seal.steps`); None (the whole
+        set) for a chain with a match, whose rotations depend on each run's image sizes, and for one whose steps
+        are more keys than the whole set (:func:`hecore.seal.steps.whole_set_keys`)."""
+        from hecore.errors import InvalidParameters
+        from hecore.layouts.packed import DEFAULT_HALO, chain_tile, default_tile
+        from hecore.ops.spec import is_table_chain, ops_and_match
+        from hecore.planner import storage_layout
+        from hecore.seal.steps import probe_geometry, union_steps, whole_set_keys
+
+        ops, match = ops_and_match(list(specs))
+        if match is not None or is_table_chain(list(specs)):
+            return None
+        params = public.params
+        halos = sorted({halo} if halo is not None else {storage_layout(params, ops)[1], DEFAULT_HALO})
+        runs = []
+        for layout in (lay for lay in SEAL.layouts if lay.packed and (params.complex_slots or not lay.complex_packing)):
+            for h in halos:
+                try:
+                    t = tuple(tile) if tile is not None else chain_tile(ops, default_tile(params, h,
+                                                                                          layout.complex_packing))
+                    planned = _with_tiles(ops, layout, {"tile": t, "halo": h}, params)
+                    check_packed_chain_fits(params, planned, t, h, layout)
+                except (ValueError, InvalidParameters):
+                    continue                    # tiles this chain cannot run on: no run will ask for their steps
+                runs.append((planned, probe_geometry(t, h, layout.complex_packing)))
+        steps = union_steps(public, runs)            # none: no packed tile runs the chain, the pixel layout rotates nothing
+        return steps if len(steps) < whole_set_keys(params.slots) else None
 
     @staticmethod
     def unneeded_keys(specs: Sequence[str]) -> tuple[str, ...]:
@@ -148,6 +194,18 @@ class SealScheme(Scheme):
         return CiphertextChecker.for_params(self.preset(preset))
 
 
+def check_packed_chain_fits(params, ops: list, tile: tuple[int, int], halo: int, layout) -> None:
+    """ValueError or InvalidParameters unless ``ops`` run on packed tiles ``tile`` with ``halo`` in ``layout``."""
+    from hecore.layouts.packed import check_tile_fits
+    from hecore.ops.packed import check_packed_chain
+
+    problem = next((p for p in (op.layout_problem(layout) for op in ops) if p), "")
+    if problem:
+        raise ValueError(problem)
+    check_tile_fits(params, *tile, halo, layout.complex_packing)
+    check_packed_chain([], ops, halo)
+
+
 def _chain_and_match(specs: Sequence[str]):
     """The image ops of a chain and its match (last, when there is one)."""
     from hecore.ops.spec import ops_and_match
@@ -195,17 +253,31 @@ class SealKeys(KeySet):
     def fingerprint(self) -> str:
         return self.material.fingerprint()
 
-    def lacks_for(self, ops, layout: str) -> str | None:
+    def lacks_for(self, ops, layout: str, options: dict | None = None) -> str | None:
         from hecore.planner import requirements
 
         req = requirements(list(ops), layout)
+        chain = "|".join(op.spec for op in ops)
         for needed, data, name, what in ((req.multiplies, self.material.relin_key, seal_keys.RELIN,
                                           "multiplies ciphertexts"),
                                          (req.rotations, self.material.rotate_key, seal_keys.ROTATE, "rotates")):
             if needed and data is None and self.params.supports_keyswitching:
-                return (f"{'|'.join(op.spec for op in ops)} {what} in the {layout} layout, and these keys were "
+                return (f"{chain} {what} in the {layout} layout, and these keys were "
                         f"exported without {name} (export-public --for-op another chain): export them again "
                         "for this chain")
+        held = self.material.rotation_steps
+        if req.rotations and held is not None and Layout.parse(layout).packed and options and "tile" in options:
+            from hecore.seal.steps import chain_steps, probe_geometry
+
+            (th, tw), halo = (int(v) for v in options["tile"]), int(options.get("halo", 0))
+            geometry = probe_geometry((th, tw), halo, Layout.parse(layout).complex_packing)
+            missing = sorted(chain_steps(self.material, ops, geometry) - set(held))
+            if missing:
+                shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+                return (f"{chain} rotates by {shown} slots on this run's {th}x{tw} tiles (halo {halo}), and these "
+                        f"keys hold the rotation keys of {len(held)} other steps only (export-public --for-op "
+                        f"for other tiles): export them again with --for-op for this chain and --tile {th}x{tw} "
+                        f"--halo {halo}")
         return None
 
     @property

@@ -90,10 +90,10 @@ class TfheScheme(Scheme):
             raise InvalidParameters("--no-rotations is for CKKS/BFV/BGV keys; TFHE keys have no rotation keys")
         return keygen(out, overwrite=overwrite, compressed_server_key=compressed_server_key, params=params)
 
-    def export_public(self, keys, out, for_ops=()):
+    def export_public(self, keys, out, for_ops=(), **tiles):
         from hecore.tfhe.keys import export_public
 
-        if for_ops:
+        if for_ops or tiles:
             raise ValueError("TFHE's server key is one key for every op: --for-op does not apply to TFHE keys")
         return export_public(keys, out)
 

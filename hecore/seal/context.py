@@ -40,6 +40,10 @@ class PublicMaterial:
     #: name: what the fingerprint covers, including the evaluation keys a copy may leave out.  None for key
     #: directories made before the fingerprint covered more than the public key (their format 1).
     digests: tuple[tuple[str, str], ...] | None = None
+    #: The rotation steps ``rotate_key`` holds a Galois key for when it is a chain's subset
+    #: (``export-public --for-op``: :mod:`hecore.seal.steps`), sorted; None for the whole set (every power of
+    #: two, both ways, which SEAL composes any step from).
+    rotation_steps: tuple[int, ...] | None = None
 
     #: The file name of each component, as a key directory stores it (hecore.seal.keys).
     FILES = (("context", "context.bin"), ("public_key", "public.key"), ("relin_key", "relin.key"),
@@ -288,6 +292,19 @@ class HEContext:
         """The secret key, serialized: only for shipping to the data owner's own decrypt workers."""
         self._require_secret("exporting the secret key")
         return self._he.to_bytes_secret_key(compr_mode=COMPRESSION)
+
+    def rotation_keys(self, steps) -> bytes:
+        """The Galois keys of exactly these rotation steps (each a single key switch), serialized: the owner's
+        least-capability copy for a chain (:mod:`hecore.seal.steps`).  Needs the secret key."""
+        from .native import native_module, seal_context_bytes
+
+        self._require_secret("making rotation keys")
+        if not self.params.supports_keyswitching:
+            raise ValueError(f"{self.params.name} allows no key switching: it has no rotation keys")
+        security, _, seal_bytes = seal_context_bytes(self.public.context)
+        # SEAL's key generator made from this secret (Pyfhel's rotateKeyGen would use a generator of another)
+        return native_module().galois_keys(seal_bytes, self.secret_key_bytes(), [int(s) for s in steps],
+                                           COMPRESSION, security)
 
     # --- decryption -------------------------------------------------------------------
     def _require_secret(self, what: str) -> None:

@@ -138,7 +138,12 @@ class Evaluator:
             return self._copy(c)
         if steps > self.slots // 2:
             steps -= self.slots            # the shorter way round: fewer key switches
-        self._need_rotation_keys()
+        return self._rotate_by(c, steps)
+
+    def _rotate_by(self, c: PyCtxt, steps: int) -> PyCtxt:
+        """One rotation by ``steps`` (non-zero, ``-slots/2 <= steps <= slots/2``): the step every rotation
+        comes down to, and what :mod:`hecore.seal.steps` records."""
+        self._need_rotation_keys(steps)
         return self._he.rotate(c, steps, in_new_ctxt=True)
 
     def window_sum(self, c: PyCtxt, length: int, stride: int = 1) -> PyCtxt:
@@ -353,12 +358,19 @@ class Evaluator:
                 f"directory of {self.params.name} does not hold (a single-prime preset has none)"
             )
 
-    def _need_rotation_keys(self) -> None:
+    def _need_rotation_keys(self, steps: int) -> None:
         if self.ctx.public.rotate_key is None:
             raise MissingEvaluationKeys(
                 f"this operation rotates slots and needs rotation (Galois) keys, which the key directory "
                 f"of {self.params.name} does not hold; create keys with rotations (`hepix keygen` makes "
                 "them unless --no-rotations is given) with a preset that allows key switching"
+            )
+        held = self.ctx.public.rotation_steps
+        if held is not None and steps not in held:
+            raise MissingEvaluationKeys(
+                f"this operation rotates by {steps} slots, and these keys were exported with the rotation keys of "
+                f"{len(held)} steps only (export-public --for-op another chain or other tiles): export them "
+                "again for this chain and these tiles"
             )
 
 

@@ -104,11 +104,14 @@ def keygen(params: Params, out: str | os.PathLike, *, overwrite: bool = False, r
     return info
 
 
-def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str], fmt: int, withheld=()) -> None:
+def _write_manifest(out: Path, info: KeyInfo, checksums: dict[str, str], fmt: int, withheld=(),
+                    rotation: tuple[tuple[int, ...], str] | None = None) -> None:
     doc = {"format": fmt, "params": info.params.to_json(), "fingerprint": info.fingerprint,
            "created": info.created, "sha256": checksums}
     if withheld:
         doc["withheld"] = sorted(withheld)
+    if rotation is not None:            # a chain's subset of the Galois keys: its steps and its own digest
+        doc["rotation_steps"], doc["rotation_sha256"] = list(rotation[0]), rotation[1]
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp, out / MANIFEST)
@@ -200,13 +203,15 @@ def read_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> PublicMat
         raise KeyDirectoryError(f"{keys / MANIFEST} is malformed: it withholds {str(withheld)[:80]}; only the "
                                 f"evaluation keys ({', '.join(WITHHOLDABLE)}) the key set was made with can be")
     p = info.params
+    steps, recorded = _rotation_subset(keys, doc, recorded, withheld, p)
     material = PublicMaterial(
         params=p,
         context=_read(keys, CONTEXT, p),
         public_key=_read(keys, PUBLIC, p),
         relin_key=_read(keys, RELIN, p, required=False) if eval_keys else None,
         rotate_key=_read(keys, ROTATE, p, required=False) if eval_keys else None,
-        digests=tuple(sorted(recorded.items())) if doc["format"] >= 2 else None,
+        digests=tuple(sorted(doc["sha256"].items())) if doc["format"] >= 2 else None,
+        rotation_steps=steps,
     )
     for name in PUBLIC_FILES:
         data = {CONTEXT: material.context, PUBLIC: material.public_key,
@@ -234,6 +239,26 @@ def read_public(keys: str | os.PathLike, *, eval_keys: bool = True) -> PublicMat
             f"recorded {info.fingerprint[:16]}; the directory was modified or mixed from two key sets"
         )
     return material
+
+
+def _rotation_subset(keys: Path, doc: dict, recorded: dict, withheld: list, p: Params):
+    """A manifest's record of a chain's subset of the Galois keys (``rotation_steps``, ``rotation_sha256``),
+    checked: ``(steps or None, the digests rotate.key is checked against)``.  The fingerprint names the whole
+    set the owner made; the subset, made from the same secret key by export-public, carries its own digest."""
+    from .steps import check_steps
+
+    if "rotation_steps" not in doc and "rotation_sha256" not in doc:
+        return None, recorded
+    digest = doc.get("rotation_sha256")
+    try:
+        steps = check_steps(doc.get("rotation_steps"), p.slots)
+        if not (isinstance(digest, str) and len(digest) == 64 and all(ch in "0123456789abcdef" for ch in digest)):
+            raise ValueError(f"rotation_sha256 {str(digest)[:80]!r} is not 64 hex digits")
+        if ROTATE not in recorded or ROTATE in withheld:
+            raise ValueError(f"it lists rotation steps for a key set whose {ROTATE} is not part of it")
+    except ValueError as e:
+        raise KeyDirectoryError(f"{keys / MANIFEST} is malformed: {e}") from None
+    return steps, {**recorded, ROTATE: digest}
 
 
 def check_owner_directory(keys: str | os.PathLike, public: PublicMaterial, secret_key: bytes) -> None:
@@ -294,20 +319,36 @@ def read_secret_key(keys: str | os.PathLike) -> bytes:
                  "directory with its secret key"))
 
 
-def export_public(keys: str | os.PathLike, out: str | os.PathLike, withhold=()) -> KeyInfo:
+def export_public(keys: str | os.PathLike, out: str | os.PathLike, withhold=(),
+                  rotation_steps: tuple[int, ...] | None = None) -> KeyInfo:
     """Copy the public part of ``keys`` into a new directory ``out`` (no secret key); the evaluation keys named
     in ``withhold`` (:data:`WITHHOLDABLE`) left out, and the manifest saying so (the fingerprint is the key
-    set's all the same)."""
+    set's all the same); with ``rotation_steps``, the Galois keys of those steps alone, made here from the
+    owner's secret key (:mod:`hecore.seal.steps`), in place of the whole set."""
     keys, out = Path(keys), Path(out)
     material = read_public(keys)
     if not set(withhold) <= set(WITHHOLDABLE):
         raise ValueError(f"only {', '.join(WITHHOLDABLE)} can be withheld, not {sorted(set(withhold))}")
-    if withhold and material.digests is None:
+    if (withhold or rotation_steps is not None) and material.digests is None:
         raise KeyDirectoryError(f"{keys} was made before key sets recorded each file's digest; its evaluation keys "
                                 "cannot be left out (make new keys with `hepix keygen`)")
     material = dataclasses.replace(material, **{_FIELDS[n]: None for n in withhold})
+    secret = None
     if (keys / SECRET).exists():                # the owner's directory: its public key proven to be the secret's
-        check_owner_directory(keys, material, read_secret_key(keys))
+        secret = read_secret_key(keys)
+        check_owner_directory(keys, material, secret)
+    rotation = None
+    if rotation_steps is not None and material.rotate_key is not None and secret is None:
+        log.warning("%s holds no secret key, which makes a chain's rotation keys: its rotation keys are copied as "
+                    "they are (export from the owner's key directory for the chain's steps alone)", keys)
+    elif rotation_steps is not None and material.rotate_key is not None:
+        from .steps import check_steps
+
+        steps = check_steps(sorted(set(rotation_steps)), material.params.slots)
+        bare = dataclasses.replace(material, relin_key=None, rotate_key=None)
+        subset = HEContext.from_public(bare, secret_key=secret).rotation_keys(steps)
+        material = dataclasses.replace(material, rotate_key=subset, rotation_steps=steps)
+        rotation = (steps, hashlib.sha256(subset).hexdigest())
     if out.exists() and any(out.iterdir()):
         raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
     out.mkdir(parents=True, exist_ok=True)
@@ -319,8 +360,12 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike, withhold=()) 
     info = read_info(keys)
     info = KeyInfo(info.params, info.fingerprint, info.created, has_secret=False)
     if material.digests is not None:
+        if material.rotation_steps is not None and rotation is None:     # a copy of a copy keeps its subset
+            rotation = (material.rotation_steps, hashlib.sha256(material.rotate_key).hexdigest())
         _write_manifest(out, info, dict(material.digests), 2,
-                        withheld=[n for n in withhold if n in dict(material.digests)])
+                        withheld=[n for n in WITHHOLDABLE                 # this copy's, and a copy's copy's
+                                  if n in dict(material.digests) and getattr(material, _FIELDS[n]) is None],
+                        rotation=rotation)
     else:
         _write_manifest(out, info, {n: hashlib.sha256(d).hexdigest() for n, d in files.items() if d is not None}, 1)
     log.info("exported public keys %s to %s", material.fingerprint()[:16], out)

@@ -707,6 +707,40 @@ namespace
         std::shared_ptr<seal::SEALContext> context_;
         std::unique_ptr<hepix::Levels> levels_;
     };
+    // The Galois keys of exactly `steps` for the owner's secret key, serialized as Pyfhel's
+    // from_bytes_rotate_key reads them.  (Pyfhel's rotateKeyGen takes its key generator from the context,
+    // made with a fresh secret, not the one loaded since: its keys would belong to another key.)
+    py::bytes galois_keys(py::bytes context, py::bytes secret_key, const std::vector<int> &steps,
+                          const std::string &compression, int security_bits)
+    {
+        auto ctx = load_context(context, security_bits);
+        if (steps.empty())
+            throw std::invalid_argument("no rotation steps were given");
+        std::string_view key_bytes = secret_key;
+        if (key_bytes.empty())
+            throw std::invalid_argument("the secret key bytes are empty");
+        seal::SecretKey sk;
+        try
+        {
+            sk.load(*ctx, as_seal_bytes(key_bytes), key_bytes.size());
+        }
+        catch (const std::exception &e)
+        {
+            throw std::invalid_argument(
+                std::string("the secret key bytes do not load as a secret key of this context: ") + e.what());
+        }
+        const auto mode = compression_from(compression);
+        std::vector<std::uint8_t> out;
+        {
+            py::gil_scoped_release nogil;
+            seal::GaloisKeys keys;
+            seal::KeyGenerator(*ctx, sk).create_galois_keys(steps, keys);
+            out.resize(static_cast<std::size_t>(keys.save_size(mode)));
+            out.resize(static_cast<std::size_t>(
+                keys.save(reinterpret_cast<seal::seal_byte *>(out.data()), out.size(), mode)));
+        }
+        return py::bytes(reinterpret_cast<const char *>(out.data()), out.size());
+    }
 } // namespace
 
 PYBIND11_MODULE(hepix_seal, m)
@@ -752,6 +786,11 @@ PYBIND11_MODULE(hepix_seal, m)
             "encrypt_compact_complex", &SymmetricEncryptor::encrypt_compact<std::complex<double>>, py::arg("values"),
             py::arg("level") = 0, py::arg("scale") = py::none(), py::arg("drop0") = 0,
             "As encrypt_compact_real, for complex128 rows");
+
+    m.def("galois_keys", &galois_keys, py::arg("context"), py::arg("secret_key"), py::arg("steps"),
+          py::arg("compression") = "zstd", py::arg("security_bits") = 128,
+          "The Galois keys of exactly these rotation steps for this secret key (context and secret_key as for "
+          "SymmetricEncryptor), serialized as SEAL saves them (Pyfhel's from_bytes_rotate_key reads them)");
 
     py::class_<Compactor>(m, "Compactor")
         .def(py::init<py::bytes, int>(), py::arg("context"), py::arg("security_bits") = 128,
