@@ -139,7 +139,11 @@ def decrypt(args) -> int:
         parent = run.parent
         print(f"hepix decrypt {run.run_id}: {args.input} -> {args.out}; key {run.fingerprint[:16]}; "
               f"ops {' | '.join(parent.ops) or 'none'}")
-        runner = {IMAGES: decrypt_job.run, DISTANCES: match.decrypt, SCORES: infer.decrypt}[input_kind(parent)]
+        kind = input_kind(parent)
+        if args.spots_only and kind != IMAGES:
+            raise HepixError(f"--spots-only: {args.input} holds {kind}, which no spot sample checks (spot checks "
+                             "compare images); decrypt it without --spots-only")
+        runner = {IMAGES: decrypt_job.run, DISTANCES: match.decrypt, SCORES: infer.decrypt}[kind]
         return runner(run)
 
 

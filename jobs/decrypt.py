@@ -83,6 +83,11 @@ def add_arguments(p) -> None:
                    help="skip the owner's spot checks (with --owner, every image is otherwise compared at the "
                         "secret positions encrypt kept with the op chain's result, and rejected as 'integrity' "
                         "when a value differs)")
+    p.add_argument("--spots-only", action="store_true",
+                   help="with --owner: decrypt only the ciphertexts that hold values the spot checks compare and "
+                        "check them, so a run can be accepted (or not) before a full decrypt; the metrics say "
+                        "per image how many positions passed and how many ciphertexts were decrypted, and carry "
+                        "no image quality (`hepix verify --owner` runs it)")
     p.add_argument("--expect-ops", action="append", metavar="SPEC",
                    help="the op chain the cluster was asked to run (repeat per op, in order; --expect-ops '' for "
                         "none): decrypt refuses an input run that records another")
@@ -99,6 +104,13 @@ def check_arguments(args) -> None:
         raise HepixError("--png writes image files with plain file I/O; give a local --out")
     if args.max_pixels < 1:
         raise HepixError(f"--max-pixels {args.max_pixels}: must be 1 or more")
+    if args.spots_only:
+        given = [flag for flag, on in (("--images", args.images), ("--png", args.png),
+                                       ("--contact-sheet", args.contact_sheet), ("--no-integrity", args.no_integrity),
+                                       ("--flood-std", args.flood_std)) if on]
+        if not args.owner or given:
+            raise HepixError("--spots-only decrypts only what the owner's spot checks compare: give --owner, "
+                             + (f"and drop {', '.join(given)}" if given else "the owner map encrypt wrote"))
     if args.contact_sheet is not None:
         if not args.images:
             raise HepixError(f"--contact-sheet {args.contact_sheet}: the sheet shows each image beside its original "
@@ -185,13 +197,14 @@ def references(run, owner: OwnerMap, ids: list[str]):
     return found.join(F.broadcast(by_id), "content_sha256").select(*REFERENCES.names)
 
 
-def decrypt_work(run, keys=None):
+def decrypt_work(run, keys=None, spots_only=None):
     """The partition function that decrypts ciphertext rows into DECRYPTED blocks (the secret key goes to
     the owner's own executors in a broadcast of ``keys``, by default :meth:`for_decryption`): run in the row
-    checks' task (tasks/rowchecks.py)."""
+    checks' task (tasks/rowchecks.py).  ``spots_only``: the owner's spot samples, when only what they check
+    is decrypted (``--spots-only``)."""
     bc, token = run.broadcast(keys if keys is not None else run.keys.for_decryption())
     return functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds, tasks=run.tasks,
-                             flood_std=run.args.flood_std)
+                             flood_std=run.args.flood_std, spots_only=spots_only)
 
 
 def decrypt_states(run, keys) -> tuple:
@@ -245,7 +258,8 @@ def metrics_plan(run, values, png_dir: str | None, owner: OwnerMap | None, ids: 
         known = owner.images()
         names = {i: (known[i].source, known[i].content_sha256) if i in known else (i, "") for i in ids}
         score = cogroup_function(assemble_and_score, names=names, run_id=run.run_id, png_dir=png_dir,
-                                 max_values=limit, sheet_ids=drawn, spots=owner_spots(run, owner, ids))
+                                 max_values=limit, sheet_ids=drawn, spots=owner_spots(run, owner, ids),
+                                 spots_only=run.args.spots_only)
         return (values.groupBy("image_id").cogroup(references(run, owner, ids).groupBy("image_id"))
                 .applyInArrow(score, spark_schema(SCORED)))
     images = values.groupBy("image_id").applyInArrow(table_function(assemble_group, max_values=limit),
@@ -277,8 +291,9 @@ def through_spark(run, png_dir: str | None, progress):
 
     owner, t0 = run.owner, time.perf_counter()
     keys = run.keys.for_decryption()
+    only = owner_spots(run, owner, list(owner.spots())) if run.args.spots_only else None
     checked = run.checked_input("decrypt", expectation(run, owner), keys=keys, owner=owner,
-                                work=decrypt_work(run, keys), work_schema=DECRYPTED, broadcast=run.broadcast(keys),
+                                work=decrypt_work(run, keys, only), work_schema=DECRYPTED, broadcast=run.broadcast(keys),
                                 states=decrypt_states(run, keys))
     timings = {"check_seconds": time.perf_counter() - t0}
     progress.stage("assembling and scoring")
@@ -294,6 +309,25 @@ def through_spark(run, png_dir: str | None, progress):
     drawn = {} if run.args.contact_sheet is None else {
         r["image_id"]: r["sheet_panels"] for r in every if r["sheet_panels"] is not None}
     return Decrypted(checked, every, drawn, timings)
+
+
+def spots_report(run, rows: list[dict], late: list[dict], rejected: set, decrypted: int) -> int:
+    """What ``--spots-only`` found, printed: each image's positions checked and ciphertexts decrypted, the
+    images that failed, and the verdict; 0 when every image was checked and passed, else 1."""
+    print(table(rows, [("source", "image", ""), ("ops", "ops", ""), ("spot_positions", "positions", "d"),
+                       ("spot_values", "values", "d"), ("ciphertexts", "cts decrypted", "d")]))
+    unchecked = [r["source"] for r in rows if not r["spot_positions"]]
+    failed = [r for r in late if r["reject_reason"] == "integrity"]
+    total = sum(k.ciphertexts for k in run.owner.images().values())
+    for r in failed[:20]:
+        print(f"  {r['source']}: integrity: {r['reject_detail']}")
+    print(f"spot-checked {len(rows) - len(unchecked)} images, decrypting {decrypted} of the owner's {total} "
+          f"ciphertexts: {len(failed)} failed (integrity), {len(rejected) - len(failed)} rejected otherwise, "
+          f"{len(unchecked)} with nothing to check (no sample kept, or a chain no sample reaches)")
+    accepted = not rejected and not unchecked and rows
+    print("verdict: " + ("every image passed its spot checks" if accepted
+                         else "not accepted: decrypt in full only what you trust, or run the chain again"))
+    return 0 if accepted else 1
 
 
 def run(run) -> int:
@@ -352,9 +386,11 @@ def run(run) -> int:
         raise HepixError(f"internal error: {images_in} images in, {len(rows)} decrypted and {len(rejected)} "
                          "rejected; nothing was committed")
     options = {**parent.options, "images": args.images, "flood_std": args.flood_std, "owner": owner is not None,
-               "integrity": spot_checked(run, owner)}
+               "integrity": spot_checked(run, owner), "spots_only": args.spots_only}
     manifest = run.manifest(options=options, counts=counts, files=files, checksums=checksums)
     run.commit(manifest, ["metrics", "rejects"] + (["images"] if png_dir else []))
+    if args.spots_only:
+        return spots_report(run, rows, late, rejected, n_cts)
     print(table(rows, [("source", "image", ""), ("ops", "ops", ""), ("reference", "reference", ""),
                        ("mse", "MSE", ".3f"), ("psnr", "PSNR dB", ".2f"), ("ssim", "SSIM", ".4f"),
                        ("max_abs_err", "max err", ".1e"), ("exact_fraction", "exact", ".4f"),

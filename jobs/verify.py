@@ -16,10 +16,18 @@ The same row checks run before ``process``, ``decrypt`` and ``audit`` do any wor
 images with bad rows and list those rows in their own rejects table.
 Problems are printed (the first few) and, with ``--rejects DIR``, written as a rejects table;
 the exit status is 1 when anything is wrong, 0 when the table is whole.
+
+With ``--owner`` (and the owner's ``--keys``), verify then runs the owner's spot checks alone: ``hepix decrypt
+--spots-only`` into a temporary directory (removed after), which decrypts only the ciphertexts holding values
+the checks compare.  A run whose every image passes can be accepted before a full decrypt; the exit status
+is 1 when an image fails, is rejected, or has nothing to check.
 """
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 
 from hecore.errors import HepixError
 from hecore.schemes import scheme_for_preset
@@ -48,6 +56,9 @@ def add_arguments(p) -> None:
     p.add_argument("dst", metavar="DST", help="output directory of encrypt or process (local, file:// or hdfs://)")
     p.add_argument("--rejects", metavar="DIR", help="also write the problems found as a rejects table here")
     p.add_argument("--show", type=int, default=20, help="problems to print (default %(default)s)")
+    p.add_argument("--owner", metavar="DIR", help="the owner map encrypt wrote: also run the owner's spot checks, "
+                   "decrypting only the ciphertexts they read (needs --keys; `hepix decrypt --spots-only`)")
+    p.add_argument("--keys", help="with --owner: the owner's key directory, with the secret key")
     add_spark_arguments(p)
 
 
@@ -154,9 +165,30 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     return problems, summary
 
 
+def spot_checks(args) -> int:
+    """``hepix decrypt --spots-only`` of ``args.dst`` with the owner's map and keys, into a temporary
+    directory removed afterwards: its exit status (0: every image passed)."""
+    from .cli import absolute_paths, build_parser, decrypt
+
+    where = tempfile.mkdtemp(prefix="hepix-verify-")
+    try:
+        argv = ["decrypt", "--keys", args.keys, "--input", args.dst, "--out", os.path.join(where, "spots"),
+                "--owner", args.owner, "--spots-only"]
+        argv += [a for flag, value in (("--master", args.master), ("--conf", args.conf)) if value
+                 for a in (flag, value)] + (["--quiet"] if args.quiet else [])
+        spots = build_parser().parse_args(argv)
+        absolute_paths(spots)
+        return decrypt(spots)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 def run(args) -> int:
     from .runtime import places
 
+    if bool(args.owner) != bool(args.keys):
+        raise HepixError("--owner and --keys go together: the spot checks decrypt with the owner's secret key and "
+                         "compare with the samples in the owner map")
     run_id = runinfo.new_run_id()
     if args.rejects:          # a new or empty directory outside the run, the keys and the owner map
         places.check_new_out(args.rejects, "--rejects")
@@ -198,6 +230,9 @@ def run(args) -> int:
         print(f"  ... and {len(problems) - args.show} more" + (f" (all in {args.rejects})" if args.rejects else ""))
     verdict = "OK" if not problems else f"{len(problems)} problem(s)"
     print(f"hepix verify {args.dst}: {manifest.job} run {manifest.run_id}, {manifest.status}: {verdict}")
+    if args.owner:
+        print("the owner's spot checks (decrypting only the ciphertexts they read):")
+        return max(spot_checks(args), 0 if not problems else 1)
     return 0 if not problems else 1
 
 

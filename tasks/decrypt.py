@@ -67,8 +67,9 @@ def blocks_column(blocks) -> pa.Array:
 
 
 def _values_batch(rb: pa.RecordBatch, keep: np.ndarray, y, x, h, w, blocks,
-                  seconds: np.ndarray) -> pa.RecordBatch:
-    """DECRYPTED rows of the ciphertexts ``keep`` of ``rb``: their metadata, block positions and values."""
+                  seconds: np.ndarray, decrypted: bool = True) -> pa.RecordBatch:
+    """DECRYPTED rows of the ciphertexts ``keep`` of ``rb``: their metadata, block positions and values
+    (``decrypted`` False: blocks of NaN for ciphertexts a spot check left undecrypted, counted as 0)."""
     n = len(keep)
     whole = n == rb.num_rows            # every row kept (the usual case): the columns as they are, no copy
     idx = None if whole else pa.array(keep, type=pa.int64())
@@ -77,7 +78,7 @@ def _values_batch(rb: pa.RecordBatch, keep: np.ndarray, y, x, h, w, blocks,
     lengths = pc.binary_length(rb.column("ct"))         # the lengths alone: the ciphertexts are never copied
     cols.update(y=pa.array(y, type=pa.int32()), x=pa.array(x, type=pa.int32()), h=pa.array(h, type=pa.int32()),
                 w=pa.array(w, type=pa.int32()), raw=blocks_column(blocks),
-                cts=pa.array(np.ones(n, dtype=np.int64)),
+                cts=pa.array(np.full(n, 1 if decrypted else 0, dtype=np.int64)),
                 ct_bytes=(lengths if whole else lengths.take(idx)).cast(pa.int64()),
                 decrypt_seconds=pa.array(seconds, type=pa.float64()), error=pa.nulls(n, pa.string()))
     return pa.RecordBatch.from_arrays([cols[n].cast(DECRYPTED.field(n).type) for n in DECRYPTED.names],
@@ -85,9 +86,11 @@ def _values_batch(rb: pa.RecordBatch, keep: np.ndarray, y, x, h, w, blocks,
 
 
 def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast,
-                      rebuilds=None, tasks=None, flood_std: float = 0.0) -> Iterator[pa.RecordBatch]:
+                      rebuilds=None, tasks=None, flood_std: float = 0.0, spots_only=None) -> Iterator[pa.RecordBatch]:
     """Decrypt rows; ``flood_std`` > 0 adds noise flooding (hecore.flooding) of that standard
-    deviation, in pixel units, to every decrypted value.
+    deviation, in pixel units, to every decrypted value.  ``spots_only``: the owner's spot samples (as for
+    :func:`tasks.spots.spot_sample`): only the ciphertexts holding values the spot checks compare are
+    decrypted, the others give blocks of NaN (:func:`_sampled_rows`).
 
     A ciphertext SEAL refuses here (it passed the checks before, so its file changed since), or whose
     values no image could give (:func:`plausible_range`, judged before any flooding), becomes one row
@@ -96,17 +99,56 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
     if tasks is not None:
         tasks.add([os.getpid()])
     context = getattr(ctx, "_he", None)
+    masks: dict = {}
     for rb in batches:
         if rb.num_rows == 0:
             continue
         # the row checks of this task loaded the ciphertexts already, on this context (tasks.handoff)
         given = handoff.take(rb, context)
+        if spots_only is not None:
+            rb, given, skipped = _sampled_rows(rb, given, spots_only, masks)
+            if skipped is not None:
+                yield skipped
+            if rb.num_rows == 0:
+                continue
         bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, refused, flood_std)
         else:
             yield from _decrypt_packed_rows(ctx, rb, bounds, refused, flood_std,
                                             loaded=given[1] if given is not None else None)
+
+
+def _sampled_rows(rb: pa.RecordBatch, given, spots, masks: dict):
+    """``rb`` cut into the rows whose blocks hold a value the image's spot check compares (with their
+    handed-over ciphertexts) and one batch of NaN blocks, never decrypted, for the others (None when none)."""
+    from .spots import spot_mask, spot_sample
+
+    packed = {Layout.parse(v) for v in pc_unique(rb.column("layout"))} != {Layout.PIXEL}
+    if packed:
+        y, x, h, w = (rb.column(k).to_numpy(zero_copy_only=False).astype(np.int64) for k in ("y", "x", "h", "w"))
+    else:
+        pos = pixel_positions(rb)
+        y, x = pos[:, 0].astype(np.int64), pos[:, 1].astype(np.int64)
+        h = w = np.ones(rb.num_rows, dtype=np.int64)
+    ops, preset = rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py()
+    need = np.zeros(rb.num_rows, dtype=bool)
+    for i, image in enumerate(rb.column("image_id").to_pylist()):
+        if image not in masks:
+            masks[image] = spot_mask(spot_sample(spots, image), ops, preset)
+        mask = masks[image]
+        need[i] = mask is not None and bool(mask[y[i]:y[i] + h[i], x[i]:x[i] + w[i]].any())
+    skip = np.flatnonzero(~need)
+    if not skip.size:
+        return rb, given, None
+    blocks = [np.full((int(h[i]), int(w[i])), np.nan) for i in skip]
+    skipped = _values_batch(rb, skip, y[skip], x[skip], h[skip], w[skip], blocks, np.zeros(skip.size),
+                            decrypted=False)
+    keep = np.flatnonzero(need)
+    if given is not None:
+        rows, loaded = given
+        given = ([rows[i] for i in keep], [loaded[i] for i in keep] if loaded is not None else None)
+    return rb.take(pa.array(keep, type=pa.int64())), given, skipped
 
 
 def _decrypt_pixel_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float = 0.0):
@@ -216,12 +258,13 @@ def _flat_values(column: pa.ChunkedArray) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def assemble(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS, match_key: bool = True
-             ) -> tuple[dict, np.ndarray | None]:
+def assemble(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS, match_key: bool = True,
+             partial: bool = False) -> tuple[dict, np.ndarray | None]:
     """All decrypted blocks of one image -> its IMAGES row (without ``raw``) and its raw values (float64
     H x W x C, before the ops' post-scale); or a row saying why the image is rejected (a ciphertext refused
     or implausible, values missing or out of place) and None.  ``match_key``: compute ``result_sha256``
-    (what finds the original without an owner map).
+    (what finds the original without an owner map).  ``partial``: blocks a spot check left undecrypted
+    (NaN, :func:`decrypt_partition`'s ``spots_only``) are 0 in the result, not a reject.
 
     The rows were checked before (jobs/runtime/inputcheck.py: complete, consistent, within the owner's pixel
     limit); ``max_values`` bounds the allocation once more, whatever the rows claim."""
@@ -239,7 +282,8 @@ def assemble(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS, match
     if ((y < 0) | (x < 0) | (bh < 1) | (bw < 1) | (y + bh > h) | (x + bw > w) | (ch < 0) | (ch >= c)).any() \
             or (lengths != 8 * bh.astype(np.int64) * bw).any():
         return _rejected(first, "bad-geometry", "decrypted values outside the image", table)
-    raw = np.full((h, w, c), np.nan)
+    unset = np.inf if partial else np.nan          # partial: NaN is a block left undecrypted, inf one never given
+    raw = np.full((h, w, c), unset)
     flat = _flat_values(table.column("raw"))
     if (bh == 1).all() and (bw == 1).all():          # the pixel layout: one value per ciphertext
         raw[y, x, ch] = flat
@@ -247,8 +291,11 @@ def assemble(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS, match
         ends = np.cumsum(lengths // 8)
         for i in range(len(ends)):
             raw[y[i]:y[i] + bh[i], x[i]:x[i] + bw[i], ch[i]] = flat[ends[i] - bh[i] * bw[i]:ends[i]].reshape(bh[i], bw[i])
-    if np.isnan(raw).any():
-        missing = int(np.isnan(raw).sum())
+    if partial:
+        raw[np.isnan(raw)] = 0.0
+    gaps = np.isinf(raw) if partial else np.isnan(raw)
+    if gaps.any():
+        missing = int(gaps.sum())
         return _rejected(first, "incomplete-image", f"{missing} of {raw.size} pixel values have no ciphertext", table)
     row = {k: first[k] for k in ("image_id", "layout", "strategy", "security", "preset", "ops")}
     row.update(height=h, width=w, channels=c,
@@ -259,7 +306,7 @@ def assemble(table: pa.Table, *, max_values: int = 3 * DEFAULT_MAX_PIXELS, match
                decrypt_seconds=float(np.sum(table.column("decrypt_seconds").to_numpy())),
                reject_reason=None, reject_detail=None,
                result_sha256=(result_sha256(recorded_finish(first["ops"], first["preset"]).apply(raw))
-                              if match_key else None))
+                              if match_key and not partial else None))
     return row, raw
 
 

@@ -56,6 +56,7 @@ class ImageJob:
     rebuilds: object = None
     tasks: object = None
     spots: object = None                    # the owner's spot samples (hecore.integrity), broadcast: id -> bytes
+    spots_only: bool = False                # decrypt only what the spot checks compare (decrypt --spots-only)
 
 
 def images_partition(ids: Iterator[pa.RecordBatch], *, job: ImageJob) -> Iterator[pa.RecordBatch]:
@@ -96,7 +97,7 @@ def _one_task(job: ImageJob, task: ImageTask) -> Iterator[pa.RecordBatch]:
                 changed.extend(_changed_rows(split, set(seen) | set(planned)))
 
     work = partial(decrypt_partition, token=job.decrypt_token, broadcast=job.broadcast, rebuilds=job.rebuilds,
-                   tasks=job.tasks, flood_std=job.flood_std)
+                   tasks=job.tasks, flood_std=job.flood_std, spots_only=job.spots if job.spots_only else None)
     checked: list = []
     for out in check_and_work_partition(rows(), expect=job.expect, token=job.check_token, broadcast=job.broadcast,
                                         work=work, work_schema=DECRYPTED, problems=problems, checked_to=checked,
@@ -126,11 +127,12 @@ def _scored(job: ImageJob, image: str, values: pa.Table) -> dict:
     """The SCORED row of one whole image: assembled from its blocks, named, its original found, scored
     (and written as PNG when asked)."""
     from .decrypt import assemble
-    from .metrics import score, spot_sample
+    from .metrics import score
     from .originals import read_original
+    from .spots import spot_sample
 
     with_owner = job.owner_sizes is not None
-    row, raw = assemble(values, max_values=job.max_values, match_key=not with_owner)
+    row, raw = assemble(values, max_values=job.max_values, match_key=not with_owner, partial=job.spots_only)
     if with_owner:
         source, digest = job.names.get(image, (image, ""))
     else:

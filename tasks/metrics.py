@@ -8,7 +8,6 @@ checked to lie in the PNG directory before anything is written.
 """
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterator
@@ -18,6 +17,8 @@ import pyarrow as pa
 
 from hecore.images import DEFAULT_MAX_PIXELS
 from schemas.tables import IMAGE_ID, METRICS
+
+from .spots import spot_check, spot_sample
 
 #: METRICS plus why an image was rejected (null for a scored one), and the contact-sheet panels of the images
 #: asked for (tasks/contactsheet.py): decrypt splits them after this stage.
@@ -111,42 +112,6 @@ def score(r: dict, raw: np.ndarray | None, *, run_id: str, png_dir: str | None =
     return base
 
 
-def spot_sample(spots, image_id: str) -> bytes | None:
-    """Image ``image_id``'s spot sample from ``spots``: a broadcast (or a plain mapping) of image id -> bytes,
-    or None when the run is not checked."""
-    table = getattr(spots, "value", spots)
-    return table.get(image_id) if table else None
-
-
-def spot_check(spots: bytes, ops: list[str], preset: str, result: np.ndarray):
-    """The owner's spot sample (bytes from the owner map) against one decrypted, finished image: a
-    :class:`hecore.integrity.SpotResult`; a sample that does not read fails (the owner map was changed)."""
-    from hecore import integrity
-    from hecore.ops.spec import recorded_reference_known
-
-    try:
-        sample = integrity.SpotSample.from_bytes(spots)
-    except integrity.SpotSampleError as e:
-        return integrity.SpotResult(0, 0, 1, None, f"the owner map's spot sample of this image does not read: {e}")
-    expected = functools.partial(recorded_reference_known, specs=ops, preset=preset)
-    reach = _local_reach(tuple(ops), preset)
-    if reach is not None and reach <= sample.radius:     # the windows alone decide their centres
-        return integrity.check_patches(sample, result, expected)
-    return integrity.check(sample, result, expected)
-
-
-@functools.lru_cache(maxsize=64)
-def _local_reach(ops: tuple[str, ...], preset: str) -> int | None:
-    """How far a chain whose patches decide their centres reaches (:func:`hecore.integrity.reach`); None for
-    any other chain (:func:`hecore.ops.spec.patch_local_chain`)."""
-    from hecore import integrity
-    from hecore.ops.spec import recorded_reference_known, patch_local_chain
-
-    if not patch_local_chain(ops, preset):
-        return None
-    return integrity.reach(functools.partial(recorded_reference_known, specs=ops, preset=preset))
-
-
 def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir: str | None = None,
                       sheet_ids: frozenset[str] = frozenset()) -> Iterator[pa.RecordBatch]:
     """Quality of each assembled image (IMAGES rows joined with their names and originals) against its
@@ -164,15 +129,16 @@ def metrics_partition(batches: Iterator[pa.RecordBatch], *, run_id: str, png_dir
 
 def assemble_and_score(values: pa.Table, refs: pa.Table, *, names: dict[str, tuple[str, str]], run_id: str,
                        png_dir: str | None = None, max_values: int = 3 * DEFAULT_MAX_PIXELS,
-                       sheet_ids: frozenset[str] = frozenset(), spots=None) -> pa.Table:
+                       sheet_ids: frozenset[str] = frozenset(), spots=None, spots_only: bool = False) -> pa.Table:
     """One image's decrypted blocks (DECRYPTED rows) and its original (0 or 1 REFERENCES row) -> its SCORED
     row: assembled and scored in one task, so the image itself never leaves it.  ``names``: image id ->
-    (source, content SHA-256) of the owner map; ``spots``: the owner's spot samples (:func:`spot_sample`)."""
+    (source, content SHA-256) of the owner map; ``spots``: the owner's spot samples (:func:`spot_sample`);
+    ``spots_only``: the blocks the spot checks do not read were left undecrypted (NaN)."""
     from .decrypt import assemble
 
     if values.num_rows == 0:            # an original no decrypted image asked for
         return SCORED.empty_table()
-    row, raw = assemble(values, max_values=max_values, match_key=False)
+    row, raw = assemble(values, max_values=max_values, match_key=False, partial=spots_only)
     source, digest = names.get(row["image_id"], (row["image_id"], ""))
     row.update(source=source, content_sha256=digest, spots=spot_sample(spots, row["image_id"]))
     if refs.num_rows:

@@ -150,3 +150,49 @@ def test_a_copy_for_a_filter_holds_its_steps_runs_it_exactly_and_refuses_other_t
                  "--op", "meanfilter:3", *SPARK) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--tile 8x8 --halo 1" in err[0] and "Traceback" not in err[0]
+
+
+def test_verify_owner_accepts_an_honest_run_decrypting_only_the_tiles_it_samples(tmp_path, capsys):
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.fromarray(np.random.default_rng(4).integers(0, 200, (64, 64), dtype=np.uint8)).save(images / "big.png")
+    assert hepix("keygen", "--out", tmp_path / "keys", "--preset", "addonly-2048") == 0
+    assert hepix("export-public", "--keys", tmp_path / "keys", "--out", tmp_path / "pub") == 0
+    assert hepix("encrypt", "--keys", tmp_path / "pub", "--input", images, "--out", tmp_path / "enc", "--tile", "8x8",
+                 "--spot-positions", "3", *SPARK) == 0
+    assert hepix("process", "--keys", tmp_path / "pub", "--input", tmp_path / "enc", "--out", tmp_path / "proc",
+                 "--op", OP, *SPARK) == 0
+    assert hepix("decrypt", "--keys", tmp_path / "keys", "--input", tmp_path / "proc", "--out", tmp_path / "spots",
+                 "--owner", tmp_path / "enc.owner", "--spots-only", *SPARK) == 0
+    (row,) = table(tmp_path / "spots" / "metrics")
+    assert row["spot_positions"] == 3 and 1 <= row["ciphertexts"] <= 3          # of the image's 64 tiles
+    assert row["mse"] is None and not table(tmp_path / "spots" / "rejects")
+    capsys.readouterr()
+    assert hepix("verify", tmp_path / "proc", "--owner", tmp_path / "enc.owner", "--keys", tmp_path / "keys",
+                 *SPARK) == 0
+    out = capsys.readouterr().out
+    assert "every image passed its spot checks" in out and f"of the owner's {8 * 8} ciphertexts" in out
+
+
+def test_verify_owner_does_not_accept_a_lying_cluster_s_run(runs, tmp_path, capsys):
+    run, swapped = _forged(runs, tmp_path)
+    assert hepix("decrypt", "--keys", runs / "keys", "--input", run, "--out", tmp_path / "spots", "--owner",
+                 runs / "enc.owner", "--spots-only", *SPARK) == 1
+    assert {r["image_id"] for r in table(tmp_path / "spots" / "rejects") if r["reason"] == "integrity"} == set(swapped)
+    capsys.readouterr()
+    assert hepix("verify", run, "--owner", runs / "enc.owner", "--keys", runs / "keys", *SPARK) == 1
+    out = capsys.readouterr().out
+    assert "2 failed (integrity)" in out and "not accepted" in out
+    assert not list(Path("/tmp").glob("hepix-verify-*/spots"))          # its working tables are gone
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["verify", "RUN", "--owner", "OWNER"], "--owner and --keys go together"),
+    (["decrypt", "--keys", "KEYS", "--input", "RUN", "--out", "OUT", "--spots-only"], "give --owner"),
+    (["decrypt", "--keys", "KEYS", "--input", "RUN", "--out", "OUT", "--owner", "OWNER", "--spots-only", "--png"],
+     "drop --png"),
+])
+def test_spot_checks_alone_refuse_what_they_cannot_do(runs, tmp_path, capsys, argv, message):
+    where = {"RUN": runs / "proc", "OWNER": runs / "enc.owner", "KEYS": runs / "keys", "OUT": tmp_path / "out"}
+    assert hepix(*[where.get(a, a) for a in argv], *SPARK) == 2
+    assert message in capsys.readouterr().err

@@ -18,12 +18,12 @@ import pytest
 from hecore.errors import KeyDirectoryError
 from hecore.ops.packed import PackedGeometry, apply_ops
 from hecore.ops.spec import parse_ops
-from hecore.schemes.seal import SEAL, SealKeys
+from hecore.schemes.seal import SEAL, SealKeys, packed_steps, probe_geometry
 from hecore.seal import keys as seal_keys
 from hecore.seal.context import HEContext
 from hecore.seal.evaluator import Evaluator, MissingEvaluationKeys
 from hecore.seal.params import preset
-from hecore.seal.steps import chain_steps, check_steps, probe_geometry, whole_set_keys
+from hecore.seal.steps import check_steps, whole_set_keys
 
 CHAIN = ["brightness:40", "watermark:10,10,255", "meanfilter:3"]
 
@@ -47,7 +47,7 @@ def test_the_copy_holds_the_chains_steps_and_vouches_for_them(owner):
     # the steps are those the chain's code takes on the tiles encrypt makes (packed 30x62 and complex 60x62,
     # both with a halo of 1: blocks 64 slots wide)
     ops = parse_ops(CHAIN)
-    found = chain_steps(whole, ops, probe_geometry((30, 62), 1))
+    found = packed_steps(whole, ops, probe_geometry((30, 62), 1))
     assert found == set(copy.rotation_steps)
     assert found == {s * m for s in (1, 64) for m in (-1, 1, 2)}
 

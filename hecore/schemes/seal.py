@@ -113,14 +113,14 @@ class SealScheme(Scheme):
         from hecore.layouts.packed import DEFAULT_HALO, chain_tile, default_tile
         from hecore.ops.spec import is_table_chain, ops_and_match
         from hecore.planner import storage_layout
-        from hecore.seal.steps import probe_geometry, union_steps, whole_set_keys
+        from hecore.seal.steps import whole_set_keys
 
         ops, match = ops_and_match(list(specs))
         if match is not None or is_table_chain(list(specs)):
             return None
         params = public.params
         halos = sorted({halo} if halo is not None else {storage_layout(params, ops)[1], DEFAULT_HALO})
-        runs = []
+        steps: set[int] = set()
         for layout in (lay for lay in SEAL.layouts if lay.packed and (params.complex_slots or not lay.complex_packing)):
             for h in halos:
                 try:
@@ -130,8 +130,8 @@ class SealScheme(Scheme):
                     check_packed_chain_fits(params, planned, t, h, layout)
                 except (ValueError, InvalidParameters):
                     continue                    # tiles this chain cannot run on: no run will ask for their steps
-                runs.append((planned, probe_geometry(t, h, layout.complex_packing)))
-        steps = union_steps(public, runs)            # none: no packed tile runs the chain, the pixel layout rotates nothing
+                steps |= packed_steps(public, planned, probe_geometry(t, h, layout.complex_packing))
+        steps = tuple(sorted(steps))        # none: no packed tile runs the chain, the pixel layout rotates nothing
         return steps if len(steps) < whole_set_keys(params.slots) else None
 
     @staticmethod
@@ -192,6 +192,29 @@ class SealScheme(Scheme):
         from hecore.seal.checks import CiphertextChecker
 
         return CiphertextChecker.for_params(self.preset(preset))
+
+
+#: The image side the probe's tile is taken from: larger than any image, so that an op placed at a pixel (a
+#: watermark) finds it inside; where in the image the tile lies changes no rotation.
+PROBE_SIDE = 1 << 20
+
+
+def probe_geometry(tile: tuple[int, int], halo: int, complex_packing: bool = False):
+    """The geometry of a tile of ``tile`` (rows, columns) with ``halo`` at the top left of a very large image."""
+    from hecore.ops.packed import PackedGeometry
+
+    return PackedGeometry(int(tile[0]), int(tile[1]), int(halo), 0, 0, PROBE_SIDE, PROBE_SIDE, complex_packing)
+
+
+def packed_steps(public: PublicMaterial, ops: list, geometry) -> frozenset[int]:
+    """The rotation steps ``ops`` (planned for the tiles) take on one packed ciphertext of ``geometry``
+    (:func:`hecore.seal.steps.chain_steps`); ops that bring several rows together (``grey``) rotate nothing
+    and are left out."""
+    from hecore.ops.packed import apply_ops
+    from hecore.seal.steps import chain_steps
+
+    local = [op for op in ops if op.regroup(True) is None]
+    return chain_steps(public, lambda ev, c: apply_ops(ev, c, local, geometry), geometry.complex_packing)
 
 
 def check_packed_chain_fits(params, ops: list, tile: tuple[int, int], halo: int, layout) -> None:
@@ -267,11 +290,9 @@ class SealKeys(KeySet):
                         "for this chain")
         held = self.material.rotation_steps
         if req.rotations and held is not None and Layout.parse(layout).packed and options and "tile" in options:
-            from hecore.seal.steps import chain_steps, probe_geometry
-
             (th, tw), halo = (int(v) for v in options["tile"]), int(options.get("halo", 0))
             geometry = probe_geometry((th, tw), halo, Layout.parse(layout).complex_packing)
-            missing = sorted(chain_steps(self.material, ops, geometry) - set(held))
+            missing = sorted(packed_steps(self.material, ops, geometry) - set(held))
             if missing:
                 shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
                 return (f"{chain} rotates by {shown} slots on this run's {th}x{tw} tiles (halo {halo}), and these "

@@ -1,20 +1,20 @@
 """The rotation steps a packed op chain takes: what a least-capability key copy holds Galois keys for.
 
 SEAL's default Galois keys are one per power-of-two step, both ways (and conjugation): about 6 MB at
-N=4096, from which SEAL composes any rotation, two or three key switches for most steps.  A chain rotates
+N=4096, from which SEAL composes any rotation (a key switch per non-zero digit of the step's signed binary
+form: one for a power of two, more for others).  A chain rotates
 by a handful of steps fixed by the tiles (a 3x3 window: 1, 2, -1 and the same times the block's width), so
 ``export-public --for-op`` gives the cluster the Galois keys of exactly those steps: fewer bytes, and each
 rotation one key switch (when they are fewer keys than the whole set: :func:`whole_set_keys`).
 
 The steps are found by running the chain once, on one encryption of zeros laid out as the tiles are, with
 every rotation recorded instead of done (:func:`chain_steps`): the same code the process job runs, so the
-record is what that code asks for, with nothing to keep in step by hand.  Ops that bring several rows
-together (``grey``: a tile's channels) rotate nothing and are left out of the run.
+record is what that code asks for, with nothing to keep in step by hand.  Which chain on which tiles is the
+caller's (hecore/schemes/seal.py: the ops stand above SEAL's floor).
 """
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -26,26 +26,12 @@ from .evaluator import Evaluator
 MAX_STEPS = 4096
 
 
-#: The image side the probe's tile is taken from: larger than any image, so that an op placed at a pixel (a
-#: watermark) finds it inside; where in the image the tile lies changes no rotation.
-PROBE_SIDE = 1 << 20
-
-
-def probe_geometry(tile: tuple[int, int], halo: int, complex_packing: bool = False):
-    """The geometry of a tile of ``tile`` (rows, columns) with ``halo`` at the top left of a very large image."""
-    from hecore.ops.packed import PackedGeometry
-
-    return PackedGeometry(int(tile[0]), int(tile[1]), int(halo), 0, 0, PROBE_SIDE, PROBE_SIDE, complex_packing)
-
-
-def chain_steps(public: PublicMaterial, ops: Sequence, geometry) -> frozenset[int]:
-    """The rotation steps ``ops`` (parsed, planned for the tiles) take on one packed ciphertext of
-    ``geometry`` (:class:`hecore.ops.packed.PackedGeometry`), each as :meth:`Evaluator.rotate` hands it to
-    SEAL (the shorter way round).  ``public`` needs its public key and, for a chain with a product, its
+def chain_steps(public: PublicMaterial, apply, complex_packing: bool = False) -> frozenset[int]:
+    """The rotation steps ``apply(evaluator, ciphertext)`` (a chain run on one packed ciphertext:
+    :meth:`hecore.schemes.seal.SealScheme.rotation_steps` gives it) takes, each as :meth:`Evaluator.rotate`
+    hands it to SEAL (the shorter way round), on one encryption of zeros (complex slots with
+    ``complex_packing``).  ``public`` needs its public key and, for a chain with a product, its
     relinearisation key; its rotation keys are not used."""
-    from hecore.ops.packed import apply_ops
-
-    local = [op for op in ops if op.regroup(True) is None]
     ctx = HEContext.from_public(dataclasses.replace(public, rotate_key=None, rotation_steps=None))
     ev = Evaluator(ctx)
     taken: set[int] = set()
@@ -55,9 +41,8 @@ def chain_steps(public: PublicMaterial, ops: Sequence, geometry) -> frozenset[in
         return ev._copy(c)
 
     ev._rotate_by = record              # this evaluator's rotations are recorded, never done
-    values = np.zeros(ev.slots, dtype=np.complex128 if geometry.complex_packing else np.float64)
-    c = ev.load(ctx.encrypt_complex(values) if geometry.complex_packing else ctx.encrypt_vector(values))
-    apply_ops(ev, c, local, geometry)
+    values = np.zeros(ev.slots, dtype=np.complex128 if complex_packing else np.float64)
+    apply(ev, ev.load(ctx.encrypt_complex(values) if complex_packing else ctx.encrypt_vector(values)))
     return frozenset(taken)
 
 
@@ -66,14 +51,6 @@ def whole_set_keys(slots: int) -> int:
     step is one key); a chain's subset is given instead only when it holds fewer (a DFT's diagonals take
     more steps than that: its chain keeps the whole set, and SEAL composes them)."""
     return 2 * (slots.bit_length() - 1) - 1
-
-
-def union_steps(public: PublicMaterial, runs: Iterable[tuple[Sequence, object]]) -> tuple[int, ...]:
-    """The sorted steps of every ``(ops, geometry)`` of ``runs`` (:func:`chain_steps`)."""
-    steps: set[int] = set()
-    for ops, geometry in runs:
-        steps |= chain_steps(public, ops, geometry)
-    return tuple(sorted(steps))
 
 
 def check_steps(steps, slots: int) -> tuple[int, ...]:
