@@ -14,7 +14,12 @@ for ``k`` checked positions (:func:`escape_probability`).
 Which chains are covered: every chain whose output value at a place depends on the pixels near it --
 pointwise ops (brightness, contrast, watermark, TFHE's and BFV's 8-bit tables), windows (the mean filter,
 every convolution, as far as ``r`` reaches), grey, downsample.  A global op (the DFT filter) makes every
-output depend on every pixel: nothing is checked (the metrics row says 0 positions).
+output depend on every pixel: nothing is checked (the metrics row says 0 positions) -- except on ringers.
+
+Ringers (:func:`ringer`): at encrypt, each image becomes a ringer with a probability the owner chooses, drawn
+in secret after nothing the cluster sees; a ringer's sample is the whole image, so its every output value is
+compared, whatever the chain (a global op's too).  A cluster that gets ``m`` images wrong escapes them all
+with probability ``(1 - p)^m`` (:func:`ringer_escape`).
 
 Costs: nothing on the cluster; the owner keeps ``4 k + c (2r + 1)^2 k`` bytes per image at most (fewer where
 windows overlap), and decrypt evaluates the reference on the windows, or on one image-sized array, per image.
@@ -36,6 +41,7 @@ MAX_RADIUS = 8
 _MAGIC = b"HPXS"
 _HEADER = struct.Struct("<4sBIIBBI")     # magic, version, height, width, channels, radius, positions
 _VERSION = 1
+_WHOLE = 2           # the version of a ringer's sample: every pixel, radius 0, no positions stored
 
 
 class SpotSampleError(ValueError):
@@ -97,9 +103,16 @@ class SpotSample:
         where = np.searchsorted(np.flatnonzero(self.known()), yy[:, :, None] * self.width + xx[:, None, :])
         return self.values[where].reshape(len(self.centers) * side, side, self.channels).astype(np.float64)
 
+    @property
+    def whole(self) -> bool:
+        """A ringer's sample: every pixel of the image (:func:`ringer`)."""
+        return self.radius == 0 and len(self.centers) == self.height * self.width
+
     def to_bytes(self) -> bytes:
-        head = _HEADER.pack(_MAGIC, _VERSION, self.height, self.width, self.channels, self.radius,
-                            len(self.centers))
+        head = _HEADER.pack(_MAGIC, _WHOLE if self.whole else _VERSION, self.height, self.width, self.channels,
+                            self.radius, len(self.centers))
+        if self.whole:                                  # the positions are every pixel's: none is stored
+            return head + np.ascontiguousarray(self.values, np.uint8).tobytes()
         gaps = np.diff(self.centers, prepend=0)        # small numbers: the owner map's zstd keeps them in a byte or two
         return head + gaps.astype("<u4").tobytes() + np.ascontiguousarray(self.values, np.uint8).tobytes()
 
@@ -111,8 +124,16 @@ class SpotSample:
         if len(data) < _HEADER.size:
             raise SpotSampleError(f"{len(data)} bytes is shorter than a spot sample's header")
         magic, version, h, w, c, r, k = _HEADER.unpack_from(data)
-        if magic != _MAGIC or version != _VERSION:
+        if magic != _MAGIC or version not in (_VERSION, _WHOLE):
             raise SpotSampleError("not a spot sample (magic or version)")
+        if version == _WHOLE:
+            if shape is not None and (h, w, c) != tuple(shape):
+                raise SpotSampleError(f"a ringer of a {w}x{h}x{c} image, recorded as "
+                                      f"{shape[1]}x{shape[0]}x{shape[2]}")
+            if not (h and w and c in (1, 3) and r == 0 and k == h * w and len(data) == _HEADER.size + k * c):
+                raise SpotSampleError(f"implausible ringer ({w}x{h}x{c}, radius {r}, {k} positions, {len(data)} bytes)")
+            values = np.frombuffer(data, dtype=np.uint8, offset=_HEADER.size).reshape(k, c)
+            return cls(h, w, c, 0, np.arange(k, dtype=np.int64), values)
         if shape is not None and (h, w, c) != tuple(shape):
             raise SpotSampleError(f"a sample of a {w}x{h}x{c} image, recorded as {shape[1]}x{shape[0]}x{shape[2]}")
         if not (h and w and c in (1, 3) and r <= MAX_RADIUS and 0 < k <= h * w):
@@ -130,6 +151,22 @@ class SpotSample:
             raise SpotSampleError(f"{len(data)} bytes, but {k} positions of radius {r} keep {n * c} value bytes")
         values = np.frombuffer(data, dtype=np.uint8, offset=end).reshape(n, c)
         return cls(h, w, c, r, centers, values)
+
+
+def ringer(pixels: np.ndarray) -> SpotSample:
+    """A ringer: the sample of every pixel.  The whole chain's result is then known, so every value is
+    compared -- a global op's too (the DFT filter), which no sample of a few pixels reaches."""
+    arr = np.asarray(pixels, dtype=np.uint8)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    h, w, c = arr.shape
+    return SpotSample(h, w, c, 0, np.arange(h * w, dtype=np.int64), arr.reshape(h * w, c))
+
+
+def ringer_escape(probability: float, corrupted_images: int) -> float:
+    """The probability that ``corrupted_images`` images, each made a ringer independently with ``probability``
+    at encrypt (in secret), all escape it."""
+    return float((1.0 - probability) ** corrupted_images)
 
 
 def draw(pixels: np.ndarray, *, positions: int = DEFAULT_POSITIONS, radius: int = DEFAULT_RADIUS,

@@ -317,11 +317,12 @@ def spots_report(run, rows: list[dict], late: list[dict], rejected: set, decrypt
     print(table(rows, [("source", "image", ""), ("ops", "ops", ""), ("spot_positions", "positions", "d"),
                        ("spot_values", "values", "d"), ("ciphertexts", "cts decrypted", "d")]))
     unchecked = [r["source"] for r in rows if not r["spot_positions"]]
+    whole = sum(1 for r in rows if r["spot_positions"] == r["width"] * r["height"])
     failed = [r for r in late if r["reject_reason"] == "integrity"]
     total = sum(k.ciphertexts for k in run.owner.images().values())
     for r in failed[:20]:
         print(f"  {r['source']}: integrity: {r['reject_detail']}")
-    print(f"spot-checked {len(rows) - len(unchecked)} images, decrypting {decrypted} of the owner's {total} "
+    print(f"spot-checked {len(rows) - len(unchecked)} images ({whole} at every pixel: ringers), decrypting {decrypted} of the owner's {total} "
           f"ciphertexts: {len(failed)} failed (integrity), {len(rejected) - len(failed)} rejected otherwise, "
           f"{len(unchecked)} with nothing to check (no sample kept, or a chain no sample reaches)")
     accepted = not rejected and not unchecked and rows

@@ -110,6 +110,11 @@ def add_arguments(p) -> None:
                         "around them (as far as the --for-op chain reaches; else 1), and decrypt --owner checks the "
                         "cluster's result there (default: enough to catch 1%% wrong pixels with probability "
                         "1 - 2^-20; 0: keep none, the images are not checked)")
+    p.add_argument("--ringers", type=float, default=0.0, metavar="P",
+                   help="each image becomes, with probability P drawn in secret, a ringer: the owner map keeps it "
+                        "whole and decrypt --owner compares every value of its result, whatever the chain (a DFT "
+                        "filter's too, which the positions do not reach); a cluster that gets m images wrong "
+                        "escapes with probability (1 - P)^m (default 0)")
     p.add_argument("--for-op", action="append", default=[], metavar="SPEC",
                    help="an op the stored ciphertexts must serve (as for `hepix process --op`; repeat for a chain, "
                         "match:QUERY last): encrypt stores what the chain needs and no more -- packed-complex "
@@ -199,7 +204,7 @@ class EncryptSettings:
     compression: str            # SEAL's serialization of the ciphertexts (none for the pixel layout and TFHE)
     store: object = None        # hecore.seal.atrest.AtRest: the compact format, or SEAL's bytes at a planned level
                                 # (--for-op); None: the library's own bytes at the first level
-    spots: tuple[int, int] | None = None    # the owner's spot samples: (positions, radius); None: none kept
+    spots: tuple | None = None    # the owner's spot samples: (positions, radius, ringer probability); None: none
 
     @property
     def params(self):
@@ -256,17 +261,21 @@ def settings_from(args, keys) -> EncryptSettings:
                            spots=spot_settings(args, keys.params.name))
 
 
-def spot_settings(args, preset: str) -> tuple[int, int] | None:
-    """``(positions, radius)`` of the owner's spot samples: ``--spot-positions`` (default
+def spot_settings(args, preset: str) -> tuple | None:
+    """``(positions, radius, ringers)`` of the owner's spot samples: ``--spot-positions`` (default
     :data:`hecore.integrity.DEFAULT_POSITIONS`), the radius the ``--for-op`` chain reaches (else
-    :data:`hecore.integrity.DEFAULT_RADIUS`); None with ``--spot-positions 0``."""
+    :data:`hecore.integrity.DEFAULT_RADIUS`), ``--ringers`` (the probability that an image is sampled
+    whole); None with ``--spot-positions 0`` and no ringers."""
     from hecore import integrity
 
     given = getattr(args, "spot_positions", None)
     positions = integrity.DEFAULT_POSITIONS if given is None else given
     if not 0 <= positions <= integrity.MAX_POSITIONS:
         raise HepixError(f"--spot-positions {positions}: give 0 (no spot checks) to {integrity.MAX_POSITIONS}")
-    if positions == 0:
+    ringers = getattr(args, "ringers", 0.0) or 0.0
+    if not 0.0 <= ringers <= 1.0:
+        raise HepixError(f"--ringers {ringers}: give the probability that an image is a ringer, 0 to 1")
+    if positions == 0 and not ringers:
         return None
     radius = integrity.DEFAULT_RADIUS
     if args.for_op:
@@ -274,7 +283,7 @@ def spot_settings(args, preset: str) -> tuple[int, int] | None:
 
         specs = [s for s in args.for_op if run_kind(s) != "match"]
         radius = integrity.reach(lambda partial: recorded_reference_known(partial, specs, preset)) or 0
-    return positions, radius
+    return positions, radius, ringers
 
 
 def declared_chain(args):

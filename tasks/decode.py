@@ -38,7 +38,7 @@ class DecodeOptions:
     max_pixels: int
     halo: int = 0
     id_key: bytes | None = field(default=None, repr=False)     # the run's secret for image ids
-    spots: tuple[int, int] | None = None    # (positions, radius) of the owner's spot samples (hecore.integrity)
+    spots: tuple | None = None    # (positions, radius, ringer probability) of the owner's spot samples (hecore.integrity)
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
@@ -83,15 +83,18 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
             yield pa.RecordBatch.from_pylist(rows, schema=TILES)
 
 
-def _spot_sample(pixels: np.ndarray, spots: tuple[int, int] | None) -> bytes | None:
+def _spot_sample(pixels: np.ndarray, spots: tuple | None) -> bytes | None:
     """The owner's spot sample of a decoded image (drawn here, where the image is whole; it goes to the
-    owner map only)."""
+    owner map only): the whole image for a ringer (drawn with the given probability), else ``positions``
+    positions of ``radius`` (none with 0 positions)."""
     if spots is None:
         return None
-    from hecore.integrity import draw
+    from hecore.integrity import draw, ringer
 
-    positions, radius = spots
-    return draw(pixels, positions=positions, radius=radius).to_bytes()
+    positions, radius, ringers = spots
+    if ringers and np.random.default_rng().random() < ringers:        # seeded from the operating system
+        return ringer(pixels).to_bytes()
+    return draw(pixels, positions=positions, radius=radius).to_bytes() if positions else None
 
 
 def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
