@@ -95,3 +95,18 @@ def test_encrypt_ringers_keeps_every_image_whole_and_decrypt_compares_every_valu
     rejects = ds.dataset(str(tmp_path / "dec" / "rejects")).to_table().to_pylist()
     assert [r["spot_positions"] for r in metrics] == [16 * 16]
     assert [(r["image_id"], r["reason"]) for r in rejects] == [(ids[0], "integrity")]
+
+
+def test_an_approximate_chain_is_compared_within_its_error_and_no_further():
+    pixels = image(5)
+    want = recorded_reference_known(pixels.astype(np.float64), DFT, PRESET)
+    sample = integrity.ringer(pixels).to_bytes()
+    near = np.abs(np.abs(want - np.floor(want)) - 0.5) < 0.005           # references just by a rounding edge
+    assert near.any()
+    flipped = np.where(want - np.floor(want) < 0.5, np.floor(want) + 1, np.floor(want))   # the other side
+    honest = np.clip(np.where(near, flipped, np.rint(want)), 0, 255).astype(np.uint8)  # as CKKS's error may round
+    assert spot_check(sample, DFT, PRESET, honest).ok
+    lie = honest.copy()
+    far = np.argwhere(~near & (want > 2) & (want < 253))[0]
+    lie[tuple(far)] = np.rint(want[tuple(far)]) + 1
+    assert not spot_check(sample, DFT, PRESET, lie).ok
