@@ -52,3 +52,16 @@ def test_too_small_preset_is_refused_naming_one_that_works(tmp_path, capsys):
                  "--out", str(tmp_path / "proc"), "--op", "dftfilter:lowpass=0.5"] + SPARK) == 2
     err = capsys.readouterr().err
     assert "needs 4 level(s), paper-4096 has 1" in err and "hepix keygen --preset dft-8192" in err
+
+
+def test_a_ringer_compares_every_value_of_a_dft_run_and_passes_an_honest_one(run, tmp_path):
+    root, src = run
+    assert main(["encrypt", "--keys", str(root / "pub"), "--input", str(src), "--out", str(tmp_path / "enc"),
+                 "--halo", "0", "--spot-positions", "0", "--ringers", "1"] + SPARK) == 0
+    assert main(["process", "--keys", str(root / "pub"), "--input", str(tmp_path / "enc"), "--out",
+                 str(tmp_path / "proc"), "--op", "dftfilter:lowpass=0.5"] + SPARK) == 0
+    assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(tmp_path / "proc"), "--out",
+                 str(tmp_path / "dec"), "--owner", str(tmp_path / "enc.owner")] + SPARK) == 0
+    (r,) = ds.dataset(tmp_path / "dec" / "metrics").to_table().to_pylist()
+    assert (r["spot_positions"], r["spot_values"]) == (40 * 70, 40 * 70 * 3)
+    assert ds.dataset(tmp_path / "dec" / "rejects").to_table().num_rows == 0
