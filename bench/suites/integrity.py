@@ -4,7 +4,8 @@ Each lie is computed on real ciphertexts, as a cluster holding the public keys w
 layout on two colour images: the op skipped, another constant, the right chain on tiles swapped within an image
 and between images, an older run's result with another chain, an encrypted error added to 1 % (and 0.1 %) of one
 image's values, one ciphertext corrupted, and -- where the keys allow a ciphertext product -- a selector that corrupts
-only the values above 128 (a polynomial sign of the data, evaluated homomorphically).  The owner decrypts each
+only the values above 128 (a polynomial sign of the data, evaluated homomorphically); a dropped ciphertext, which
+the jobs' completeness rule catches whatever the sample.  The owner decrypts each
 result as decrypt does and checks it against a fresh spot sample (:mod:`hecore.integrity`) ``trials`` times:
 the measured rate of detection is set beside the formula's ``1 - (1 - f)^k`` for the fraction ``f`` of pixels
 the lie got wrong and ``k`` sampled positions.  The honest result is checked the same way (false alarms).
@@ -190,7 +191,33 @@ def measure(trials: int = DEFAULT_TRIALS, preset_name: str = DEFAULT_PRESET) -> 
             else:
                 row.update(positions=positions, trials=0)
             rows.append(row)
+    rows += [dict(dropped(cluster, imgs[0], trials, seed=positions), positions=positions) for positions in POSITIONS]
     return rows
+
+
+def dropped(cluster: Cluster, img: Image, trials: int, seed: int) -> dict:
+    """A ciphertext left out of the image's rows (a different one each trial): judged by the rule every job
+    applies to an image's checked rows (tasks.summaries.image_problems: all its ciphertexts, none twice),
+    which needs no sample -- the formula is certainty."""
+    from tasks.summaries import ImageSummary, image_problems
+
+    grid, tiles = cluster.encrypted[0]
+    h, w, c = img.pixels.shape
+    rng = np.random.default_rng(seed)
+    caught, lost = 0, 0
+    t = time.perf_counter()
+    for _ in range(trials):
+        gone = tiles[int(rng.integers(len(tiles)))]
+        rows = len(tiles) - 1
+        summary = ImageSummary("x", rows, rows, "packed", (h, h), (w, w), (c, c),
+                               (grid.tile_h, grid.tile_h, grid.tile_w, grid.tile_w))
+        problem = image_problems(summary)
+        caught += problem is not None and problem[0] == "incomplete-image"
+        lost += gone.h * gone.w
+    return {"attack": "a dropped ciphertext", "preset": cluster.ctx.params.name, "chain": "|".join(cluster.chain),
+            "image": img.name, "refused": None, "wrong_fraction": lost / trials / (h * w), "trials": trials,
+            "detected": caught / trials, "formula": 1.0, "checked_positions": 0.0,
+            "check_ms": 1e3 * (time.perf_counter() - t) / trials}
 
 
 def _without_relinearisation(ctx, secret: bytes):
