@@ -36,6 +36,9 @@ import numpy as np
 DEFAULT_RADIUS = 1
 #: The most positions a sample may hold.
 MAX_POSITIONS = 1_000_000
+#: The most bytes one image's sample may take (the owner map's bound on a row): a ringer of an image with more
+#: pixel values than this is sampled at positions instead.
+MAX_SAMPLE_BYTES = 16 * 2**20
 #: The largest radius a sample may record (the widest window hepix evaluates is the 15x15 mean filter).
 MAX_RADIUS = 8
 _MAGIC = b"HPXS"
@@ -151,6 +154,11 @@ class SpotSample:
             raise SpotSampleError(f"{len(data)} bytes, but {k} positions of radius {r} keep {n * c} value bytes")
         values = np.frombuffer(data, dtype=np.uint8, offset=end).reshape(n, c)
         return cls(h, w, c, r, centers, values)
+
+
+def ringer_fits(height: int, width: int, channels: int) -> bool:
+    """Whether a ringer of an image of this size fits :data:`MAX_SAMPLE_BYTES`."""
+    return _HEADER.size + height * width * channels <= MAX_SAMPLE_BYTES
 
 
 def ringer(pixels: np.ndarray) -> SpotSample:

@@ -322,8 +322,9 @@ def spots_report(run, rows: list[dict], late: list[dict], rejected: set, decrypt
     total = sum(k.ciphertexts for k in run.owner.images().values())
     for r in failed[:20]:
         print(f"  {r['source']}: integrity: {r['reject_detail']}")
-    print(f"spot-checked {len(rows) - len(unchecked)} images ({whole} at every pixel: ringers), decrypting {decrypted} of the owner's {total} "
-          f"ciphertexts: {len(failed)} failed (integrity), {len(rejected) - len(failed)} rejected otherwise, "
+    print(f"spot-checked {len(rows) - len(unchecked)} images ({whole} at every pixel: ringers), decrypting "
+          f"{decrypted} of the owner's {total} ciphertexts: {len(failed)} failed (integrity), "
+          f"{len(rejected) - len(failed)} rejected otherwise, "
           f"{len(unchecked)} with nothing to check (no sample kept, or a chain no sample reaches)")
     accepted = not rejected and not unchecked and rows
     print("verdict: " + ("every image passed its spot checks" if accepted

@@ -89,11 +89,11 @@ def _spot_sample(pixels: np.ndarray, spots: tuple | None) -> bytes | None:
     positions of ``radius`` (none with 0 positions)."""
     if spots is None:
         return None
-    from hecore.integrity import draw, ringer
+    from hecore.integrity import draw, ringer, ringer_fits
 
     positions, radius, ringers = spots
-    if ringers and np.random.default_rng().random() < ringers:        # seeded from the operating system
-        return ringer(pixels).to_bytes()
+    if ringers and np.random.default_rng().random() < ringers and ringer_fits(*np.atleast_3d(pixels).shape):
+        return ringer(pixels).to_bytes()            # drawn from a generator the operating system seeds
     return draw(pixels, positions=positions, radius=radius).to_bytes() if positions else None
 
 

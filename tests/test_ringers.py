@@ -110,3 +110,13 @@ def test_an_approximate_chain_is_compared_within_its_error_and_no_further():
     far = np.argwhere(~near & (want > 2) & (want < 253))[0]
     lie[tuple(far)] = np.rint(want[tuple(far)]) + 1
     assert not spot_check(sample, DFT, PRESET, lie).ok
+
+
+def test_a_ringer_too_large_for_the_owner_map_is_sampled_instead():
+    from tasks.decode import _spot_sample
+
+    big = np.zeros((2400, 2400, 3), dtype=np.uint8)            # 17.3 M values: more than a sample may take
+    assert not integrity.ringer_fits(*big.shape) and integrity.ringer_fits(2000, 2000, 3)
+    sample = integrity.SpotSample.from_bytes(_spot_sample(big, (50, 1, 1.0)))
+    assert not sample.whole and len(sample.centers) == 50
+    assert integrity.SpotSample.from_bytes(_spot_sample(big[:100, :100], (50, 1, 1.0))).whole

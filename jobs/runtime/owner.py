@@ -35,6 +35,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hecore import integrity
 from hecore.errors import OwnerMapError
 from schemas.tables import IMAGE_ID, OWNER_IMAGES, OWNER_SPOTS, REJECTS
 
@@ -48,8 +49,9 @@ FORMAT = 1
 OWNER_CODECS = frozenset({"ZSTD", "SNAPPY", "UNCOMPRESSED"})
 #: The most images one batch of an encrypt run reads (far above --batch-images' default of 256).
 MAX_BATCH_ROWS = 10_000_000
-#: The most bytes one image's spot sample takes in the map (hecore.integrity: the default takes ~10-110 KB).
-SPOT_ROW_BYTES = 16 * 2**20
+#: The most bytes one image's spot sample takes in the map (hecore.integrity: the default takes ~10-110 KB, a
+#: ringer one byte per pixel value).
+SPOT_ROW_BYTES = integrity.MAX_SAMPLE_BYTES
 _TAG = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}-b[0-9]{5}$")
 _ID = re.compile(IMAGE_ID)
 
