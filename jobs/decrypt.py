@@ -204,7 +204,8 @@ def decrypt_work(run, keys=None, spots_only=None):
     is decrypted (``--spots-only``)."""
     bc, token = run.broadcast(keys if keys is not None else run.keys.for_decryption())
     return functools.partial(decrypt_partition, token=token, broadcast=bc, rebuilds=run.rebuilds, tasks=run.tasks,
-                             flood_std=run.args.flood_std, spots_only=spots_only)
+                             flood_std=run.args.flood_std, spots_only=spots_only,
+                             binding=getattr(run, "binding", None))
 
 
 def decrypt_states(run, keys) -> tuple:
@@ -311,6 +312,17 @@ def through_spark(run, png_dir: str | None, progress):
     return Decrypted(checked, every, drawn, timings)
 
 
+def binding_of(run, owner: OwnerMap | None):
+    """The check values' key of a run encrypted with ``--bind`` (:class:`hecore.binding.Binding`: the owner
+    map's key and each image's channels at encrypt), when decrypt checks the images; else None."""
+    key = owner.binding_key() if spot_checked(run, owner) else None
+    if key is None:
+        return None
+    from hecore.binding import Binding
+
+    return Binding(key, {i: k.image_channels for i, k in owner.images().items()})
+
+
 def spots_report(run, rows: list[dict], late: list[dict], rejected: set, decrypted: int) -> int:
     """What ``--spots-only`` found, printed: each image's positions checked and ciphertexts decrypted, the
     images that failed, and the verdict; 0 when every image was checked and passed, else 1."""
@@ -341,6 +353,7 @@ def run(run) -> int:
     check_expected_ops(run)
     if run.args.no_integrity:
         log.warning("decrypt --no-integrity: the results are not spot-checked against the owner's samples")
+    run.binding = binding_of(run, run.owner)
     if run.owner is not None:           # the owner's images as the input holds them (grey: one channel)
         run.owner = run.owner.processed_by(run.parent.ops, run.parent.preset)
     args, parent, owner = run.args, run.parent, run.owner

@@ -110,6 +110,12 @@ def add_arguments(p) -> None:
                         "around them (as far as the --for-op chain reaches; else 1), and decrypt --owner checks the "
                         "cluster's result there (default: enough to catch 1%% wrong pixels with probability "
                         "1 - 2^-20; 0: keep none, the images are not checked)")
+    p.add_argument("--bind", action="store_true",
+                   help="tie every ciphertext to its place: keyed +-1 check values in the imaginary parts (CKKS, "
+                        "--layout packed), from a key the owner map keeps; decrypt --owner rejects as integrity an "
+                        "image holding a ciphertext of another place, image or run (each passes with probability "
+                        "2^-24 at most); process then runs only ops that add real constants and combine slots with "
+                        "real weights (brightness, contrast, watermark, meanfilter, conv, grey)")
     p.add_argument("--ringers", type=float, default=0.0, metavar="P",
                    help="each image becomes, with probability P drawn in secret, a ringer: the owner map keeps it "
                         "whole and decrypt --owner compares every value of its result, whatever the chain (a DFT "
@@ -205,6 +211,7 @@ class EncryptSettings:
     store: object = None        # hecore.seal.atrest.AtRest: the compact format, or SEAL's bytes at a planned level
                                 # (--for-op); None: the library's own bytes at the first level
     spots: tuple | None = None    # the owner's spot samples: (positions, radius, ringer probability); None: none
+    bind: bool = False          # check values under the encryption (hecore.binding: --bind)
 
     @property
     def params(self):
@@ -222,7 +229,8 @@ class EncryptSettings:
                 "strategy": self.strategy, "strategy_options": self.strategy_options, "tile": list(self.tile),
                 "encryption": args.encryption, "compression": self.compression, "halo": self.halo,
                 "store": self.store.to_json() if self.store is not None else "seal",
-                "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels}
+                "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels,
+                **({"bind": True} if self.bind else {})}
 
 
 #: The largest --resize side (a 65536 x 65536 image is 2^32 pixels, far above any --max-pixels).
@@ -258,7 +266,24 @@ def settings_from(args, keys) -> EncryptSettings:
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
                            store=storage(args, keys.params, layout, use_secret, chain),
-                           spots=spot_settings(args, keys.params.name))
+                           spots=spot_settings(args, keys.params.name), bind=bind_settings(args, keys, layout, chain))
+
+
+def bind_settings(args, keys, layout: Layout, chain) -> bool:
+    """``--bind``, checked: CKKS keys, one pixel per slot (``--layout packed``), and a declared chain (if
+    any) whose ops the check values survive (:func:`hecore.binding.why_not`)."""
+    if not getattr(args, "bind", False):
+        return False
+    if not keys.params.complex_slots or layout != Layout.PACKED:
+        raise HepixError(f"--bind puts check values in the imaginary parts of CKKS's packed layout: it needs CKKS "
+                         f"keys and --layout packed, not {keys.params.name} in the {layout} layout")
+    if chain is not None:
+        from hecore.binding import why_not
+
+        why = why_not(chain[0]) or (f"{chain[1].spec} squares differences" if chain[1] is not None else None)
+        if why:
+            raise HepixError(f"--bind with --for-op: {why}; drop --bind for this chain")
+    return True
 
 
 def spot_settings(args, preset: str) -> tuple | None:
@@ -303,6 +328,8 @@ def scheme_layout(args, scheme, params=None, chain=None) -> Layout:
     ciphertexts (:func:`hecore.planner.storage_layout`), else the default of the keys' scheme; one its
     ciphertexts come in."""
     if args.layout is None:
+        if getattr(args, "bind", False):           # the check values take the imaginary parts
+            return Layout.PACKED
         if chain is not None and params is not None and Layout.PACKED_COMPLEX in scheme.layouts:
             from hecore.planner import storage_layout
 

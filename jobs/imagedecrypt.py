@@ -133,7 +133,8 @@ def by_image(run, png_dir: str | None) -> Decrypted | None:
         names={i: (k.source, k.content_sha256) for i, k in mine.items()}, originals=originals,
         images_access=images_access, decode=opts, ops=tuple(run.parent.ops), preset=run.parent.preset,
         png_dir=png_dir, sheet_ids=sheet_ids(args, owner, planned), rebuilds=run.rebuilds, tasks=run.tasks,
-        spots=owner_spots(run, owner, mine), spots_only=bool(getattr(args, "spots_only", False)))
+        spots=owner_spots(run, owner, mine), spots_only=bool(getattr(args, "spots_only", False)),
+        binding=getattr(run, "binding", None))
     planned_at = time.perf_counter()
     out = _run(spark, job, spark_schema(summary_schema(SCORED)), images_partition)
     checked = decide_summaries(side_table(out, "summary"), side_table(out, "bad"), run_id=run.run_id,

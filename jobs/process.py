@@ -117,6 +117,13 @@ def planned_ops(run, ops) -> list:
     lacking = run.keys.lacks_for(ops, parent.layout, dict(parent.options))
     if lacking:
         raise HepixError(lacking)
+    if parent.options.get("bound"):
+        from hecore.binding import why_not
+
+        why = why_not(ops)
+        if why:
+            raise HepixError(f"{run.args.input} was encrypted with --bind: {why}; encrypt without --bind for "
+                             "this chain")
     return ops
 
 

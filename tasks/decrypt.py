@@ -86,11 +86,13 @@ def _values_batch(rb: pa.RecordBatch, keep: np.ndarray, y, x, h, w, blocks,
 
 
 def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcast,
-                      rebuilds=None, tasks=None, flood_std: float = 0.0, spots_only=None) -> Iterator[pa.RecordBatch]:
+                      rebuilds=None, tasks=None, flood_std: float = 0.0, spots_only=None,
+                      binding=None) -> Iterator[pa.RecordBatch]:
     """Decrypt rows; ``flood_std`` > 0 adds noise flooding (hecore.flooding) of that standard
     deviation, in pixel units, to every decrypted value.  ``spots_only``: the owner's spot samples (as for
     :func:`tasks.spots.spot_sample`): only the ciphertexts holding values the spot checks compare are
-    decrypted, the others give blocks of NaN (:func:`_sampled_rows`).
+    decrypted, the others give blocks of NaN (:func:`_sampled_rows`).  ``binding``: a run encrypted with
+    ``--bind`` (:class:`hecore.binding.Binding`): each packed ciphertext's check values are compared too.
 
     A ciphertext SEAL refuses here (it passed the checks before, so its file changed since), or whose
     values no image could give (:func:`plausible_range`, judged before any flooding), becomes one row
@@ -114,6 +116,9 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, refused, flood_std)
+        elif binding is not None:
+            yield from _decrypt_bound_rows(ctx, rb, bounds, refused, flood_std,
+                                           given[1] if given is not None else None, binding)
         else:
             yield from _decrypt_packed_rows(ctx, rb, bounds, refused, flood_std,
                                             loaded=given[1] if given is not None else None)
@@ -192,7 +197,6 @@ def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
                          loaded: list | None = None):
     """Packed layouts: each ciphertext -> the block of its tile channel's valid values (or one error row);
     ``loaded``: the ciphertexts as the row checks loaded them on ``ctx`` (None where they did not)."""
-    from hecore.flooding import flood
     from hecore.layouts.packed import decrypt_block
     from hecore.ops.spec import recorded_stride
 
@@ -212,14 +216,10 @@ def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
         except Exception as e:  # noqa: BLE001 -- the library refused it
             yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
             continue
-        ok = (slots >= bounds[0]) & (slots <= bounds[1])
-        if not ok.all():
-            v = float(slots[~ok][0])
-            yield _error_batch(rb, i, f"implausible-values: decrypts to {v:.6g}, outside the {bounds[0]:.6g}.."
-                                      f"{bounds[1]:.6g} its ops can give (another key's ciphertext, or forged)")
+        refusal, slots = _judged(rb, i, slots, bounds, flood_std, float(cols["post_scale"][i]))
+        if refusal is not None:
+            yield refusal
             continue
-        if flood_std:
-            slots = flood(slots, flood_std / abs(float(cols["post_scale"][i])))
         keep.append(i)
         blocks.append(slots)
         seconds.append(time.perf_counter() - t)
@@ -227,6 +227,74 @@ def _decrypt_packed_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
         k = np.asarray(keep)
         yield _values_batch(rb, k, cols["y"][k], cols["x"][k], cols["h"][k], cols["w"][k], blocks,
                             np.asarray(seconds))
+
+
+def _judged(rb: pa.RecordBatch, i: int, slots: np.ndarray, bounds, flood_std: float, post_scale: float):
+    """``(error row, None)`` for row ``i``'s values when no image could give them (:func:`plausible_range`),
+    else ``(None, the values)``, noise-flooded when asked."""
+    from hecore.flooding import flood
+
+    ok = (slots >= bounds[0]) & (slots <= bounds[1])
+    if not ok.all():
+        v = float(slots[~ok][0])
+        return _error_batch(rb, i, f"implausible-values: decrypts to {v:.6g}, outside the {bounds[0]:.6g}.."
+                                   f"{bounds[1]:.6g} its ops can give (another key's ciphertext, or forged)"), None
+    return None, (flood(slots, flood_std / abs(post_scale)) if flood_std else slots)
+
+
+def _decrypt_bound_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float, loaded, binding):
+    """Packed rows of a run encrypted with ``--bind``: each ciphertext's real parts are its tile's values (as
+    :func:`_decrypt_packed_rows` gives them), its imaginary parts the check values the chain made of its
+    place's (:mod:`hecore.binding`), compared for every row of the batch at once; a row whose values are not
+    its place's is an ``integrity`` error."""
+    from functools import partial
+
+    from hecore.binding import CHECKS
+    from hecore.ops.spec import recorded_reference_known
+
+    cols = {k: rb.column(k).to_numpy(zero_copy_only=False)
+            for k in ("tile_h", "tile_w", "halo", "h", "w", "y", "x", "post_scale", "channel", "tile_y", "tile_x")}
+    ids, ct = rb.column("image_id").to_pylist(), rb.column("ct")
+    th, tw, halo = int(cols["tile_h"][0]), int(cols["tile_w"][0]), int(cols["halo"][0])   # one run: one tile
+    decrypted, seconds = {}, {}
+    for i in range(rb.num_rows):
+        t = time.perf_counter()
+        try:
+            c = loaded[i] if loaded is not None and loaded[i] is not None else ct[i].as_buffer()
+            z = np.asarray(ctx.decrypt_complex(c, (th + 2 * halo) * (tw + 2 * halo)))
+            decrypted[i] = z.reshape(th + 2 * halo, tw + 2 * halo)
+        except Exception as e:  # noqa: BLE001 -- the library refused it
+            yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
+        seconds[i] = time.perf_counter() - t
+    rows = sorted(decrypted)
+    t = time.perf_counter()
+    places = [(ids[i], int(cols["channel"][i]), int(cols["tile_y"][i]), int(cols["tile_x"][i])) for i in rows]
+    reference = partial(recorded_reference_known, specs=rb.column("ops")[0].as_py() or [],
+                        preset=rb.column("preset")[0].as_py())
+    missed = binding.mismatches(places, [decrypted[i].imag for i in rows], tile=(th, tw), halo=halo,
+                                reference=reference, post_scales=[float(cols["post_scale"][i]) for i in rows])
+    share = (time.perf_counter() - t) / max(1, len(rows))
+    keep, blocks, spent = [], [], []
+    for i, wrong in zip(rows, missed):
+        h, w = int(cols["h"][i]), int(cols["w"][i])
+        slots = decrypted[i].real[halo:halo + th, halo:halo + tw][:h, :w]
+        if wrong:
+            yield _error_batch(rb, i, f"integrity: the ciphertext of channel {cols['channel'][i]}, tile "
+                                      f"({cols['tile_y'][i]}, {cols['tile_x'][i]}) is not this place's: {wrong} of "
+                                      f"its {CHECKS} check values under the encryption differ (a ciphertext swapped, "
+                                      "replayed or of another run, or ops that are not the chain's)")
+            continue
+        refusal, slots = _judged(rb, i, slots, bounds, flood_std, float(cols["post_scale"][i]))
+        if refusal is not None:
+            yield refusal
+            continue
+        keep.append(i)
+        blocks.append(slots)
+        spent.append(seconds[i] + share)
+    if keep:
+        k = np.asarray(keep)
+        yield _values_batch(rb, k, cols["y"][k], cols["x"][k], cols["h"][k], cols["w"][k], blocks,
+                            np.asarray(spent))
 
 
 def _rejected(first: dict, reason: str, detail: str, table: pa.Table) -> tuple[dict, None]:

@@ -35,6 +35,7 @@ class EncryptPayload:
     compression: str = "none"   # SEAL's serialization (hepix encrypt --compression; zstd for the packed layouts)
     store: object = None        # hecore.seal.atrest.AtRest: stored compact (--store compact), or SEAL's bytes at the
                                 # level and scale of the --for-op chain; None: the first level
+    binding: bytes | None = field(default=None, repr=False)   # hecore.binding's key (encrypt --bind); never logged
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -83,7 +84,8 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         blocks = [np.frombuffer(t["pixels"], dtype=np.uint8).reshape(t["tile_h"] + 2 * halo, t["tile_w"] + 2 * halo)
                   for t in tiles]
         t = time.perf_counter()
-        units = encrypt_units(layout, enc, blocks, halo, [(tile["h"], tile["w"]) for tile in tiles])
+        checks = _check_values(broadcast, tiles, blocks)
+        units = encrypt_units(layout, enc, blocks, halo, [(tile["h"], tile["w"]) for tile in tiles], checks)
         if layout.packed:       # one encryptor call for the whole batch: share its time evenly
             yield from packed_rows(meta, enc, tiles, list(units), primes, scale_bits,
                                    (time.perf_counter() - t) / len(tiles))
@@ -97,6 +99,17 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                 encrypt_seconds=np.full(n, per_ct), process_seconds=np.zeros(n))
             inject_fault("encrypt", before_output=False)
             t = time.perf_counter()
+
+
+def _check_values(broadcast, tiles: list[dict], blocks: list) -> list | None:
+    """The binding's check values of each tile channel (``encrypt --bind``: :mod:`hecore.binding`), or None."""
+    key = getattr(getattr(broadcast, "value", broadcast), "binding", None)
+    if key is None:
+        return None
+    from hecore.binding import check_values
+
+    return [check_values(key, t["image_id"], t["channel"], t["tile_y"], t["tile_x"], b.shape)
+            for t, b in zip(tiles, blocks)]
 
 
 #: Tile channels per record batch of the packed layouts' rows (one ciphertext each, ~130 KB at N=4096).

@@ -57,6 +57,7 @@ class ImageJob:
     tasks: object = None
     spots: object = None                    # the owner's spot samples (hecore.integrity), broadcast: id -> bytes
     spots_only: bool = False                # decrypt only what the spot checks compare (decrypt --spots-only)
+    binding: object = None                  # hecore.binding.Binding of a run encrypted with --bind
 
 
 def images_partition(ids: Iterator[pa.RecordBatch], *, job: ImageJob) -> Iterator[pa.RecordBatch]:
@@ -97,7 +98,8 @@ def _one_task(job: ImageJob, task: ImageTask) -> Iterator[pa.RecordBatch]:
                 changed.extend(_changed_rows(split, set(seen) | set(planned)))
 
     work = partial(decrypt_partition, token=job.decrypt_token, broadcast=job.broadcast, rebuilds=job.rebuilds,
-                   tasks=job.tasks, flood_std=job.flood_std, spots_only=job.spots if job.spots_only else None)
+                   tasks=job.tasks, flood_std=job.flood_std, spots_only=job.spots if job.spots_only else None,
+                   binding=job.binding)
     checked: list = []
     for out in check_and_work_partition(rows(), expect=job.expect, token=job.check_token, broadcast=job.broadcast,
                                         work=work, work_schema=DECRYPTED, problems=problems, checked_to=checked,

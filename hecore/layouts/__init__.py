@@ -54,14 +54,15 @@ class Layout(str, Enum):
 
 
 def encrypt_units(layout: Layout, encryptor, blocks: Sequence[np.ndarray], halo: int,
-                  valid: Sequence[tuple[int, int]]) -> Iterator:
+                  valid: Sequence[tuple[int, int]], checks=None) -> Iterator:
     """The ciphertexts of tile channels, one :class:`~hecore.ciphertexts.CiphertextBatch` per block, lazily.
 
     ``blocks`` are the tile channels' pixel blocks (tile + ``halo`` on every side), ``valid`` each tile's
     extent inside the image.  Pixel layout: the valid ``h x w`` values of a block, a ciphertext each, one
     block at a time (a block's ciphertexts are ~130 KB per pixel); packed layouts: every block in one
     ciphertext, all blocks in one call of the encryptor.  ``encryptor`` is any
-    :class:`~hecore.encrypt.base.Encryptor` the layout can use (see :func:`hecore.encrypt.encryptor_for`).
+    :class:`~hecore.encrypt.base.Encryptor` the layout can use (see :func:`hecore.encrypt.encryptor_for`);
+    ``checks``: the binding's check values of each block (:mod:`hecore.binding`, the packed layout).
     """
     if not layout.packed:
         from .pixel import encrypt_values
@@ -73,7 +74,7 @@ def encrypt_units(layout: Layout, encryptor, blocks: Sequence[np.ndarray], halo:
 
     if not len(blocks):
         return
-    batch = encrypt_blocks(encryptor, blocks, halo, layout.complex_packing)
+    batch = encrypt_blocks(encryptor, blocks, halo, layout.complex_packing, checks)
     for i in range(len(blocks)):
         yield batch.slice(i, i + 1)
 

@@ -121,11 +121,17 @@ def block_values(block: np.ndarray, halo: int, complex_packing: bool = False) ->
 
 
 def encrypt_blocks(encryptor: "Encryptor | HEContext", blocks, halo: int = 0,
-                   complex_packing: bool = False) -> CiphertextBatch:
+                   complex_packing: bool = False, checks=None) -> CiphertextBatch:
     """Tile-channel blocks (tile + halo, all of one shape), each into its own ciphertext, in one call of
-    the encryptor: row-major, one pixel per slot (complex packing: two, see :func:`complex_halves`)."""
+    the encryptor: row-major, one pixel per slot (complex packing: two, see :func:`complex_halves`).
+    ``checks``: one array of the blocks' shape per block, put in the imaginary parts (:mod:`hecore.binding`;
+    one pixel per slot only)."""
     enc = as_encryptor(encryptor)
     rows = np.stack([block_values(b, halo, complex_packing) for b in blocks])
+    if checks is not None:
+        if complex_packing:
+            raise ValueError("complex packing holds pixels in the imaginary parts: no room for check values")
+        rows = rows + 1j * np.stack([np.asarray(c, dtype=np.float64).reshape(-1) for c in checks])
     return enc.encrypt(rows)
 
 

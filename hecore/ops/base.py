@@ -95,6 +95,9 @@ class ImageOp:
     packed_stride: ClassVar[int] = 1         # packed: results in every n-th slot of every n-th row (downsample)
     shift_invariant: ClassVar[bool] = True   # commutes with moving the image (edges replicated): a value's result
                                              # depends on its neighbourhood, not on where it sits
+    real_linear: ClassVar[bool] = False      # packed CKKS: a real constant added and slots combined with real
+                                             # weights, nothing else -- the imaginary parts follow the linear part
+                                             # alone (what hecore.binding's check values need)
 
     @classmethod
     def parse(cls, args: str, spec: str) -> "ImageOp":       # pragma: no cover - every op overrides it

@@ -30,6 +30,8 @@ LUMA_DIVISOR = 256
 class Grey(ImageOp):
     """``grey``: one channel out of three, ``(77 R + 150 G + 29 B) / 256``; a grey image is unchanged."""
 
+    real_linear: ClassVar[bool] = True
+
     name: ClassVar[str] = "grey"
     form: ClassVar[str] = "'grey' (no argument): RGB to one channel, Y = (77 R + 150 G + 29 B) / 256"
     takes_args: ClassVar[bool] = False

@@ -42,6 +42,8 @@ FACTORS = (2, 4, 8)
 class Downsample(BoxWindow):
     """``downsample:F``: the ``F x F`` box mean, the image ``F`` times smaller on each side."""
 
+    real_linear: ClassVar[bool] = False       # linear, but its results move to other slots: no check values
+
     factor: int
 
     name: ClassVar[str] = "downsample"

@@ -39,6 +39,8 @@ def _match(pattern: str, args: str, spec: str, form: str):
 class _Constant(ImageOp):
     """An op that adds :attr:`value` to the true value (after its own change of post-scale, if any)."""
 
+    real_linear: ClassVar[bool] = True
+
     @property
     def value(self) -> float:       # pragma: no cover - every subclass defines it
         raise NotImplementedError

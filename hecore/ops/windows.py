@@ -93,6 +93,8 @@ def halo_tiles(py: int, px: int, tile_h: int, tile_w: int, rows: int, cols: int,
 class WindowOp(ImageOp):
     """A ``k x k`` integer-weighted window sum over a divisor (see the module doc)."""
 
+    real_linear: ClassVar[bool] = True
+
     pointwise: ClassVar[bool] = False
     windowed: ClassVar[bool] = True
     position_free: ClassVar[bool] = False

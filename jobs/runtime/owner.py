@@ -35,7 +35,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hecore import integrity
+from hecore import binding, integrity
 from hecore.errors import OwnerMapError
 from schemas.tables import IMAGE_ID, OWNER_IMAGES, OWNER_SPOTS, REJECTS
 
@@ -49,6 +49,8 @@ FORMAT = 1
 OWNER_CODECS = frozenset({"ZSTD", "SNAPPY", "UNCOMPRESSED"})
 #: The most images one batch of an encrypt run reads (far above --batch-images' default of 256).
 MAX_BATCH_ROWS = 10_000_000
+#: The binding key of a run encrypted with --bind (hecore.binding), in the map's directory, 0600.
+BINDING_KEY = "binding.key"
 #: The most bytes one image's spot sample takes in the map (hecore.integrity: the default takes ~10-110 KB, a
 #: ringer one byte per pixel value).
 SPOT_ROW_BYTES = integrity.MAX_SAMPLE_BYTES
@@ -181,6 +183,22 @@ class OwnerMap:
                 out[image_id] = data
         return out
 
+    def binding_key(self, create: bool = False) -> bytes | None:
+        """The run's binding key (:mod:`hecore.binding`, ``encrypt --bind``): ``binding.key``, 0600, read only
+        if safe to trust; made with ``create`` when there is none; None when the run is not bound."""
+        from hecore.secretfile import read_owner_only, write_private
+
+        path = self.directory / BINDING_KEY
+        if not path.exists() and not path.is_symlink():
+            if not create:
+                return None
+            _private_dir(self.directory)
+            write_private(path, binding.new_key(), 0o600)
+        data = read_owner_only(path, what="the owner map's binding key", missing=f"{path} is missing")
+        if len(data) != binding.KEY_BYTES:
+            raise OwnerMapError(f"{path} holds {len(data)} bytes, not a binding key of {binding.KEY_BYTES}")
+        return data
+
     def rejects_table(self) -> pa.Table:
         parts = self._read_all([(b["rejects"], _batch_rows(b)) for b in self.doc["batches"] if b.get("rejects")],
                                REJECTS)
@@ -236,6 +254,7 @@ class OwnerMap:
         if overwrite and (d / OWNER_JSON).is_file():          # only ever an owner map's own files
             for sub in ("images", "rejects", "spots"):
                 shutil.rmtree(d / sub, ignore_errors=True)
+            (d / BINDING_KEY).unlink(missing_ok=True)
             (d / OWNER_JSON).unlink()
         if (d / OWNER_JSON).is_file():
             m = cls.load(str(d))
