@@ -13,8 +13,8 @@ carries other values: at each checked place it agrees with probability 1/2 at mo
 independent signs; a window's weighted sum of them agrees less often), so it passes all :data:`CHECKS` with
 probability at most ``2^-24``, whatever its pixels.
 
-Nothing changes on the cluster: the ciphertexts are of the same size, the ops the same; the imaginary parts
-add about 2^-16 of 255 to a slot's magnitude, within the planner's margins.  Other layouts (the pixel
+Nothing changes on the cluster: the ciphertexts are of the same size, the ops the same; a check value of 1
+beside a pixel of 255 makes the slot's magnitude sqrt(255^2 + 1), 8e-6 more, within the planner's margins.  Other layouts (the pixel
 layout, complex packing: its imaginary parts hold pixels), BFV/BGV and TFHE have no free part to hold them.
 """
 from __future__ import annotations

@@ -274,7 +274,7 @@ def bind_settings(args, keys, layout: Layout, chain) -> bool:
     any) whose ops the check values survive (:func:`hecore.binding.why_not`)."""
     if not getattr(args, "bind", False):
         return False
-    if not keys.params.complex_slots or layout != Layout.PACKED:
+    if not getattr(keys.params, "complex_slots", False) or layout != Layout.PACKED:
         raise HepixError(f"--bind puts check values in the imaginary parts of CKKS's packed layout: it needs CKKS "
                          f"keys and --layout packed, not {keys.params.name} in the {layout} layout")
     if chain is not None:
@@ -328,7 +328,7 @@ def scheme_layout(args, scheme, params=None, chain=None) -> Layout:
     ciphertexts (:func:`hecore.planner.storage_layout`), else the default of the keys' scheme; one its
     ciphertexts come in."""
     if args.layout is None:
-        if getattr(args, "bind", False):           # the check values take the imaginary parts
+        if getattr(args, "bind", False) and Layout.PACKED in scheme.layouts:   # check values in the imaginary parts
             return Layout.PACKED
         if chain is not None and params is not None and Layout.PACKED_COMPLEX in scheme.layouts:
             from hecore.planner import storage_layout

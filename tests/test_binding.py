@@ -179,3 +179,12 @@ def test_what_the_check_values_would_not_survive_is_refused(bound, tmp_path, cap
              "QUERY": bound / "images" / "grey.png"}
     assert hepix(*[where.get(a, a) for a in argv], *SPARK) == 2
     assert message in capsys.readouterr().err
+
+
+def test_bind_is_refused_by_name_for_keys_without_complex_slots(tfhe_key_dir, tmp_path, capsys):
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(images / "z.png")
+    assert hepix("encrypt", "--keys", tfhe_key_dir, "--input", images, "--out", tmp_path / "out", "--bind",
+                 *SPARK) == 2
+    assert "--bind puts check values in the imaginary parts of CKKS's packed layout" in capsys.readouterr().err
