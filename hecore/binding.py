@@ -85,23 +85,34 @@ def why_not(ops: Sequence) -> str | None:
 def expected(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: int, *, tile: tuple[int, int],
              halo: int, in_channels: int, reference, post_scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rows, columns, values)``: where output ciphertext (``channel``, tile) is checked and the raw
-    imaginary parts it must hold there -- the chain's linear part (``reference(x) - reference(0)`` on
-    stacked windows: ``reference`` the chain's plaintext reference, post-scaled) applied to the input
-    ciphertexts' check values (``in_channels`` of them: grey combines three), over ``post_scale``."""
-    bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
-    values = np.stack([check_values(key, image_id, c, tile_y, tile_x, (bh, bw)) for c in range(in_channels)],
-                      axis=-1)
-    ys, xs = check_places(key, image_id, channel, tile_y, tile_x, tile, halo)
+    imaginary parts it must hold there (:func:`expected_many` of one)."""
+    return expected_many(key, [(image_id, channel, tile_y, tile_x)], tile=tile, halo=halo, in_channels=in_channels,
+                         reference=reference, post_scales=[post_scale])[0]
+
+
+def expected_many(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int], halo: int, in_channels: int,
+                  reference, post_scales: Sequence[float]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`expected` of output ciphertexts ``places`` ``(image id, channel, tile row, tile column)`` of one
+    run's tiles, inputs of ``in_channels`` channels each (grey combines three): the chain's linear part
+    (``reference(x) - reference(0)`` on their windows, stacked: ``reference`` the chain's plaintext reference,
+    post-scaled) applied to the inputs' check values, over each one's post-scale -- one evaluation for all."""
     side, steps = 2 * halo + 1, np.arange(-halo, halo + 1)
-    windows = values[(ys[:, None] + steps)[:, :, None], (xs[:, None] + steps)[:, None, :]]
-    stacked = windows.reshape(len(ys) * side, side, in_channels)
-    linear = np.asarray(reference(stacked), dtype=np.float64) - np.asarray(reference(np.zeros_like(stacked)),
-                                                                           dtype=np.float64)
-    if linear.ndim == 2:
-        linear = linear[:, :, None]
-    centre = linear[halo::side, halo]
-    out = centre[:, channel if centre.shape[1] > 1 else 0]
-    return ys, xs, out / post_scale
+    shape = (tile[0] + 2 * halo, tile[1] + 2 * halo)
+    windows, where = [], []
+    for image_id, channel, ty, tx in places:
+        values = np.stack([check_values(key, image_id, c, ty, tx, shape) for c in range(in_channels)], axis=-1)
+        ys, xs = check_places(key, image_id, channel, ty, tx, tile, halo)
+        windows.append(values[(ys[:, None] + steps)[:, :, None], (xs[:, None] + steps)[:, None, :]])
+        where.append((ys, xs))
+    stacked = np.concatenate(windows).reshape(-1, side, in_channels)
+    linear = (np.asarray(reference(stacked), dtype=np.float64)
+              - np.asarray(reference(np.zeros_like(stacked)), dtype=np.float64))
+    centre = (linear if linear.ndim == 3 else linear[:, :, None])[halo::side, halo]
+    out = []
+    for j, ((ys, xs), place) in enumerate(zip(where, places)):
+        part = centre[j * len(ys):(j + 1) * len(ys)]
+        out.append((ys, xs, part[:, place[1] if part.shape[1] > 1 else 0] / post_scales[j]))
+    return out
 
 
 def wrong(imaginary: np.ndarray, rows: np.ndarray, columns: np.ndarray, want: np.ndarray) -> int:
@@ -128,24 +139,10 @@ class Binding:
         for n, place in enumerate(places):
             if place[0] in self.channels:
                 groups.setdefault(self.channels[place[0]], []).append(n)
-        side, steps = 2 * halo + 1, np.arange(-halo, halo + 1)
-        shape = (tile[0] + 2 * halo, tile[1] + 2 * halo)
         for channels, members in groups.items():
-            windows, where = [], []
-            for n in members:
-                image_id, channel, ty, tx = places[n]
-                values = np.stack([check_values(self.key, image_id, c, ty, tx, shape) for c in range(channels)],
-                                  axis=-1)
-                ys, xs = check_places(self.key, image_id, channel, ty, tx, tile, halo)
-                windows.append(values[(ys[:, None] + steps)[:, :, None], (xs[:, None] + steps)[:, None, :]])
-                where.append((ys, xs))
-            stacked = np.concatenate(windows).reshape(-1, side, channels)
-            linear = (np.asarray(reference(stacked), dtype=np.float64)
-                      - np.asarray(reference(np.zeros_like(stacked)), dtype=np.float64))
-            centre = (linear if linear.ndim == 3 else linear[:, :, None])[halo::side, halo]
-            for j, n in enumerate(members):
-                ys, xs = where[j]
-                part = centre[j * len(ys):(j + 1) * len(ys)]
-                want = part[:, places[n][1] if part.shape[1] > 1 else 0] / post_scales[n]
+            found = expected_many(self.key, [places[n] for n in members], tile=tile, halo=halo,
+                                  in_channels=channels, reference=reference,
+                                  post_scales=[post_scales[n] for n in members])
+            for n, (ys, xs, want) in zip(members, found):
                 out[n] = wrong(imaginary[n], ys, xs, want)
         return out
