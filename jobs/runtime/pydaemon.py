@@ -9,6 +9,14 @@ keep Spark's own daemon.
 
 An import that fails here is left for the workers to meet again and report as the task's error.
 
+Besides the tasks' own modules, the daemon imports what workers otherwise import on their first task:
+pandas (PySpark's Arrow serializer imports it in every worker that returns batches: 0.3 s of a core each),
+the byte-level kernels with numba's compiler set up (0.5-1 s in each worker of the pixel layout and the
+caching strategies) and scikit-image's SSIM (decrypt's metrics).  Measured with py-spy over
+tests/test_pipeline.py: the workers' imports 2,084 -> 193 samples and the daemons' 340 -> 1,458 (a daemon
+serves two workers or more), the collections after each task 668 -> 23 samples (those modules' objects are
+frozen with the rest, below); all Python processes together 5,432 -> 4,333 samples.
+
 What these imports made is then frozen (``gc.freeze``, meant for a process that forks): a reused worker
 runs ``gc.collect()`` after every task, and that full collection no longer walks the 50,000-odd objects
 of the modules, only what the worker made itself.  Measured with py-spy over six warm ``hepix process``
@@ -34,7 +42,12 @@ import sys
 PRELOAD = ("pyspark.worker", "tasks.checksums", "tasks.contactsheet", "tasks.decode", "tasks.decrypt",
            "tasks.distances", "tasks.encrypt", "tasks.exchange", "tasks.files", "tasks.handoff",
            "tasks.imagedecrypt", "tasks.imagesplits", "tasks.infer", "tasks.match", "tasks.metrics",
-           "tasks.originals", "tasks.process", "tasks.rowchecks", "tasks.splits", "tasks.summaries")
+           "tasks.originals", "tasks.process", "tasks.rowchecks", "tasks.splits", "tasks.summaries",
+           # imported by every worker that writes Arrow batches back (PySpark's serializer asks for it)
+           "pandas",
+           # what some workers import when their first task needs it: the byte-level ops (numba's kernels) and
+           # the quality metrics' SSIM (scikit-image, SciPy)
+           "hecore.ops.pixel", "skimage.metrics._structural_similarity")
 
 
 def _package_dir(name: str, entries: list[str]) -> str | None:
@@ -66,6 +79,12 @@ def preload() -> None:
             importlib.import_module(name)
         except Exception:       # noqa: BLE001 -- the worker that needs it raises it where Spark reports it
             pass
+    try:
+        from hecore.seal.kernels import warm_up
+
+        warm_up()               # numba's compiler set up and the kernels loaded from its cache, once
+    except Exception:           # noqa: BLE001 -- as above
+        pass
 
 
 if __name__ == "__main__":
