@@ -22,6 +22,7 @@ nothing here raises on bad bytes, and a footer that crashes the reader costs onl
 """
 from __future__ import annotations
 
+import atexit
 import json
 import struct
 from dataclasses import dataclass
@@ -227,10 +228,15 @@ def local_reader(path: str) -> Callable[[int, int], bytes]:
 class FooterChecker:
     """Checks footers in a child process (``python -m schemas.footers``) limited to
     :data:`CHILD_MEMORY` bytes of address space; a child that dies on a footer is replaced, and that file
-    is refused.  Use as a context manager."""
+    is refused.  Use as a context manager.
+
+    The child holds nothing but the footers it was sent (no key, no path: it reads no file), so the jobs of
+    one process check their footers in the same one: :meth:`close` keeps it, idle, for the next checker
+    (:data:`_IDLE`), and it ends when this process does (its input closes).  A job that starts a child
+    instead pays an interpreter and pyarrow's import, about 0.2 s of a core, before its first footer."""
 
     def __init__(self, schema=None):
-        self.schema = schema
+        self._schema = b"" if schema is None else schema.serialize().to_pybytes()
         self._child = None
 
     def __enter__(self) -> "FooterChecker":
@@ -241,9 +247,11 @@ class FooterChecker:
 
     def close(self) -> None:
         if self._child is not None:
-            self._child.stdin.close()
-            self._child.wait()
-            self._child = None
+            child, self._child = self._child, None
+            if child.poll() is None and not _IDLE:
+                _IDLE.append(child)
+            else:
+                _end(child)
 
     def problem(self, size: int, read_at: Callable[[int, int], bytes], limits: FooterLimits) -> tuple[str, str] | None:
         """The reason and one-line detail why the file of ``size`` bytes cannot be read within ``limits``."""
@@ -255,10 +263,10 @@ class FooterChecker:
     def footer_problem(self, size: int, footer: bytes, limits: FooterLimits) -> tuple[str, str] | None:
         """:meth:`problem` for a file of ``size`` bytes whose footer (:func:`footer_bytes`) is ``footer``."""
         request = {"data_end": size - 8 - len(footer), "rows": limits.rows, "row_bytes": limits.row_bytes,
-                   "codecs": sorted(limits.codecs), "length": len(footer)}
+                   "codecs": sorted(limits.codecs), "schema": len(self._schema), "length": len(footer)}
         child = self._start()
         try:
-            child.stdin.write(json.dumps(request).encode() + b"\n" + footer)
+            child.stdin.write(json.dumps(request).encode() + b"\n" + self._schema + footer)
             child.stdin.flush()
             line = child.stdout.readline()
         except (BrokenPipeError, OSError):
@@ -275,38 +283,63 @@ class FooterChecker:
         import subprocess
         import sys
 
+        while self._child is None and _IDLE:
+            child = _IDLE.pop()
+            if child.poll() is None:
+                self._child = child
+            else:
+                _end(child)
         if self._child is None:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            if self.schema is not None:
-                env["HEPIX_FOOTER_SCHEMA"] = self.schema.serialize().to_pybytes().hex()
             self._child = subprocess.Popen([sys.executable, "-m", "schemas.footers"], stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         return self._child
 
 
+#: The child a closed :class:`FooterChecker` left for the next one (at most one), ended at exit.
+_IDLE: list = []
+
+
+@atexit.register
+def _end_idle() -> None:
+    while _IDLE:
+        _end(_IDLE.pop())
+
+
+def _end(child) -> None:
+    """Close a child's input (it then exits) and reap it."""
+    try:
+        child.stdin.close()
+    except OSError:
+        pass
+    child.wait()
+
+
 def _serve() -> None:
-    """The child: limits its own address space, then one request (a JSON line, then the footer's bytes) in,
-    one JSON line out, until EOF."""
-    import os
+    """The child: limits its own address space, then requests (a JSON line, then the table's schema and the
+    footer's bytes) in, one JSON line out each, until EOF."""
     import resource
     import sys
 
     resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
 
-    schema = None
-    if os.environ.get("HEPIX_FOOTER_SCHEMA"):
-        import pyarrow as pa
-
-        schema = pa.ipc.read_schema(pa.py_buffer(bytes.fromhex(os.environ["HEPIX_FOOTER_SCHEMA"])))
+    schemas: dict[bytes, object] = {}
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     while True:
         line = inp.readline()
         if not line:
             return
         req = json.loads(line)
+        given = inp.read(req["schema"])
         footer = inp.read(req["length"])
+        if given and given not in schemas:
+            import pyarrow as pa
+
+            if len(schemas) >= 16:      # a process's jobs read a few tables
+                schemas.clear()
+            schemas[given] = pa.ipc.read_schema(pa.py_buffer(given))
         limits = FooterLimits(rows=req["rows"], row_bytes=req["row_bytes"], codecs=frozenset(req["codecs"]))
-        out.write(json.dumps(parsed_problem(footer, req["data_end"], limits, schema)).encode() + b"\n")
+        out.write(json.dumps(parsed_problem(footer, req["data_end"], limits, schemas.get(given))).encode() + b"\n")
         out.flush()
 
 

@@ -247,3 +247,19 @@ def test_repeated_ciphertexts_may_share_a_dictionary_but_no_value_larger_than_it
     pq.write_table(pa.table({"ct": [b"c" * (10 * 2**20)] * 40}), bomb, compression="none",
                    dictionary_pagesize_limit=2**26)
     assert "dictionary page" in problem(bomb, FooterLimits(rows=40, row_bytes=CT + 65536))
+
+
+def test_the_checkers_of_one_process_share_one_child_and_each_asks_with_its_own_schema(good):
+    """A closed checker leaves its child for the next one; each request carries its checker's schema."""
+    wanted = pa.schema([("image_id", pa.string()), ("ct", pa.binary())])
+    other = pa.schema([("image_id", pa.int64())])
+    size, read_at = os.path.getsize(good), local_reader(str(good))
+    with FooterChecker(wanted) as first:
+        assert first.problem(size, read_at, LIMITS) is None
+        pid = first._child.pid
+    with FooterChecker(other) as second:
+        reason, detail = second.problem(size, read_at, LIMITS)
+        assert second._child.pid == pid
+    assert reason == "bad-file-schema" and "image_id" in detail
+    with FooterChecker(wanted) as third:
+        assert third.problem(size, read_at, LIMITS) is None and third._child.pid == pid
