@@ -38,14 +38,17 @@ def read_bounded(path: str | os.PathLike, max_bytes: int, *, what: str) -> bytes
         if st.st_size > max_bytes:
             raise KeyDirectoryError(f"{path} holds {st.st_size:,} bytes, more than {what} can ({max_bytes:,}): it "
                                     "is not the file hepix wrote; restore the key directory from the owner's copy")
-        chunks, left = [], max_bytes + 1
+        # the size just checked in one read (a server key of hundreds of megabytes copied once, not in
+        # chunks joined), then whatever it grew by
+        chunks, left, want = [], max_bytes + 1, st.st_size + 1
         while left > 0:
-            chunk = os.read(fd, min(left, 1 << 24))
+            chunk = os.read(fd, min(left, want))
             if not chunk:
                 break
             chunks.append(chunk)
             left -= len(chunk)
-        data = b"".join(chunks)
+            want = 1 << 24
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if len(data) > max_bytes:
             raise KeyDirectoryError(f"{path} grew past {max_bytes:,} bytes while it was read; {what} is not "
                                     "the file hepix wrote")

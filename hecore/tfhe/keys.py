@@ -184,19 +184,20 @@ def _legacy_params(doc: dict) -> TfheParams:
     return TFHE_DEFAULT
 
 
-def _read_checked(keys: Path, name: str, doc: dict, fingerprint_: str) -> bytes:
-    """Key file ``name``, within its bound, of the sha256 the manifest records."""
+def _read_checked(keys: Path, name: str, doc: dict, fingerprint_: str) -> tuple[bytes, str]:
+    """Key file ``name``, within its bound, of the sha256 the manifest records; and that sha256 (hex), which
+    the fingerprint covers: the server key is hundreds of megabytes, hashed once per read."""
     path = keys / name
     if not path.exists() and not path.is_symlink():
         raise KeyDirectoryError(f"{keys} has no {name} although its manifest records one; the key directory is "
                                 "incomplete: copy it again with `hepix export-public`")
     data = read_bounded(path, MAX_BYTES[name], what=f"a TFHE {name}")
-    recorded = doc.get("sha256", {}).get(name)
-    if recorded is not None and hashlib.sha256(data).hexdigest() != recorded:
+    recorded, digest = doc.get("sha256", {}).get(name), hashlib.sha256(data).hexdigest()
+    if recorded is not None and digest != recorded:
         what = "server key" if name == SERVER else "compact public key"
         raise KeyDirectoryError(f"{path} is not the {what} of key set {fingerprint_[:16]} (its sha256 differs from the "
                                 f"one in {MANIFEST}): the directory was modified or mixed from two key sets")
-    return data
+    return data, digest
 
 
 def read_server_key(keys: str | os.PathLike) -> bytes:
@@ -229,10 +230,13 @@ def read_public(keys: str | os.PathLike) -> TfhePublicMaterial:
     keys = Path(keys)
     doc = _manifest(keys)
     info = _info(keys, doc)
-    server = _read_checked(keys, SERVER, doc, info.fingerprint)
-    public = _read_checked(keys, PUBLIC, doc, info.fingerprint) if info.has_public_key else None
+    files = {SERVER: _read_checked(keys, SERVER, doc, info.fingerprint)}
+    if info.has_public_key:
+        files[PUBLIC] = _read_checked(keys, PUBLIC, doc, info.fingerprint)
+    server, public = files[SERVER][0], files[PUBLIC][0] if PUBLIC in files else None
     if doc["format"] >= 2:
-        material = TfhePublicMaterial(info.params, server, public, digests=_digests(server, public))
+        digests = tuple(sorted((name, digest) for name, (_, digest) in files.items()))
+        material = TfhePublicMaterial(info.params, server, public, digests=digests)
         if dict(material.digests) != doc.get("sha256"):
             raise KeyDirectoryError(f"{keys / MANIFEST} records other key files than the directory holds; it was "
                                     "modified or mixed from two key sets")
@@ -273,7 +277,7 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike) -> TfheKeyInf
     info = read_info(keys)
     info = TfheKeyInfo(info.params, info.fingerprint, info.created, has_client_key=False,
                        has_public_key=material.public_key is not None)
-    _write_manifest(out, info, dict(_digests(material.server_key, material.public_key)),
+    _write_manifest(out, info, dict(material.digests or _digests(material.server_key, material.public_key)),
                     FORMAT if material.digests is not None else 1)
     log.info("exported TFHE server key %s%s to %s", info.fingerprint[:16],
              " and compact public key" if info.has_public_key else "", out)
