@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import struct
 from dataclasses import dataclass
 from typing import Callable
@@ -213,7 +214,6 @@ def _empty_chunk_problem(col, data_end: int) -> str | None:
 
 def local_reader(path: str) -> Callable[[int, int], bytes]:
     """``read_at`` for a local file, opened without following a symlink for every read."""
-    import os
 
     def read_at(offset: int, length: int) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -248,7 +248,7 @@ class FooterChecker:
     def close(self) -> None:
         if self._child is not None:
             child, self._child = self._child, None
-            if child.poll() is None and not _IDLE:
+            if child.poll() is None and not _IDLE and _OWNER[0] == os.getpid():
                 _IDLE.append(child)
             else:
                 _end(child)
@@ -279,10 +279,12 @@ class FooterChecker:
         return None if answer is None else (answer[0], answer[1])
 
     def _start(self):
-        import os
         import subprocess
         import sys
 
+        if _OWNER[0] != os.getpid():     # a forked copy of this process: the idle child is its parent's
+            _IDLE.clear()
+            _OWNER[0] = os.getpid()
         while self._child is None and _IDLE:
             child = _IDLE.pop()
             if child.poll() is None:
@@ -296,14 +298,17 @@ class FooterChecker:
         return self._child
 
 
-#: The child a closed :class:`FooterChecker` left for the next one (at most one), ended at exit.
+#: The child a closed :class:`FooterChecker` left for the next one (at most one), ended at exit; and the
+#: process it serves (a process forked from this one starts its own).
 _IDLE: list = []
+_OWNER = [os.getpid()]
 
 
 @atexit.register
 def _end_idle() -> None:
-    while _IDLE:
-        _end(_IDLE.pop())
+    if _OWNER[0] == os.getpid():
+        while _IDLE:
+            _end(_IDLE.pop())
 
 
 def _end(child) -> None:

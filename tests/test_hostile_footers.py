@@ -263,3 +263,27 @@ def test_the_checkers_of_one_process_share_one_child_and_each_asks_with_its_own_
     assert reason == "bad-file-schema" and "image_id" in detail
     with FooterChecker(wanted) as third:
         assert third.problem(size, read_at, LIMITS) is None and third._child.pid == pid
+
+
+def test_a_forked_process_starts_a_child_of_its_own(good):
+    """A process forked while a child waits idle never writes into its parent's child."""
+    size, read_at = os.path.getsize(good), local_reader(str(good))
+    with FooterChecker() as checker:
+        assert checker.problem(size, read_at, LIMITS) is None
+        parents = checker._child.pid
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # the forked copy: report its child's pid, then leave at once
+        try:
+            with FooterChecker() as checker:
+                ok = checker.problem(size, read_at, LIMITS) is None
+                os.write(w, f"{int(ok)} {checker._child.pid}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    ok, theirs = os.read(r, 64).decode().split()
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert ok == "1" and int(theirs) != parents
+    with FooterChecker() as checker:                # and the parent's child still answers the parent
+        assert checker.problem(size, read_at, LIMITS) is None and checker._child.pid == parents
