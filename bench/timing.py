@@ -58,15 +58,19 @@ def split_encryption(ctx: HEContext, ev: Evaluator, values: np.ndarray) -> Encry
     """Encode ``values``, encrypt the plaintext, and serialise a ciphertext of the same shape, each
     timed apart.  :meth:`~hecore.seal.context.HEContext.encrypt_encoded` returns bytes, so its
     serialisation is timed again on its own (the ciphertext loaded back and dumped: same size,
-    same level) and taken off its time."""
+    same level; the quickest of three) and taken off its time."""
     t0 = time.perf_counter()
     plain = ctx.encode_vector(values)
     t1 = time.perf_counter()
     data = ctx.encrypt_encoded(plain)
     t2 = time.perf_counter()
     loaded = ev.load(data)
-    t3 = time.perf_counter()
-    ev.dump(loaded)
-    serialize = time.perf_counter() - t3
+    # the quickest of three dumps: a dump the scheduler interrupted once would otherwise outweigh the
+    # serialisation inside encrypt_encoded, and leave nothing of the encryption's time
+    serialize = float("inf")
+    for _ in range(3):
+        t3 = time.perf_counter()
+        ev.dump(loaded)
+        serialize = min(serialize, time.perf_counter() - t3)
     return EncryptionSplit(encode=t1 - t0, encrypt=max(t2 - t1 - serialize, 0.0), serialize=serialize,
                            nbytes=len(data))
