@@ -108,10 +108,11 @@ def expected_many(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int],
     linear = (np.asarray(reference(stacked), dtype=np.float64)
               - np.asarray(reference(np.zeros_like(stacked)), dtype=np.float64))
     centre = (linear if linear.ndim == 3 else linear[:, :, None])[halo::side, halo]
-    out = []
-    for j, ((ys, xs), place) in enumerate(zip(where, places)):
-        part = centre[j * len(ys):(j + 1) * len(ys)]
-        out.append((ys, xs, part[:, place[1] if part.shape[1] > 1 else 0] / post_scales[j]))
+    out, start = [], 0
+    for (ys, xs), place, post_scale in zip(where, places, post_scales):
+        part = centre[start:start + len(ys)]
+        start += len(ys)
+        out.append((ys, xs, part[:, place[1] if part.shape[1] > 1 else 0] / post_scale))
     return out
 
 
