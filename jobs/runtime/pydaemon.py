@@ -17,6 +17,9 @@ tests/test_pipeline.py: the workers' imports 2,084 -> 193 samples and the daemon
 serves two workers or more), the collections after each task 668 -> 23 samples (those modules' objects are
 frozen with the rest, below); all Python processes together 5,432 -> 4,333 samples.
 
+In a process of many sessions (``HEPIX_KEEP_SESSION=1``: the tests, a notebook) only the first session's
+daemon imports: the next ones are forked from a warm copy of it (:mod:`jobs.runtime.forkserver`).
+
 What these imports made is then frozen (``gc.freeze``, meant for a process that forks): a reused worker
 runs ``gc.collect()`` after every task, and that full collection no longer walks the 50,000-odd objects
 of the modules, only what the worker made itself.  Measured with py-spy over six warm ``hepix process``
@@ -89,8 +92,12 @@ def preload() -> None:
 
 if __name__ == "__main__":
     prefer_installed_pyspark()
-    preload()
-    from pyspark import daemon
+    from jobs.runtime import forkserver
 
-    gc.freeze()
-    daemon.manager()
+    if not forkserver.handed_over():        # a warm copy of this process's first daemon forked the daemon
+        preload()
+        from pyspark import daemon
+
+        gc.freeze()
+        forkserver.start_beside()           # the first daemon of a process that asked for one: the copy
+        daemon.manager()

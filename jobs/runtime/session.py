@@ -27,7 +27,7 @@ from pathlib import Path
 from hecore.errors import UntrustedSession
 from schemas.tables import BLOB_READER_BATCH_ROWS
 
-from . import jvmarchive
+from . import forkserver, jvmarchive
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +268,9 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
         settings = dict(DEFAULTS)
         if master.startswith("local"):
             settings.update(LOCAL_DEFAULTS)
+            if os.environ.get(KEEP_ENV, "") == "1" and re.fullmatch(r"local\[(?:[0-9]+|\*)\]", master):
+                # a process of many sessions: their Python daemons forked from a warm copy of its first
+                settings.update(forkserver.driver_settings())
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
