@@ -139,11 +139,18 @@ def _read_line(conn: socket.socket, limit: int = 512) -> bytes:
     return data.strip()
 
 
+def _let_go_of_the_pipes() -> None:
+    """Standard input, output and error on /dev/null: the JVM's pipes are a daemon's, and the JVM waits on their
+    ends."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def _stand_in(conn: socket.socket, pid: int) -> None:
     """The JVM's handle on the daemon ``pid``: SIGTERM passed on, the end when the daemon ends."""
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):                    # the pipes are the daemon's now; the JVM sees their ends from it
-        os.dup2(devnull, fd)
+    _let_go_of_the_pipes()
 
     def forward(signum, _frame):
         try:
@@ -193,10 +200,7 @@ def _answers(path: str) -> bool:
 
 
 def _serve(path: str, owner: int) -> None:
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):                    # not the first daemon's pipes: the JVM would wait on them
-        os.dup2(devnull, fd)
-    os.close(devnull)
+    _let_go_of_the_pipes()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)           # the daemons forked here are reaped by the kernel
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     mine = {k: v for k, v in os.environ.items() if k not in PER_SESSION}
@@ -263,8 +267,8 @@ def _answer(conn: socket.socket, listener: socket.socket, mine: dict) -> None:
             conn.sendall(f"no {why}\n".encode())
             return
         pid = os.fork()
-        if pid == 0:
-            _become_daemon(conn, listener, fds, request)
+        if pid == 0:                        # the child keeps ``conn`` open: the stand-in's end closes when it ends
+            _become_daemon(listener, fds, request)
         conn.sendall(f"ok {pid}\n".encode())
     except (OSError, ValueError, TypeError):
         return
@@ -285,14 +289,15 @@ def _refusal(request: dict, mine: dict) -> str | None:
     return f"another environment ({', '.join(differ[:5])})" if differ else None
 
 
-def _become_daemon(conn: socket.socket, listener: socket.socket, fds: list[int], request: dict) -> None:
+def _become_daemon(listener: socket.socket, fds: list[int], request: dict) -> None:
     """In the forked child: take over the requesting process's pipes, environment, directory and arguments,
     and run Spark's daemon loop; never returns."""
     code = 1
     try:
         listener.close()
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -304,7 +309,6 @@ def _become_daemon(conn: socket.socket, listener: socket.socket, fds: list[int],
         except (OSError, TypeError):
             pass
         sys.argv[:] = [str(a) for a in request.get("argv", sys.argv)]
-        del conn                            # kept open: the stand-in's end closes when this daemon ends
         gc.freeze()
         from pyspark import daemon
 
