@@ -78,7 +78,26 @@ def build(*, force: bool = False) -> Path | None:
         shutil.move(str(dump), staged)
         staged.chmod(0o644)
         staged.replace(path)
+    _prune(path)
     return path
+
+
+#: Archives kept in the cache besides the one just written (each ~190 MB): the installations used last.
+KEEP_OTHERS = 3
+
+
+def _prune(current: Path) -> None:
+    """Remove the archives of older installations beyond the :data:`KEEP_OTHERS` written last (a JVM that
+    has one mapped keeps it until it exits; a job of a removed one's installation starts without one)."""
+    others = []
+    for p in current.parent.glob("*.jsa"):
+        if p != current:
+            try:
+                others.append((p.stat().st_mtime_ns, p))
+            except OSError:
+                continue
+    for _, p in sorted(others, reverse=True)[KEEP_OTHERS:]:
+        p.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,20 @@
 """Spark settings files (`--conf FILE`) and the Spark bench's plumbing."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
 
 from bench.schemas import BENCH_SPARK
 from jobs.cli import main
 from jobs.runtime.session import read_conf_file
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_conf_file_reads_spark_defaults_format(tmp_path):
@@ -96,3 +104,34 @@ def test_executor_jvms_of_a_local_cluster_start_as_the_driver_does(master, monke
         assert seen["spark.executor.extraJavaOptions"] == seen["spark.driver.extraJavaOptions"]
     else:
         assert "spark.executor.extraJavaOptions" not in seen
+
+
+#: Run in a new Python process, whose driver JVM the secret session starts: the session's secret, whether
+#: authentication is on, the JVM's command line as every local user reads it, and a job's result.
+SECRET_PROBE = """
+import json, sys
+from pyspark import SparkContext
+from jobs.runtime.session import secret_session
+with secret_session("probe", "local[1]", None, trusted=False) as spark:
+    conf = spark.sparkContext.getConf()
+    with open(f"/proc/{SparkContext._gateway.proc.pid}/cmdline", "rb") as f:
+        cmdline = f.read().replace(b"\\0", b" ").decode()
+    rows = spark.range(0, 1000, numPartitions=2).selectExpr("id % 3 AS k").groupBy("k").count().collect()
+    print(json.dumps({"secret": conf.get("spark.authenticate.secret", ""), "auth": conf.get("spark.authenticate"),
+                      "cmdline": cmdline, "counts": sorted(r["count"] for r in rows)}))
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads a process's command line from /proc")
+def test_a_secret_session_keeps_its_authentication_secret_off_the_jvm_command_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "HEPIX_KEEP_SESSION"}
+    done = subprocess.run([sys.executable, "-c", SECRET_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["auth"] == "true" and len(seen["secret"]) >= 32
+    assert seen["counts"] == [333, 333, 334]                # a job with a shuffle ran under authentication
+    assert seen["secret"] not in seen["cmdline"] and "spark.authenticate.secret" not in seen["cmdline"]
+    # the JVM was started with the session's other settings, as before
+    assert "spark.authenticate=true" in seen["cmdline"] and "spark.io.encryption.enabled=true" in seen["cmdline"]

@@ -10,8 +10,11 @@ seconds without the archive and 19-22 with it (runs alternating between the two,
 runs it): it starts Spark with ``-XX:ArchiveClassesAtExit`` (:func:`dumping_to`), runs hepix's jobs on a
 generated image, and waits for the JVM to write the archive as it exits.  :func:`java_options` is what
 ``jobs.runtime.session`` adds to the driver JVM's options when hepix starts Spark itself; it is
-empty when there is no archive for this installation.  A JVM whose classpath or build differs
-from the archive's ignores it and starts as it would without (``-Xshare:auto``, the default).
+empty when there is no archive for this installation.  The archive is named after the Java, the jars'
+directory and each jar's size and modification time, which the JVM checks before it maps one: a new
+virtualenv writes its jars anew and gets an archive of its own (a JVM whose classpath or build differs
+from the archive's ignores it and starts as it would without, ``-Xshare:auto``, the default: silently
+slower).
 
 The archive is code the JVM maps: one that is not this user's, or that others may write, is
 ignored with a warning.
@@ -56,9 +59,17 @@ def archive_path() -> Path | None:
 
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     st = java.stat()
-    names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
+    # each jar's size and modification time, which the JVM compares with the archive's before it maps it: a
+    # new virtualenv (a clean clone's, a reinstalled pyspark) writes its jars anew and needs an archive of its own
+    entries = []
+    for jar in sorted(jars.glob("*.jar")) if jars.is_dir() else []:
+        try:
+            js = jar.stat()
+        except OSError:
+            continue
+        entries.append(f"{jar.name} {js.st_size} {js.st_mtime_ns}")
     key = hashlib.sha256("\n".join([str(java), str(st.st_size), str(st.st_mtime_ns), pyspark.__version__,
-                                    str(jars), *names]).encode()).hexdigest()[:20]
+                                    str(jars), *entries]).encode()).hexdigest()[:20]
     cache = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "hepix")
     return cache / "spark-cds" / f"{key}.jsa"
 

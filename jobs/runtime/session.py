@@ -292,6 +292,8 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
             settings["spark.executor.extraJavaOptions"] = java_opts
         settings.update(user)
     settings.update(extra or {})
+    if not under_spark_submit():
+        _launch_without_secrets(app, master, settings)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -304,6 +306,26 @@ def build_session(app: str, master: str | None = None, conf_file: str | None = N
         local_fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
         local_fs.setWriteChecksum(False)
     return spark
+
+
+#: Settings the driver JVM is never started with: what pyspark starts it with is its command line
+#: (``spark-submit --conf KEY=VALUE``), which ``ps`` shows every user of the machine.
+OFF_THE_COMMAND_LINE = ("spark.authenticate.secret",)
+
+
+def _launch_without_secrets(app: str, master: str, settings: dict[str, str]) -> None:
+    """Start this process's driver JVM, when it has none yet and ``settings`` hold a secret, with every other
+    setting: the session then sets the secret in the running JVM (over pyspark's gateway), where only this
+    process reads it.  The Spark authentication secret of a job that holds the owner's key would otherwise
+    let any local user talk to its driver and block manager, which hold the key's broadcast."""
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None or not any(k in settings for k in OFF_THE_COMMAND_LINE):
+        return
+    conf = SparkConf(loadDefaults=False)
+    conf.setAll([(k, v) for k, v in settings.items() if k not in OFF_THE_COMMAND_LINE])
+    conf.setMaster(master).setAppName(f"hepix-{app}")
+    SparkContext._ensure_initialized(conf=conf)
 
 
 def spark_info(spark) -> dict:
