@@ -124,7 +124,7 @@ with secret_session("probe", "local[1]", None, trusted=False) as spark:
 
 @pytest.mark.spark
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads a process's command line from /proc")
-def test_a_secret_session_keeps_its_authentication_secret_off_the_jvm_command_line(tmp_path):
+def test_a_secret_session_keeps_its_authentication_secret_off_the_jvm_command_line():
     env = {k: v for k, v in os.environ.items() if k != "HEPIX_KEEP_SESSION"}
     done = subprocess.run([sys.executable, "-c", SECRET_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
