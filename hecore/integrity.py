@@ -6,15 +6,21 @@ generator seeded by the operating system, and keeps the original values of the p
 op chain's plaintext reference is computed from those pixels alone and compared with the decrypted values:
 on the stacked windows (:func:`check_patches`) when the windows decide their centres, else on an image-sized
 array where every other pixel is unknown (:func:`check`: NaN, so an output value that depends on an unknown
-pixel comes out NaN and is not compared).  The positions are real pixels, drawn after nothing the cluster sees, so no
-function of the ciphertexts tells them from the others: a cluster that gets a fraction ``f`` of an image's
-pixels wrong (whatever it computes, however it chooses them) passes with probability at most ``(1 - f)^k``
-for ``k`` checked positions (:func:`escape_probability`).
+pixel comes out NaN and is not compared).  The positions are real pixels, drawn after nothing the cluster
+sees, so no function of the ciphertexts tells them from the others: a cluster that gets a fraction ``f`` of an
+image's pixels wrong (whatever it computes, however it chooses them) passes with probability at most
+``(1 - f)^k`` for ``k`` checked positions (:func:`escape_probability`).
 
 Which chains are covered: every chain whose output value at a place depends on the pixels near it --
 pointwise ops (brightness, contrast, watermark, TFHE's and BFV's 8-bit tables), windows (the mean filter,
 every convolution, as far as ``r`` reaches), grey, downsample.  A global op (the DFT filter) makes every
 output depend on every pixel: nothing is checked (the metrics row says 0 positions) -- except on ringers.
+
+Results samples (:func:`keep_results`): when encrypt is told the chain (``--for-op``) and its results have an
+exact grid, the owner computes that chain's finished results at the positions from the windows, right away,
+and keeps those instead of the pixels (:class:`ResultSample`): ``c`` bytes a place whatever the window (a 5x5
+convolution's windows are 25 pixels a place), compared as they are at decrypt when the run records that
+chain; a run of another chain is not checked (0 positions), as a chain wider than a sample's windows is not.
 
 Ringers (:func:`ringer`): at encrypt, each image becomes a ringer with a probability the owner chooses, drawn
 in secret after nothing the cluster sees; a ringer's sample is the whole image, so its every output value is
@@ -22,7 +28,8 @@ compared, whatever the chain (a global op's too).  A cluster that gets ``m`` ima
 with probability ``(1 - p)^m`` (:func:`ringer_escape`).
 
 Costs: nothing on the cluster; the owner keeps ``4 k + c (2r + 1)^2 k`` bytes per image at most (fewer where
-windows overlap), and decrypt evaluates the reference on the windows, or on one image-sized array, per image.
+windows overlap), ``4 k + c k`` with the declared chain's results, before the owner map's compression; decrypt
+evaluates the reference on the windows, or on one image-sized array, per image (nothing with results).
 """
 from __future__ import annotations
 
@@ -45,10 +52,12 @@ _MAGIC = b"HPXS"
 _HEADER = struct.Struct("<4sBIIBBI")     # magic, version, height, width, channels, radius, positions
 _VERSION = 1
 _WHOLE = 2           # the version of a ringer's sample: every pixel, radius 0, no positions stored
+_RESULTS = 3         # the version of a results sample: the declared chain's finished values, no pixel stored
+_CHAIN = struct.Struct("<H")        # a results sample's chain: its length in bytes, then its text (UTF-8)
 
 
 class SpotSampleError(ValueError):
-    """A kept sample that is not one :func:`draw` writes (the owner map was changed)."""
+    """A kept sample that is not one :func:`draw` or :func:`keep_results` writes (the owner map was changed)."""
 
 
 def positions_for(fraction: float = 0.01, bits: int = 20) -> int:
@@ -128,7 +137,7 @@ class SpotSample:
             raise SpotSampleError(f"{len(data)} bytes is shorter than a spot sample's header")
         magic, version, h, w, c, r, k = _HEADER.unpack_from(data)
         if magic != _MAGIC or version not in (_VERSION, _WHOLE):
-            raise SpotSampleError("not a spot sample (magic or version)")
+            raise SpotSampleError("not a spot sample of pixels (magic or version)")
         if version == _WHOLE:
             if shape is not None and (h, w, c) != tuple(shape):
                 raise SpotSampleError(f"a ringer of a {w}x{h}x{c} image, recorded as "
@@ -175,6 +184,110 @@ def ringer_escape(probability: float, corrupted_images: int) -> float:
     """The probability that ``corrupted_images`` images, each made a ringer independently with ``probability``
     at encrypt (in secret), all escape it."""
     return float((1.0 - probability) ** corrupted_images)
+
+
+@dataclass(frozen=True)
+class ResultSample:
+    """The finished results of one declared chain at ``k`` secret places of one image, computed by the owner at
+    encrypt from the whole image (:func:`keep_results`): ``centers`` (sorted raster indices of the *result*,
+    ``height`` x ``width`` x ``channels``), ``values`` (uint8, (k, channels)).  A few bytes a place whatever
+    the chain's window (a 5x5 convolution's sample of windows keeps 25 pixels a place); it checks that chain
+    alone, compared as it is, with nothing evaluated at decrypt."""
+
+    height: int
+    width: int
+    channels: int
+    chain: str                  # the chain's ops as runs record them, joined by "|"
+    centers: np.ndarray         # int64, sorted, unique, raster indices y * width + x of the result
+    values: np.ndarray          # uint8, (positions, channels)
+
+    def to_bytes(self) -> bytes:
+        chain = self.chain.encode()
+        head = _HEADER.pack(_MAGIC, _RESULTS, self.height, self.width, self.channels, 0, len(self.centers))
+        gaps = np.diff(self.centers, prepend=0)
+        return (head + _CHAIN.pack(len(chain)) + chain + gaps.astype("<u4").tobytes()
+                + np.ascontiguousarray(self.values, np.uint8).tobytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "ResultSample":
+        """A sample written by :meth:`to_bytes`, checked (sizes, counts, ranges): anything else raises
+        :class:`SpotSampleError`."""
+        data = bytes(data)
+        if len(data) < _HEADER.size + _CHAIN.size:
+            raise SpotSampleError(f"{len(data)} bytes is shorter than a results sample's header")
+        magic, version, h, w, c, r, k = _HEADER.unpack_from(data)
+        if magic != _MAGIC or version != _RESULTS:
+            raise SpotSampleError("not a results sample (magic or version)")
+        if not (h and w and c in (1, 3) and r == 0 and 0 < k <= h * w):
+            raise SpotSampleError(f"implausible results sample header ({w}x{h}x{c}, {k} positions)")
+        (n,) = _CHAIN.unpack_from(data, _HEADER.size)
+        start = _HEADER.size + _CHAIN.size + n
+        if len(data) != start + 4 * k + k * c:
+            raise SpotSampleError(f"{len(data)} bytes, but a chain of {n} bytes and {k} results of {c} values "
+                                  f"take {start + 4 * k + k * c}")
+        try:
+            chain = data[_HEADER.size + _CHAIN.size:start].decode()
+        except UnicodeDecodeError:
+            raise SpotSampleError("a results sample's chain is not text") from None
+        gaps = np.frombuffer(data, dtype="<u4", count=k, offset=start).astype(np.int64)
+        centers = np.cumsum(gaps)
+        if np.any(centers >= h * w) or np.any(gaps[1:] <= 0):
+            raise SpotSampleError("result positions outside the result, or not sorted and unique")
+        values = np.frombuffer(data, dtype=np.uint8, offset=start + 4 * k).reshape(k, c)
+        return cls(h, w, c, chain, centers, values)
+
+
+def read_sample(data: bytes) -> SpotSample | ResultSample:
+    """A kept sample of either kind (:meth:`SpotSample.from_bytes`, :meth:`ResultSample.from_bytes`), by its
+    version byte; anything else raises :class:`SpotSampleError`."""
+    data = bytes(data)
+    if len(data) > 4 and data[:4] == _MAGIC and data[4] == _RESULTS:
+        return ResultSample.from_bytes(data)
+    return SpotSample.from_bytes(data)
+
+
+def keep_results(sample: SpotSample, expected_at, chain: str, *, patches: bool) -> ResultSample | None:
+    """The finished results (rounded, saturated) of a chain whose results have an exact grid, at the places
+    ``sample``'s pixels decide (``expected_at`` as for :func:`check`; ``patches``: on the stacked windows, each
+    window's centre its place's result, as :func:`check_patches`): the sample to keep instead of the pixels.
+    None when the pixels decide no result (the chain reaches further than the sample's radius)."""
+    if patches:
+        r, side = sample.radius, 2 * sample.radius + 1
+        want = np.asarray(expected_at(sample.patches()), dtype=np.float64)
+        want = want if want.ndim == 3 else want[:, :, None]
+        values, centers = want[r::side, r], sample.centers
+        shape = (sample.height, sample.width, want.shape[-1])
+    else:
+        want = np.asarray(expected_at(sample.image()), dtype=np.float64)
+        want = want if want.ndim == 3 else want[:, :, None]
+        known = np.all(np.isfinite(want), axis=-1).reshape(-1)
+        centers = np.flatnonzero(known).astype(np.int64)
+        values, shape = want.reshape(-1, want.shape[-1])[known], want.shape
+    if not len(centers) or not np.all(np.isfinite(values)):
+        return None
+    return ResultSample(*shape, chain, centers, np.clip(np.rint(values), 0, 255).astype(np.uint8))
+
+
+def check_results(sample: ResultSample, result: np.ndarray, chain: str) -> SpotResult:
+    """Compare ``result`` (the decrypted, finished image) with the kept results, when the run records the
+    chain they were computed for (``chain``, as :attr:`ResultSample.chain`); a run of another chain is not
+    checked (0 positions: the samples reach no further than the chain the owner declared)."""
+    if chain != sample.chain:
+        return SpotResult(0, 0, 0)
+    got = np.asarray(result)
+    if got.ndim == 2:
+        got = got[:, :, None]
+    if got.shape != (sample.height, sample.width, sample.channels):
+        return SpotResult(0, 0, 1, None, f"the result is {'x'.join(map(str, got.shape))} values, the op chain on the "
+                                         f"owner's image gives {sample.height}x{sample.width}x{sample.channels}")
+    ys, xs = np.divmod(sample.centers, sample.width)
+    at = got[ys, xs]
+    wrong = at != sample.values
+    first = None
+    if wrong.any():
+        i, ch = (int(v) for v in np.argwhere(wrong)[0])
+        first = (int(ys[i]), int(xs[i]), ch, int(sample.values[i, ch]), int(at[i, ch]))
+    return SpotResult(len(ys), int(sample.values.size), int(wrong.sum()), first)
 
 
 def draw(pixels: np.ndarray, *, positions: int = DEFAULT_POSITIONS, radius: int = DEFAULT_RADIUS,

@@ -107,7 +107,8 @@ def add_arguments(p) -> None:
                         "reads it, with the native extension make setup builds)")
     p.add_argument("--spot-positions", type=int, default=None, metavar="K",
                    help="secret spot checks: the owner map keeps K random positions of each image with the pixels "
-                        "around them (as far as the --for-op chain reaches; else 1), and decrypt --owner checks the "
+                        "around them (as far as the --for-op chain reaches; else 1), or with --for-op the chain's "
+                        "results there (unless it is the DFT filter), and decrypt --owner checks the "
                         "cluster's result there (default: enough to catch 1%% wrong pixels with probability "
                         "1 - 2^-20; 0: keep none, the images are not checked)")
     p.add_argument("--bind", action="store_true",
@@ -212,6 +213,7 @@ class EncryptSettings:
                                 # (--for-op); None: the library's own bytes at the first level
     spots: tuple | None = None    # the owner's spot samples: (positions, radius, ringer probability); None: none
     bind: bool = False          # check values under the encryption (hecore.binding: --bind)
+    spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
     def params(self):
@@ -266,7 +268,8 @@ def settings_from(args, keys) -> EncryptSettings:
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
                            store=storage(args, keys.params, layout, use_secret, chain),
-                           spots=spot_settings(args, keys.params.name), bind=bind_settings(args, keys, layout, chain))
+                           spots=spot_settings(args, keys.params.name), bind=bind_settings(args, keys, layout, chain),
+                           spot_results=spot_results(args, keys.params.name))
 
 
 def bind_settings(args, keys, layout: Layout, chain) -> bool:
@@ -309,6 +312,24 @@ def spot_settings(args, preset: str) -> tuple | None:
         specs = [s for s in args.for_op if run_kind(s) != "match"]
         radius = integrity.reach(lambda partial: recorded_reference_known(partial, specs, preset)) or 0
     return positions, radius, ringers
+
+
+def spot_results(args, preset: str) -> tuple | None:
+    """``(specs, preset, patches)`` when each spot sample keeps the declared chain's finished results at its
+    positions instead of the pixels (tasks/decode.py, :func:`hecore.integrity.keep_results`): a ``--for-op``
+    chain whose results have an exact grid and are decided by the pixels near them (``patches``: by the
+    windows around each place alone); None otherwise (the samples keep pixels, checked for any chain)."""
+    if not args.for_op:
+        return None
+    from hecore import integrity
+    from hecore.ops.spec import patch_local_chain, recorded_finish, recorded_reference_known, run_kind
+
+    specs = tuple(s for s in args.for_op if run_kind(s) != "match")
+    if not specs or not recorded_finish(specs, preset).snaps:
+        return None
+    if integrity.reach(lambda partial: recorded_reference_known(partial, specs, preset)) is None:
+        return None
+    return specs, preset, patch_local_chain(specs, preset)
 
 
 def declared_chain(args):

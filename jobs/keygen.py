@@ -3,8 +3,12 @@
 CKKS/BFV/BGV keys (a preset, or planned from ``--op``): ``secret.key`` (0600) beside the public files.
 TFHE keys (``--scheme tfhe``, or ``--preset tfhe-default``): ``client.key`` (0600, the owner's secret)
 beside ``server.key`` (what the cluster gets: it evaluates and cannot decrypt).
+``keygen --public-out DIR`` writes the cluster's copy right away: with ``--op``, the evaluation keys of that
+chain alone (as ``export-public --for-op``).
 """
 from __future__ import annotations
+
+import os
 
 from hecore.errors import HepixError, InvalidParameters
 from hecore.keyring import keyring_path, recorded
@@ -30,6 +34,11 @@ def add_arguments(p):
                         "seconds to expand on every load instead of under one)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the keys in a non-empty directory (old ciphertexts become undecryptable)")
+    p.add_argument("--public-out", metavar="DIR",
+                   help="also write the public copy for the cluster into the new directory DIR, as `hepix "
+                        "export-public` does; with --op, only the evaluation keys that chain needs (as "
+                        "`export-public --for-op`: no relinearisation key without a ciphertext product, the "
+                        "rotation keys of its steps alone)")
 
 
 def key_scheme(args):
@@ -48,6 +57,10 @@ def key_scheme(args):
 
 def run(args) -> int:
     scheme = key_scheme(args)
+    if args.public_out and os.path.abspath(args.public_out) == os.path.abspath(args.out):
+        raise HepixError(f"--public-out {args.public_out} is --out: give the cluster's copy its own directory")
+    if args.public_out and os.path.isdir(args.public_out) and os.listdir(args.public_out):
+        raise HepixError(f"--public-out {args.public_out}: not empty; give a new directory (nothing was written)")
     if args.preset:
         params = scheme.preset(args.preset)
     else:
@@ -60,13 +73,33 @@ def run(args) -> int:
     info = scheme.keygen(args.out, params, overwrite=args.overwrite, rotations=not args.no_rotations,
                          compressed_server_key=args.compressed_server_key)
     print(f"{scheme.title} keys {info.fingerprint[:16]} ({params.name}: {params.describe()}) written to {args.out}")
-    print(f"the secret key is {args.out}/{scheme.secret_file} (mode 0600: it decrypts); give the cluster "
-          f"`hepix export-public --keys {args.out} --out PUBLIC_DIR` instead")
+    if args.public_out:
+        print(f"the secret key is {args.out}/{scheme.secret_file} (mode 0600: it decrypts); give the cluster "
+              f"{args.public_out} instead, {export_chain(scheme, args, args.public_out)}")
+    else:
+        for_op = "".join(f" --for-op {op}" for op in args.op if scheme.divides_keys)
+        print(f"the secret key is {args.out}/{scheme.secret_file} (mode 0600: it decrypts); give the cluster "
+              f"`hepix export-public --keys {args.out} --out PUBLIC_DIR{for_op}` instead")
     where = (f"recorded in your key records ({keyring_path()})" if info.fingerprint in recorded()
              else f"not recorded in your key records ({keyring_path()}: see the warning above)")
     print(f"fingerprint {info.fingerprint}: {where}; encrypting with a public copy of these keys on a machine "
           "without these records needs --key-fingerprint and this value")
     return 0
+
+
+def export_chain(scheme, args, out: str) -> str:
+    """keygen's ``--public-out``: the public copy of the new keys in ``out``, for the ``--op`` chain alone where
+    the scheme's keys divide (TFHE's server key is one key for every op); what it holds, in words."""
+    for_ops = list(args.op) if scheme.divides_keys else []
+    try:
+        scheme.export_public(args.out, out, for_ops=for_ops)
+    except ValueError as e:
+        raise HepixError(f"--public-out with --op: {e}") from None
+    if for_ops:
+        return f"which holds the evaluation keys of {' | '.join(for_ops)} and no others"
+    if args.op:
+        return f"which holds every evaluation key ({scheme.title}'s keys serve every op as one)"
+    return "which holds every evaluation key (give --op for the keys of one chain alone)"
 
 
 def add_export_arguments(p):

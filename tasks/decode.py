@@ -3,6 +3,7 @@ out -- or one reject row naming why a file is not an image hepix takes.  Also th
 scanning strategy builds its cache from, and the reference images decrypt scores against."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -39,6 +40,7 @@ class DecodeOptions:
     halo: int = 0
     id_key: bytes | None = field(default=None, repr=False)     # the run's secret for image ids
     spots: tuple | None = None    # (positions, radius, ringer probability) of the owner's spot samples (hecore.integrity)
+    spot_results: tuple | None = None   # (specs, preset, patches): the samples keep that chain's results
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
@@ -65,7 +67,7 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
                 continue
             digest = hashlib.sha256(content).hexdigest()
             grid, tiles = tile_image(img.pixels, opts.tile_h, opts.tile_w, opts.halo)
-            spots = _spot_sample(img.pixels, opts.spots)
+            spots = _spot_sample(img.pixels, opts.spots, opts.spot_results)
             common = {"image_id": image_id_for(source, opts.id_key), "source": source, "content_sha256": digest,
                       "image_height": img.height, "image_width": img.width,
                       "image_channels": img.channels, "conversions": list(img.conversions),
@@ -83,18 +85,30 @@ def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> 
             yield pa.RecordBatch.from_pylist(rows, schema=TILES)
 
 
-def _spot_sample(pixels: np.ndarray, spots: tuple | None) -> bytes | None:
+def _spot_sample(pixels: np.ndarray, spots: tuple | None, results: tuple | None = None) -> bytes | None:
     """The owner's spot sample of a decoded image (drawn here, where the image is whole; it goes to the
     owner map only): the whole image for a ringer (drawn with the given probability), else ``positions``
-    positions of ``radius`` (none with 0 positions)."""
+    positions of ``radius`` (none with 0 positions) -- with a declared chain (``results``: ``(specs, preset,
+    patches)``), that chain's finished results there rather than the pixels."""
     if spots is None:
         return None
-    from hecore.integrity import draw, ringer, ringer_fits
+    from hecore.integrity import draw, keep_results, ringer, ringer_fits
 
     positions, radius, ringers = spots
     if ringers and np.random.default_rng().random() < ringers and ringer_fits(*np.atleast_3d(pixels).shape):
         return ringer(pixels).to_bytes()            # drawn from a generator the operating system seeds
-    return draw(pixels, positions=positions, radius=radius).to_bytes() if positions else None
+    if not positions:
+        return None
+    sample = draw(pixels, positions=positions, radius=radius)
+    if results is not None:
+        from hecore.ops.spec import op_chain_text, recorded_reference_known
+
+        specs, preset, patches = results
+        kept = keep_results(sample, functools.partial(recorded_reference_known, specs=specs, preset=preset),
+                            "|".join(op_chain_text(specs, preset)), patches=patches)
+        if kept is not None:
+            return kept.to_bytes()
+    return sample.to_bytes()
 
 
 def histogram_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

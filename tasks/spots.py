@@ -1,6 +1,6 @@
-"""The owner's spot checks in decrypt's tasks: each image's kept sample (hecore.integrity) read from the
-broadcast, compared with the finished image (:func:`spot_check`), and where that comparison reads the image
-(:func:`spot_mask`: what ``decrypt --spots-only`` decrypts)."""
+"""The owner's spot checks in decrypt's tasks: each image's kept sample (hecore.integrity: pixels, or the
+declared chain's results) read from the broadcast, compared with the finished image (:func:`spot_check`),
+and where that comparison reads the image (:func:`spot_mask`: what ``decrypt --spots-only`` decrypts)."""
 from __future__ import annotations
 
 import functools
@@ -22,9 +22,11 @@ def spot_check(spots: bytes, ops: list[str], preset: str, result: np.ndarray):
     from hecore.ops.spec import recorded_finish, recorded_reference_known
 
     try:
-        sample = integrity.SpotSample.from_bytes(spots)
+        sample = integrity.read_sample(spots)
     except integrity.SpotSampleError as e:
         return integrity.SpotResult(0, 0, 1, None, f"the owner map's spot sample of this image does not read: {e}")
+    if isinstance(sample, integrity.ResultSample):      # the declared chain's results, kept at encrypt
+        return integrity.check_results(sample, result, _chain_text(tuple(ops), preset))
     expected = functools.partial(recorded_reference_known, specs=ops, preset=preset)
     # a chain whose results have no exact grid (the DFT filter) is compared within its CKKS error
     slack = 0.0 if recorded_finish(ops, preset).snaps else integrity.APPROXIMATE_SLACK
@@ -44,9 +46,15 @@ def spot_mask(spots: bytes | None, ops: list[str], preset: str) -> np.ndarray | 
     if spots is None:
         return None
     try:
-        sample = integrity.SpotSample.from_bytes(spots)
+        sample = integrity.read_sample(spots)
     except integrity.SpotSampleError:
         return None
+    if isinstance(sample, integrity.ResultSample):
+        if sample.chain != _chain_text(tuple(ops), preset):
+            return np.zeros((sample.height, sample.width), dtype=bool)      # another chain: nothing compared
+        mask = np.zeros((sample.height, sample.width), dtype=bool)
+        mask.flat[sample.centers] = True
+        return mask
     reach = _local_reach(tuple(ops), preset)
     if reach is not None and reach <= sample.radius:
         mask = np.zeros((sample.height, sample.width), dtype=bool)
@@ -54,6 +62,14 @@ def spot_mask(spots: bytes | None, ops: list[str], preset: str) -> np.ndarray | 
         return mask
     known = np.isfinite(np.asarray(recorded_reference_known(sample.image(), ops, preset), dtype=np.float64))
     return known if known.ndim == 2 else known.any(axis=-1)
+
+
+@functools.lru_cache(maxsize=64)
+def _chain_text(ops: tuple[str, ...], preset: str) -> str:
+    """A run's recorded chain as a results sample names it (:func:`hecore.ops.spec.op_chain_text`)."""
+    from hecore.ops.spec import op_chain_text
+
+    return "|".join(op_chain_text(list(ops), preset))
 
 
 @functools.lru_cache(maxsize=64)

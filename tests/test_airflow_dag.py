@@ -181,8 +181,9 @@ def runs(tmp_path_factory):
     python = airflow_python()
     base = tmp_path_factory.mktemp("airflow")
     keys, pub = base / "owner keys", base / "public keys"
-    assert main(["keygen", "--out", str(keys), "--preset", "addonly-2048"]) == 0
-    assert main(["export-public", "--keys", str(keys), "--out", str(pub)]) == 0
+    # the cluster's copy holds the evaluation keys of the nights' chain alone
+    assert main(["keygen", "--out", str(keys), "--preset", "addonly-2048", "--op", "brightness:20",
+                 "--public-out", str(pub)]) == 0
     clean = Nights(base / "clean", python, keys, pub)
     retried = Nights(base / "retried night", python, keys, pub, migrated=clean.db)     # paths with spaces
     for n in (clean, retried):

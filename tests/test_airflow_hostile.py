@@ -233,6 +233,16 @@ def test_a_bad_setting_is_refused(tmp_path, change, why):
         steps.Config(**given)
 
 
+def test_encrypt_declares_the_night_s_chain_and_no_other_can_be_slipped_in(tmp_path):
+    config = steps.Config(root=str(tmp_path / "root"), owner_root=str(tmp_path / "owner"),
+                          images=str(tmp_path / "img"), hepix="hepix", ops=["brightness:20", "meanfilter:3"])
+    argv = config.encrypt_command(config.paths("2026-03-01"), "/keys", fresh=False)
+    assert [a for a in argv if a.startswith("--for-op")] == ["--for-op=brightness:20", "--for-op=meanfilter:3"]
+    with pytest.raises(steps.Refused, match="--for-op is an option the DAG sets itself"):
+        steps.Config(root=str(tmp_path / "root"), owner_root=str(tmp_path / "owner"), images=str(tmp_path / "img"),
+                     hepix="hepix", encrypt_args=["--for-op", "grey"])
+
+
 def test_extra_arguments_are_split_like_shell_words_and_a_bad_quote_is_refused():
     assert steps.split_args("X", "--tile '8x8;touch PWNED;:' --input-list '/a b/c'") == \
         ["--tile", "8x8;touch PWNED;:", "--input-list", "/a b/c"]

@@ -130,6 +130,53 @@ def test_the_windows_alone_give_what_the_image_gives(specs, preset, radius):
         assert not integrity.check_patches(s, wrong, _expected(specs, preset)).ok
 
 
+@pytest.mark.parametrize("specs, preset, radius", CHAINS, ids=["|".join(c[0]) for c in CHAINS])
+def test_a_declared_chain_s_results_are_kept_in_a_few_bytes_a_place_and_checked(specs, preset, radius):
+    """encrypt --for-op: the sample keeps the chain's finished results at its places (tasks/decode.py), no
+    pixel; decrypt compares them as they are, finds a changed one, and checks no other chain."""
+    from hecore.ops.spec import op_chain_text, patch_local_chain
+    from tasks.metrics import spot_check
+
+    img = _image(40, 36, 3, seed=len(specs) + 2)
+    truth = round_to_uint8(recorded_reference(img, specs, preset))
+    s = integrity.draw(img, positions=150, radius=radius, rng=np.random.default_rng(6))
+    chain = "|".join(op_chain_text(specs, preset))
+    kept = integrity.keep_results(s, _expected(specs, preset), chain, patches=patch_local_chain(specs, preset))
+    data = kept.to_bytes()
+    out_channels = truth.shape[2] if truth.ndim == 3 else 1
+    assert len(data) == 21 + len(chain.encode()) + len(kept.centers) * (4 + out_channels)
+    back = integrity.read_sample(data)
+    assert (back.height, back.width, back.channels, back.chain) == (kept.height, kept.width, kept.channels, chain)
+    assert np.array_equal(back.centers, kept.centers) and np.array_equal(back.values, kept.values)
+    found = spot_check(data, specs, preset, truth)
+    assert found.ok and found.positions == len(kept.centers), found.describe()
+    assert len(kept.centers) >= 150 or truth.shape[:2] != img.shape[:2]       # a downsample: a place a block
+    wrong = truth.copy()
+    y, x = np.divmod(kept.centers[5], kept.width)
+    wrong[y, x] = wrong[y, x] ^ 2
+    bad = spot_check(data, specs, preset, wrong)
+    assert not bad.ok and bad.wrong >= 1 and "differ from the op chain's result" in bad.describe()
+    other = spot_check(data, [*specs, "brightness:1"], preset, truth)     # another chain: not checked
+    assert other.ok and other.positions == 0
+
+
+@pytest.mark.parametrize("mangle, message", [
+    (lambda d: d[:20], "shorter than"),
+    (lambda d: d[:-1], "take"),
+    (lambda d: d + b"\0", "take"),
+    (lambda d: _corrupt(d, 14, 1), "implausible"),                   # a radius
+    (lambda d: d[:15] + (10**6).to_bytes(4, "little") + d[19:], "implausible"),    # positions
+    (lambda d: d[:25] + b"\xff" + d[26:], "not text"),
+])
+def test_a_changed_results_sample_is_refused_with_a_reason(mangle, message):
+    img = _image()
+    s = integrity.draw(img, positions=40, radius=0, rng=np.random.default_rng(7))
+    data = integrity.keep_results(s, _expected(["brightness:20"], "paper-4096"), "brightness:20",
+                                  patches=True).to_bytes()
+    with pytest.raises(integrity.SpotSampleError, match=message):
+        integrity.read_sample(mangle(data))
+
+
 def test_a_global_op_is_not_checked_and_says_so():
     assert integrity.reach(_expected(["dftfilter:lowpass=0.5"], "dft-8192")) is None
     img = _image(32, 32, 1)
@@ -204,6 +251,26 @@ def test_export_for_a_chain_gives_only_the_keys_it_needs(owner_keys, chain, kept
     material = read_public(out)                      # the fingerprint still names the whole key set
     assert material.fingerprint() == read_info(owner_keys / "keys").fingerprint
     assert (material.relin_key is None) and ((material.rotate_key is None) == ("rotate.key" not in kept))
+
+
+def test_keygen_writes_the_cluster_s_copy_for_its_chain_alone(tmp_path, capsys):
+    from hecore.seal.keys import read_info, read_public
+    from jobs.cli import main
+
+    keys, pub = tmp_path / "keys", tmp_path / "pub"
+    assert main(["keygen", "--out", str(keys), "--preset", "paper-4096", "--op", "brightness:20",
+                 "--op", "meanfilter:3", "--public-out", str(pub)]) == 0
+    assert "meanfilter:3 and no others" in capsys.readouterr().out
+    assert {p.name for p in pub.iterdir()} == {"context.bin", "public.key", "rotate.key", "hepix-keys.json"}
+    assert (pub / "rotate.key").stat().st_size < (keys / "rotate.key").stat().st_size / 2
+    material = read_public(pub)
+    assert material.relin_key is None and material.fingerprint() == read_info(keys).fingerprint
+    # a directory the copy cannot go to is refused before any key is made
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert main(["keygen", "--out", str(tmp_path / "k2"), "--preset", "paper-4096",
+                 "--public-out", str(tmp_path / "full")]) == 2
+    assert not (tmp_path / "k2").exists() and "not empty" in capsys.readouterr().err
 
 
 def test_a_withheld_key_put_back_or_a_context_withheld_is_refused(owner_keys):

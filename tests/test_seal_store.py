@@ -318,6 +318,25 @@ def test_the_processed_table_stays_at_one_prime_in_zstd_and_decrypts_exactly(run
 
 @pytest.mark.spark
 @pytest.mark.slow
+def test_the_owner_keeps_the_declared_chain_s_results_and_decrypt_checks_them(runs):
+    """With the chain declared, each spot sample holds the chain's finished results at its places (a few
+    bytes a place), not the pixels around them; decrypt compares every one of them."""
+    from hecore import integrity
+
+    root, _, _ = runs
+    kept = _table(root / "plan.owner" / "spots").to_pylist()
+    assert len(kept) == 2
+    samples = [integrity.read_sample(r["spots"]) for r in kept]
+    assert all(isinstance(s, integrity.ResultSample) and s.chain == "|".join(DEMO_CHAIN) for s in samples)
+    assert all(len(r["spots"]) <= 21 + len("|".join(DEMO_CHAIN)) + 7 * len(s.centers)
+               for r, s in zip(kept, samples))
+    metrics = {r["image_id"]: r for r in _table(root / "dec" / "metrics").to_pylist()}
+    for r, s in zip(kept, samples):
+        assert metrics[r["image_id"]]["spot_positions"] == len(s.centers) > 0
+
+
+@pytest.mark.spark
+@pytest.mark.slow
 @pytest.mark.parametrize("table", ["plan", "proc"])
 def test_a_plain_pyfhel_program_decrypts_the_ct_column(runs, table):
     """Pyfhel() + the key files + PyCtxt(bytestring=...): every ciphertext of the table decrypts, to the

@@ -44,10 +44,13 @@ Configured by the environment of the Airflow scheduler, DAG processor and worker
     HEPIX_NIGHTLY_OWNER_ROOT   OWNER_ROOT above, an absolute local directory never handed to the cluster, not
                                inside ROOT (default ROOT.owner beside ROOT)
     HEPIX_NIGHTLY_IMAGES       the growing image directory (required; absolute)
-    HEPIX_NIGHTLY_PUBLIC_KEYS  the public key directory (`hepix export-public`): encrypt and process read
-                               only it; the default of the run parameter ``public_keys``
+    HEPIX_NIGHTLY_PUBLIC_KEYS  the public key directory (`hepix export-public --for-op` the night's chain, or
+                               `hepix keygen --op ... --public-out`: only the evaluation keys the chain needs):
+                               encrypt and process read only it; the default of the run parameter
+                               ``public_keys``
     HEPIX_NIGHTLY_KEYS         the owner's key directory with the secret key, read by decrypt only
-    HEPIX_NIGHTLY_OPS          process's op chain, split like shell words (default brightness:20)
+    HEPIX_NIGHTLY_OPS          the night's op chain, split like shell words (default brightness:20): encrypt
+                               declares it (--for-op), process runs it, decrypt expects it
     HEPIX_NIGHTLY_ENCRYPT_ARGS more encrypt options, split like shell words (e.g. --tile 8x8; never run by a
                                shell; the options the DAG sets itself are refused)
     HEPIX_NIGHTLY_OWNER_MASTER the Spark master of the owner's jobs (default local[2])

@@ -54,7 +54,7 @@ NIGHT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 #: A hepix run id (schemas/manifest.py's RUN_ID).
 RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
 #: The encrypt options the DAG sets itself: not to be given (or abbreviated) in HEPIX_NIGHTLY_ENCRYPT_ARGS.
-ENCRYPT_OWN = ("--keys", "--input", "--out", "--owner", "--skip-encrypted", "--master", "--overwrite")
+ENCRYPT_OWN = ("--keys", "--input", "--out", "--owner", "--skip-encrypted", "--master", "--overwrite", "--for-op")
 
 
 class Refused(ValueError):
@@ -344,12 +344,15 @@ class Config:
 
     # --- the commands (argument lists, run without a shell) -------------------------------------------------
     def encrypt_command(self, p: Paths, public_keys: str, *, fresh: bool) -> list[str]:
-        """``hepix encrypt`` of the night.  ``fresh``: the owner has no record of the night (no ``owner.json``),
-        so nothing in ROOT/ct/night=DS is the owner's run: ``--overwrite`` replaces whatever is there rather
-        than refusing (or, as a planted "complete" manifest once did, skipping) the night."""
+        """``hepix encrypt`` of the night, the night's chain declared (``--for-op``: the ciphertexts stored as it
+        needs, and the owner's spot samples keep its results).  ``fresh``: the owner has no record of the night
+        (no ``owner.json``), so nothing in ROOT/ct/night=DS is the owner's run: ``--overwrite`` replaces
+        whatever is there rather than refusing (or, as a planted "complete" manifest once did, skipping) the
+        night."""
         return [self.hepix, "encrypt", *self.encrypt_args, f"--keys={public_keys}", f"--input={self.images}",
                 f"--out={p.ct}", f"--owner={p.owner}", f"--skip-encrypted={self.owner_maps()}",
-                f"--master={self.owner_master}", "--quiet", *(["--overwrite"] if fresh else [])]
+                *(f"--for-op={op}" for op in self.ops), f"--master={self.owner_master}", "--quiet",
+                *(["--overwrite"] if fresh else [])]
 
     def process_args(self, p: Paths, public_keys: str) -> list[str]:
         """The arguments of ``spark-submit/hepix_main.py`` (SparkSubmitOperator passes them as a list)."""

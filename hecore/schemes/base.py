@@ -43,6 +43,8 @@ class Scheme(ABC):
     layouts: tuple
     #: Whether its keys are planned over presets (``hepix plan`` lists them); else one parameter set.
     plans_presets: bool = False
+    #: Whether :meth:`export_public` gives a copy for one chain alone (``for_ops``); else every op's keys are one.
+    divides_keys: bool = False
     #: What the processing side holds of its keys, for messages (``public``, ``TFHE server key``).
     public_keys: str
     #: How ``hepix encrypt`` can encrypt under its keys (``--encryption``), the default first:

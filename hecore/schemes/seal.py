@@ -30,6 +30,7 @@ class SealScheme(Scheme):
     public_keys = "public"
     layouts = (Layout.PACKED, Layout.PACKED_COMPLEX, Layout.PIXEL)
     plans_presets = True
+    divides_keys = True
     encryptions = ("public", "symmetric")
     stores = ("seal", "compact")
     encrypts = "packed or pixel layouts, with the public key or the owner's secret key"

@@ -198,7 +198,7 @@ class EncryptRun:
 
         a, s = self.args, self.setup
         opts = DecodeOptions(*s.tile, a.resize, tuple(a.convert), a.max_pixels, s.halo, id_key=self.id_key,
-                             spots=s.spots)
+                             spots=s.spots, spot_results=s.spot_results)
         source = read_image_list(self.spark, paths) if paths else self.spark.createDataFrame([], BINARY_FILE_SCHEMA)
         decoded = source.mapInArrow(functools.partial(decode_partition, opts=opts), spark_schema(TILES))
         decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
