@@ -63,7 +63,8 @@ def add_arguments(p) -> None:
                         "results by their files, finds the originals, and rejects ids and sizes the owner never "
                         "made")
     p.add_argument("--images", help="the original images (as given to encrypt) to score against: found through "
-                        "--owner, or without it by their exact processed pixels (exact op chains only)")
+                        "--owner, or without it by their exact processed pixels (exact op chains only); for a "
+                        "match run, where the query's original is read to check the ringers' distances")
     p.add_argument("--png", action="store_true", help="also write the decrypted images as PNG (local --out only)")
     p.add_argument("--contact-sheet", metavar="FILE",
                    help="also draw a PNG contact sheet at FILE (local): for each image its original, the same ops "

@@ -246,7 +246,7 @@ def decrypt(run) -> int:
 
     args, parent = run.args, run.parent
     t0 = time.perf_counter()
-    rows, rejects = decrypt_distances(run)
+    rows, rejects, ringers = decrypt_distances(run)
     if args.flood_std:
         from hecore.flooding import flood
 
@@ -270,16 +270,23 @@ def decrypt(run) -> int:
                        ("decrypt_seconds", "decrypt s", ".3f")]))
     print(f"decrypted {len(rows)} distances in {secs:.1f} s; table in {args.out}/distances/"
           + (f"; {len(rejects)} rejected, listed in {args.out}/rejects/" if rejects else ""))
+    if ringers is not None:
+        share = (f"; the ringers are {ringers.checked} of {len(images)} images: a cluster that gets m images' "
+                 f"distances wrong escapes them all with probability about (1 - {ringers.checked / len(images):.3g})^m"
+                 if ringers.checked and images else "")
+        print(f"ringers: {ringers.checked} images' distances compared with the owner's copies, "
+              f"{len(ringers.wrong)} wrong (integrity)" + (f"; {ringers.why_not}" if ringers.why_not else share))
     return exit_status(args, len(rejects))
 
 
-def decrypt_distances(run) -> tuple[list[dict], list[dict]]:
+def decrypt_distances(run) -> tuple[list[dict], list[dict], object]:
     """The data owner's side: the encrypted distances of a match run, checked (tasks/distances.py) and
     decrypted by the Python workers, each reading its splits (tasks.match.decrypt_partition: a row's own
     checks before its ciphertext reaches the library), and judged here as they stream in: the row's
     checks again, against the owner map, a second row of one (image, metric), the keys' checker's
     verdict, the decrypted value's range.  Names from the owner map when there is one.  An image with a
-    bad row, or two rows of one metric, has all its distances left out."""
+    bad row, or two rows of one metric, has all its distances left out; so has a ringer whose distances are
+    not the ones the owner's copies give (:func:`ringers_of`, whose verdict comes third)."""
     from hecore.ops.matching import l1_poly_error
     from tasks.match import OPENED, decrypt_partition
 
@@ -334,6 +341,27 @@ def decrypt_distances(run) -> tuple[list[dict], list[dict]]:
             "image_id": iid, "source": name(iid), "metric": r["metric"], "distance": distance,
             "l1_poly_max_error": l1_err, "parts": r["parts"], "process_seconds": r["process_seconds"],
             "decrypt_seconds": secs}
+    verdict = ringers_of(run, expect, {k: v for k, v in found.items() if k[0] not in bad})
+    for iid, why in (verdict.wrong if verdict is not None else {}).items():
+        log.add(reject_row(run_id, "decrypt", name(iid), "integrity", why, {"image_id": iid}))
+        bad.add(iid)
     log.close(run_id, "decrypt")
     rows = [found[k] for k in sorted(found) if k[0] not in bad]
-    return rows, rejects
+    return rows, rejects, verdict
+
+
+def ringers_of(run, expect, found: dict):
+    """The owner's ringers against the decrypted distances ``found`` (jobs/runtime/matchringers.py): None
+    when the run is not checked (no owner map, ``--no-integrity``, noise flooding) or nothing was decrypted."""
+    from .runtime.decryptinput import decode_options, spot_checked
+    from .runtime.matchringers import check_ringers, query_original
+
+    owner = run.owner
+    if not found or not spot_checked(run, owner):
+        return None
+    query_id = next(iter(found.values()))["query_image_id"]
+    query = None
+    record = owner.images().get(query_id)
+    if run.args.images and record is not None:
+        query = query_original(run.args.images, record, decode_options(run, owner))
+    return check_ringers(found, owner.spots(), expect, query_id, query)

@@ -161,3 +161,71 @@ def test_a_bad_image_is_left_out_of_the_distances_and_a_bad_query_stops_the_job(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "the query image fails its checks" in err, err
     assert not (tmp_path / "m2" / "_manifest.json").exists()
+
+
+def test_ringers_distances_are_compared_and_a_swapped_distance_is_an_integrity_reject(corpus, tmp_path, capsys):
+    """Every image a ringer (``encrypt --ringers 1``): decrypt compares each image's distance to the query with
+    the one the owner's copies of both give; a cluster that swaps two images' encrypted distances (checksums
+    recomputed) has both rejected as ``integrity``, the others kept."""
+    import pyarrow as pa
+    from hostile import read_rows, write_rows
+
+    root, pixels, _ = corpus
+    enc, owner = tmp_path / "enc", tmp_path / "enc.owner"
+    assert hepix("encrypt", "--keys", root / "pub", "--input", root / "images", "--out", enc, "--tile", "8x8",
+                 "--ringers", "1", *SPARK) == 0
+    ids = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in ds.dataset(owner / "images").to_table().to_pylist()}
+    assert hepix("process", "--keys", root / "pub", "--input", enc, "--out", tmp_path / "m",
+                 "--op", f"match:{ids['q.png']},l2", *SPARK) == 0
+    decrypt = ["decrypt", "--keys", root / "keys", "--owner", owner, *SPARK]
+    capsys.readouterr()
+    assert hepix(*decrypt, "--input", tmp_path / "m", "--out", tmp_path / "d", "--images", root / "images") == 0
+    assert "ringers: 4 images' distances compared with the owner's copies, 0 wrong" in capsys.readouterr().out
+    assert len(ds.dataset(tmp_path / "d" / "distances").to_table()) == 4
+
+    forged = tmp_path / "forged"
+    shutil.copytree(tmp_path / "m", forged)
+    t = read_rows(forged, "distances")
+    cts, who = t.column("ct").to_pylist(), t.column("image_id").to_pylist()
+    a, b = who.index(ids["a.png"]), who.index(ids["b.png"])
+    cts[a], cts[b] = cts[b], cts[a]
+    i = t.schema.get_field_index("ct")
+    write_rows(forged, t.set_column(i, t.schema.field(i), pa.array(cts, t.schema.field(i).type)), "distances")
+    assert hepix(*decrypt, "--input", forged, "--out", tmp_path / "d2") == 0
+    assert "2 wrong (integrity)" in capsys.readouterr().out
+    rejects = ds.dataset(tmp_path / "d2" / "rejects").to_table().to_pylist()
+    assert {(r["image_id"], r["reason"]) for r in rejects} == {(ids["a.png"], "integrity"), (ids["b.png"], "integrity")}
+    kept = ds.dataset(tmp_path / "d2" / "distances").to_table().to_pylist()
+    assert sorted(r["image_id"] for r in kept) == sorted(ids[n] for n in ("c.png", "d.png"))
+
+
+def test_a_query_that_is_no_ringer_is_read_from_images_or_the_ringers_are_not_compared(corpus):
+    """The query's pixels come from its own sample when it is a ringer, else from ``--images`` (the file the
+    owner map names, with the bytes encrypt read); without them no ringer is compared, and the run says why."""
+    import dataclasses
+    import hashlib
+
+    from hecore import integrity
+    from jobs.runtime.matchringers import RingerVerdict, check_ringers, query_original
+    from jobs.runtime.owner import OwnerImage
+    from tasks.decode import DecodeOptions
+    from tasks.distances import DistanceExpect
+
+    root, pixels, _ = corpus
+    expect = DistanceExpect(fingerprint="", layout="packed", preset="tenseal-8192", ops=(), metrics=("l2",),
+                            bound=255.0, post_scale=1.0, integer=False, slots=4096)
+    q, a = pixels["q.png"], pixels["a.png"]
+    samples = {"A": integrity.ringer(a).to_bytes(), "Q": integrity.draw(q, positions=5).to_bytes()}
+    d = float(((a.astype(float) - q) ** 2).sum())
+    found = {("A", "l2"): {"distance": d, "query_image_id": "Q"}}
+    unknown = check_ringers(found, samples, expect, "Q")
+    assert unknown.checked == 0 and "give its original with --images" in unknown.why_not
+    record = OwnerImage("Q", "file:/elsewhere/q.png", hashlib.sha256((root / "images" / "q.png").read_bytes())
+                        .hexdigest(), 10, 12, 1, 2)
+    query = query_original(str(root / "images"), record, DecodeOptions(1, 1, None, (), 2**26))
+    assert np.array_equal(query, q)
+    other = dataclasses.replace(record, content_sha256="0" * 64)        # another file of that name
+    assert query_original(str(root / "images"), other, DecodeOptions(1, 1, None, (), 2**26)) is None
+    assert check_ringers(found, samples, expect, "Q", query) == RingerVerdict(1, {})
+    found[("A", "l2")]["distance"] = d + 1000.0
+    assert set(check_ringers(found, samples, expect, "Q", query).wrong) == {"A"}
