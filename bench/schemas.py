@@ -548,8 +548,8 @@ BENCH_ATREST = pa.schema([
 ])
 
 
-#: One row per (lie, positions) of ``hepix bench --suite integrity`` (bench.suites.integrity): a lying
-#: cluster's result checked against ``trials`` fresh spot samples of ``positions`` secret positions.
+#: One row per (lie, sample kind, positions) of ``hepix bench --suite integrity`` (bench.suites.integrity): a
+#: lying cluster's result checked against ``trials`` fresh spot samples of ``positions`` secret positions.
 #: ``wrong_fraction``: pixels the lie got wrong; ``formula``: 1 - (1 - wrong_fraction)^positions;
 #: ``detected``: the fraction of trials that caught it (the honest row: false alarms); ``refused``: why the
 #: keys could not compute the lie at all.
@@ -559,6 +559,7 @@ BENCH_INTEGRITY = pa.schema(_RUN_FIELDS + [
     pa.field("preset", pa.string(), nullable=False),
     pa.field("chain", pa.string(), nullable=False),
     pa.field("image", pa.string(), nullable=False),
+    pa.field("sample", pa.string()),            # pixels, results (the declared chain's) or none (a dropped one)
     pa.field("positions", pa.int32(), nullable=False),
     pa.field("trials", pa.int32(), nullable=False),
     pa.field("wrong_fraction", pa.float64()),

@@ -6,7 +6,8 @@ and between images, an older run's result with another chain, an encrypted error
 image's values, one ciphertext corrupted, and -- where the keys allow a ciphertext product -- a selector that corrupts
 only the values above 128 (a polynomial sign of the data, evaluated homomorphically); a dropped ciphertext, which
 the jobs' completeness rule catches whatever the sample.  The owner decrypts each
-result as decrypt does and checks it against a fresh spot sample (:mod:`hecore.integrity`) ``trials`` times:
+result as decrypt does and checks it against a fresh spot sample (:mod:`hecore.integrity`) ``trials`` times,
+of each kind the owner keeps (:data:`SAMPLES`: the pixels around each place, or the declared chain's results):
 the measured rate of detection is set beside the formula's ``1 - (1 - f)^k`` for the fraction ``f`` of pixels
 the lie got wrong and ``k`` sampled positions.  The honest result is checked the same way (false alarms).
 With evaluation keys that hold no relinearisation key the selector cannot be built: the row says it was refused.
@@ -146,18 +147,31 @@ def selector_lie(ctx, ev, img: Image, *, linear: bool = False) -> Lie:
         return Lie(name, 0, None, refused=str(e).splitlines()[0][:160])
 
 
+#: What the owner keeps: the pixels within radius 1 of each place (encrypt without ``--for-op``), or the
+#: declared chain's results there (encrypt ``--for-op``, :func:`hecore.integrity.keep_results`).
+SAMPLES = ("pixels", "results")
+
+
 def detection(sample_of, result: np.ndarray, truth: np.ndarray, chain, preset: str, positions: int,
-              trials: int, seed: int) -> dict:
-    """``trials`` fresh samples of the original checked against ``result``: the measured rate of detection,
-    and the formula's for the fraction of pixels ``result`` gets wrong."""
+              trials: int, seed: int, kept: str = "pixels") -> dict:
+    """``trials`` fresh samples of the original (``kept``: one of :data:`SAMPLES`) checked against ``result``:
+    the measured rate of detection, and the formula's for the fraction of pixels ``result`` gets wrong."""
+    from hecore.ops.spec import op_chain_text, patch_local_chain
+
     wrong_pixels = np.any(np.atleast_3d(result) != np.atleast_3d(truth), axis=-1)
     f = float(wrong_pixels.mean())
     rng = np.random.default_rng(seed)
     caught, checked = 0, 0
+    expected = (lambda p: recorded_reference_known(p, chain, preset))
+    text, patches = "|".join(op_chain_text(list(chain), preset)), patch_local_chain(list(chain), preset)
     t = time.perf_counter()
     for _ in range(trials):
         sample = integrity.draw(sample_of, positions=positions, radius=1, rng=rng)
-        found = integrity.check(sample, result, lambda p: recorded_reference_known(p, chain, preset))
+        if kept == "results":
+            found = integrity.check_results(integrity.keep_results(sample, expected, text, patches=patches),
+                                            result, text)
+        else:
+            found = integrity.check(sample, result, expected)
         caught += not found.ok
         checked += found.positions
     k = min(positions, wrong_pixels.size)
@@ -182,16 +196,18 @@ def measure(trials: int = DEFAULT_TRIALS, preset_name: str = DEFAULT_PRESET) -> 
     rows = []
     for lie, chain, name in lies:
         reference = round_to_uint8(recorded_reference(imgs[lie.image].pixels, chain, name))
-        for positions in POSITIONS:
-            row = {"attack": lie.attack, "preset": name, "chain": "|".join(chain), "image": imgs[lie.image].name,
-                   "refused": lie.refused}
-            if lie.result is not None:
-                row.update(detection(imgs[lie.image].pixels, lie.result, reference, chain, name, positions, trials,
-                                     seed=positions))
-            else:
-                row.update(positions=positions, trials=0)
-            rows.append(row)
-    rows += [dict(dropped(cluster, imgs[0], trials, seed=positions), positions=positions) for positions in POSITIONS]
+        for kept in SAMPLES:
+            for positions in POSITIONS:
+                row = {"attack": lie.attack, "preset": name, "chain": "|".join(chain),
+                       "image": imgs[lie.image].name, "refused": lie.refused, "sample": kept}
+                if lie.result is not None:
+                    row.update(detection(imgs[lie.image].pixels, lie.result, reference, chain, name, positions,
+                                         trials, seed=positions, kept=kept))
+                else:
+                    row.update(positions=positions, trials=0)
+                rows.append(row)
+    rows += [dict(dropped(cluster, imgs[0], trials, seed=positions), positions=positions, sample="none")
+             for positions in POSITIONS]
     return rows
 
 
@@ -249,12 +265,12 @@ def run(args) -> int:
     common = {"run_id": run_id, "started": started, "machine": runinfo.machine(), "cores": runinfo.cores(),
               "git_commit": runinfo.git_commit(), "load_1m": load_1m()}
     path = write_rows(rows, BENCH_INTEGRITY, Path(args.out) / "bench_integrity", run_id, common)
-    print(f"{'attack':46s} {'k':>5s} {'wrong px':>9s} {'formula':>9s} {'measured':>9s}")
+    print(f"{'attack':46s} {'sample':>7s} {'k':>5s} {'wrong px':>9s} {'formula':>9s} {'measured':>9s}")
     for r in rows:
         if r.get("refused"):
-            print(f"{r['attack']:46s} {r['positions']:>5d}  refused: {r['refused']}")
+            print(f"{r['attack']:46s} {r['sample']:>7s} {r['positions']:>5d}  refused: {r['refused']}")
             continue
-        print(f"{r['attack']:46s} {r['positions']:>5d} {r['wrong_fraction']:>9.4f} {r['formula']:>9.4f} "
-              f"{r['detected']:>9.4f}")
+        print(f"{r['attack']:46s} {r['sample']:>7s} {r['positions']:>5d} {r['wrong_fraction']:>9.4f} "
+              f"{r['formula']:>9.4f} {r['detected']:>9.4f}")
     print(f"\nwrote {path}")
     return 0
