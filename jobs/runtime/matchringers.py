@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 #: How far a decrypted distance may lie from the plaintext one, as a fraction of the largest distance the
-#: image's pixels allow (plus half a unit): far above CKKS's error on a distance (1e-6 of the distance,
-#: measured), so an honest distance never fails; BFV/BGV's are exact.
+#: image's pixels allow (plus half a unit): far above CKKS's error on a distance (below 1e-6 of the distance in
+#: tests/test_matching.py), so an honest distance never fails; BFV/BGV's are exact.
 TOLERANCE = 1e-5
 
 
