@@ -19,8 +19,8 @@ output depend on every pixel: nothing is checked (the metrics row says 0 positio
 Results samples (:func:`keep_results`): when encrypt is told the chain (``--for-op``) and its results have an
 exact grid, the owner computes that chain's finished results at the positions from the windows, right away,
 and keeps those instead of the pixels (:class:`ResultSample`): ``c`` bytes a place whatever the window (a 5x5
-convolution's windows are 25 pixels a place), compared as they are at decrypt when the run records that
-chain; a run of another chain is not checked (0 positions), as a chain wider than a sample's windows is not.
+convolution's windows are 25 pixels a place), compared as they are at decrypt; a run that records another
+chain fails its check (a relabelled run would otherwise go unchecked).
 
 Ringers (:func:`ringer`): at encrypt, each image becomes a ringer with a probability the owner chooses, drawn
 in secret after nothing the cluster sees; a ringer's sample is the whole image, so its every output value is
@@ -270,10 +270,13 @@ def keep_results(sample: SpotSample, expected_at, chain: str, *, patches: bool) 
 
 def check_results(sample: ResultSample, result: np.ndarray, chain: str) -> SpotResult:
     """Compare ``result`` (the decrypted, finished image) with the kept results, when the run records the
-    chain they were computed for (``chain``, as :attr:`ResultSample.chain`); a run of another chain is not
-    checked (0 positions: the samples reach no further than the chain the owner declared)."""
+    chain they were computed for (``chain``, as :attr:`ResultSample.chain`).  A run that records another chain
+    fails: the owner kept the results of the chain it declared, and a cluster that relabelled its run could
+    otherwise return anything unchecked."""
     if chain != sample.chain:
-        return SpotResult(0, 0, 0)
+        return SpotResult(0, 0, 1, None, f"the owner kept the results of {sample.chain or 'no op'} (the chain "
+                                         f"declared at encrypt), the run records {chain or 'no op'}: not the "
+                                         "run asked for (decrypt --no-integrity if you ran that chain yourself)")
     got = np.asarray(result)
     if got.ndim == 2:
         got = got[:, :, None]

@@ -51,7 +51,7 @@ def spot_mask(spots: bytes | None, ops: list[str], preset: str) -> np.ndarray | 
         return None
     if isinstance(sample, integrity.ResultSample):
         if sample.chain != _chain_text(tuple(ops), preset):
-            return np.zeros((sample.height, sample.width), dtype=bool)      # another chain: nothing compared
+            return None             # another chain than the declared one: its check fails whatever is decrypted
         mask = np.zeros((sample.height, sample.width), dtype=bool)
         mask.flat[sample.centers] = True
         return mask
