@@ -315,21 +315,22 @@ def spot_settings(args, preset: str) -> tuple | None:
 
 
 def spot_results(args, preset: str) -> tuple | None:
-    """``(specs, preset, patches)`` when each spot sample keeps the declared chain's finished results at its
-    positions instead of the pixels (tasks/decode.py, :func:`hecore.integrity.keep_results`): a ``--for-op``
+    """``(specs, preset, patches, chain)`` when each spot sample keeps the declared chain's finished results at
+    its positions instead of the pixels (tasks/decode.py, :func:`hecore.integrity.keep_results`): a ``--for-op``
     chain whose results have an exact grid and are decided by the pixels near them (``patches``: by the
-    windows around each place alone); None otherwise (the samples keep pixels, checked for any chain)."""
+    windows around each place alone; ``chain``: its text as runs record it); None otherwise (the samples keep
+    pixels, checked for any chain)."""
     if not args.for_op:
         return None
     from hecore import integrity
-    from hecore.ops.spec import patch_local_chain, recorded_finish, recorded_reference_known, run_kind
+    from hecore.ops.spec import op_chain_text, patch_local_chain, recorded_finish, recorded_reference_known, run_kind
 
     specs = tuple(s for s in args.for_op if run_kind(s) != "match")
     if not specs or not recorded_finish(specs, preset).snaps:
         return None
     if integrity.reach(lambda partial: recorded_reference_known(partial, specs, preset)) is None:
         return None
-    return specs, preset, patch_local_chain(specs, preset)
+    return specs, preset, patch_local_chain(specs, preset), "|".join(op_chain_text(specs, preset))
 
 
 def declared_chain(args):

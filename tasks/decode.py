@@ -40,7 +40,7 @@ class DecodeOptions:
     halo: int = 0
     id_key: bytes | None = field(default=None, repr=False)     # the run's secret for image ids
     spots: tuple | None = None    # (positions, radius, ringer probability) of the owner's spot samples (hecore.integrity)
-    spot_results: tuple | None = None   # (specs, preset, patches): the samples keep that chain's results
+    spot_results: tuple | None = None   # (specs, preset, patches, chain): the samples keep its results
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], opts: DecodeOptions) -> Iterator[pa.RecordBatch]:
@@ -89,7 +89,7 @@ def _spot_sample(pixels: np.ndarray, spots: tuple | None, results: tuple | None 
     """The owner's spot sample of a decoded image (drawn here, where the image is whole; it goes to the
     owner map only): the whole image for a ringer (drawn with the given probability), else ``positions``
     positions of ``radius`` (none with 0 positions) -- with a declared chain (``results``: ``(specs, preset,
-    patches)``), that chain's finished results there rather than the pixels."""
+    patches, chain)``, jobs.encrypt.spot_results), that chain's finished results there rather than the pixels."""
     if spots is None:
         return None
     from hecore.integrity import draw, keep_results, ringer, ringer_fits
@@ -101,11 +101,11 @@ def _spot_sample(pixels: np.ndarray, spots: tuple | None, results: tuple | None 
         return None
     sample = draw(pixels, positions=positions, radius=radius)
     if results is not None:
-        from hecore.ops.spec import op_chain_text, recorded_reference_known
+        from hecore.ops.spec import recorded_reference_known
 
-        specs, preset, patches = results
+        specs, preset, patches, chain = results
         kept = keep_results(sample, functools.partial(recorded_reference_known, specs=specs, preset=preset),
-                            "|".join(op_chain_text(specs, preset)), patches=patches)
+                            chain, patches=patches)
         if kept is not None:
             return kept.to_bytes()
     return sample.to_bytes()

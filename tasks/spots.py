@@ -52,16 +52,19 @@ def spot_mask(spots: bytes | None, ops: list[str], preset: str) -> np.ndarray | 
     if isinstance(sample, integrity.ResultSample):
         if sample.chain != _chain_text(tuple(ops), preset):
             return None             # another chain than the declared one: its check fails whatever is decrypted
-        mask = np.zeros((sample.height, sample.width), dtype=bool)
-        mask.flat[sample.centers] = True
-        return mask
+        return _at_centres(sample)
     reach = _local_reach(tuple(ops), preset)
     if reach is not None and reach <= sample.radius:
-        mask = np.zeros((sample.height, sample.width), dtype=bool)
-        mask.flat[sample.centers] = True
-        return mask
+        return _at_centres(sample)
     known = np.isfinite(np.asarray(recorded_reference_known(sample.image(), ops, preset), dtype=np.float64))
     return known if known.ndim == 2 else known.any(axis=-1)
+
+
+def _at_centres(sample) -> np.ndarray:
+    """The (height, width) mask of a sample's places."""
+    mask = np.zeros((sample.height, sample.width), dtype=bool)
+    mask.flat[sample.centers] = True
+    return mask
 
 
 @functools.lru_cache(maxsize=64)

@@ -91,19 +91,21 @@ def check_ringers(found: dict, samples: dict, expect, query_id: str, query: np.n
     image (``samples``: image id -> the owner map's sample bytes) with the plaintext ones; the query's pixels
     from its own sample when it is a ringer, else ``query`` (its original, decoded as encrypt did)."""
     query = whole_pixels(samples.get(query_id)) if query is None else query
-    ringers = {iid for iid, _ in found if whole_pixels(samples.get(iid)) is not None}
+    metrics: dict[str, list[str]] = {}
+    for iid, metric in sorted(found):
+        metrics.setdefault(iid, []).append(metric)
+    ringers = {iid: image for iid in metrics if (image := whole_pixels(samples.get(iid))) is not None}
     if not ringers:
         return RingerVerdict(0, {}, "no image of the run is a ringer (encrypt --ringers P keeps some whole)")
     if query is None:
         return RingerVerdict(0, {}, "the query is not a ringer: give its original with --images to compare the "
                                     f"{len(ringers)} ringers' distances")
     wrong = {}
-    for iid in sorted(ringers):
-        image = whole_pixels(samples[iid])
+    for iid, image in sorted(ringers.items()):
         if image.shape != query.shape:
             continue                            # not matched: the job rejected it for its size
         want = plain_distances(image, query, expect)
-        for metric in sorted(m for i, m in found if i == iid):
+        for metric in metrics[iid]:
             got = found[(iid, metric)]["distance"]
             slack = 0.5 + (0.0 if expect.integer else TOLERANCE * expect.largest(metric, image.size))
             if abs(got - want[metric]) > slack:
