@@ -48,13 +48,19 @@ def _stream(key: bytes, nbytes: int, *place) -> bytes:
     return hashlib.shake_256(key + b"\0" + "\0".join(str(p) for p in place).encode()).digest(nbytes)
 
 
+def _signs(key: bytes, domain: str, image_id: str, channel: int, tile_y: int, tile_x: int,
+           shape: tuple[int, int]) -> np.ndarray:
+    """Keyed +-1 values (float64, ``shape``) of one tile channel's place, in ``domain``."""
+    n = shape[0] * shape[1]
+    bits = np.unpackbits(np.frombuffer(_stream(key, -(-n // 8), domain, image_id, channel, tile_y, tile_x),
+                                       dtype=np.uint8), count=n)
+    return (bits.astype(np.float64) * 2.0 - 1.0).reshape(shape)
+
+
 def check_values(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: int,
                  shape: tuple[int, int]) -> np.ndarray:
     """The +-1 values (float64, ``shape``: the ciphertext's block) under the pixels of one tile channel."""
-    n = shape[0] * shape[1]
-    bits = np.unpackbits(np.frombuffer(_stream(key, -(-n // 8), "values", image_id, channel, tile_y, tile_x),
-                                       dtype=np.uint8), count=n)
-    return (bits.astype(np.float64) * 2.0 - 1.0).reshape(shape)
+    return _signs(key, "values", image_id, channel, tile_y, tile_x, shape)
 
 
 def check_places(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: int, tile: tuple[int, int],
@@ -128,6 +134,39 @@ class Binding:
 
     key: bytes = field(repr=False)
     channels: dict = field(repr=False)          # image id -> channels at encrypt
+    unit: float | None = None                   # keyed offsets of this size (offset_unit); None: check values
+    check: bool = True                          # keyed offsets: compare with the grid (False: only remove them)
+
+    def without_offsets(self, places: Sequence[tuple], raws: Sequence[np.ndarray], ops: Sequence, *,
+                        tile: tuple[int, int], halo: int) -> tuple[list[np.ndarray], list[int]]:
+        """Keyed offsets: for each output ciphertext of one run's tiles (``places`` ``(image id, channel, tile
+        row, tile column)``, ``raws`` the ``tile``-sized raw values decrypted from each, ``ops`` the chain the
+        run records, parsed), its values with the chain's linear part of its place's offsets removed
+        (:func:`offset_response`), and how many of them lie off the chain's grid (:func:`off_grid`; 0 when
+        not :attr:`check`); an image the owner never encrypted gets its values as they are, every one
+        counted off."""
+        from hecore.ops.spec import finish_for, reference
+
+        ops = list(ops)
+        out = [np.asarray(r, dtype=np.float64) for r in raws]
+        wrong = [r.size for r in out]
+        if why_not(ops) is not None:            # ops the offsets do not survive: a run the owner did not ask for
+            return out, wrong if self.check else [0] * len(out)
+        finish = finish_for(ops)
+        post_scale, offset, step = float(finish.post_scale), float(finish.offset), float(finish.step)
+        mixes = _mixes_channels(ops)
+        groups: dict[int, list[int]] = {}
+        for n, place in enumerate(places):
+            if place[0] in self.channels:
+                groups.setdefault(self.channels[place[0]], []).append(n)
+        for channels, members in groups.items():
+            found = offset_response(self.key, [places[n] for n in members], tile=tile, halo=halo,
+                                    in_channels=channels, unit=self.unit, reference=lambda x: reference(x, ops),
+                                    mixes=mixes, post_scales=[post_scale] * len(members))
+            for n, response in zip(members, found):
+                out[n] = out[n] - response
+                wrong[n] = off_grid(out[n], offset, step) if self.check and finish.snaps else 0
+        return out, wrong
 
     def mismatches(self, places: Sequence[tuple], imaginary: Sequence[np.ndarray], *, tile: tuple[int, int],
                    halo: int, reference, post_scales: Sequence[float]) -> list[int]:
@@ -147,3 +186,102 @@ class Binding:
             for n, (ys, xs, want) in zip(members, found):
                 out[n] = wrong(imaginary[n], ys, xs, want)
         return out
+
+
+# --- keyed offsets: binding in both packed layouts, for a declared chain ------------------------------------
+#
+# Complex packing holds pixels in the imaginary parts too, so there is no free part for check values.  Keyed
+# offsets need none: encrypt adds to every pixel value a keyed +-u (:func:`offset_values`; u a power of two
+# no larger than 1/4, :func:`offset_unit`), so a ciphertext holds its pixels plus its place's offsets.  The
+# chain's ops are linear in the pixels, so the decrypted raw values are the chain's results plus the chain's
+# linear part applied to the offsets (:func:`offset_response`), which decrypt computes from the key alone and
+# removes before the finish.  u is chosen so that the linear part of another place's offsets differs from this
+# place's by an odd multiple of half the chain's grid step at every result whose window holds an odd number of
+# differing signs among the inputs of least 2-adic weight -- with probability 1/2 at each result, independently
+# for results of disjoint windows -- so such a ciphertext's values lie half a step off the grid the results
+# lie on (:func:`off_grid`) at about half its places: every place is checked, not a sample.  The pixels are
+# moved by u at most; the honest results must lie within a quarter step of the grid (CKKS's error, 1e-4 of a
+# step measured, is far below).  Nothing changes on the cluster, and the offsets cannot be peeled off the
+# pixels there: they are the same real numbers.
+
+#: How far off the grid (in grid steps) a decrypted result may lie once the offsets are removed.
+OFF_GRID = 0.25
+#: The impulse image :func:`offset_unit` measures a chain's weights on (its reach must stay inside).
+_PROBE = 33
+
+
+def _valuation(n: int) -> int:
+    """The 2-adic valuation of a nonzero integer."""
+    return (n & -n).bit_length() - 1
+
+
+def offset_unit(ops: Sequence) -> float | None:
+    """The offsets' size u for the chain ``ops`` (parsed ops): ``2^-(v + 2)`` with ``v`` the least 2-adic
+    valuation of the chain's weights counted in grid steps; None when the chain leaves no grid, is not linear
+    in the pixels (:func:`why_not`), or its weights are not whole grid steps."""
+    from hecore.ops.spec import finish_for, reference
+
+    ops = list(ops)
+    if not ops or why_not(ops) is not None:
+        return None
+    finish = finish_for(ops)
+    if not finish.snaps:
+        return None
+    scale = float(finish.post_scale) * float(finish.step)
+    zero = np.asarray(reference(np.zeros((_PROBE, _PROBE, 3)), ops), dtype=np.float64)
+    least = None
+    for c in range(3):
+        impulse = np.zeros((_PROBE, _PROBE, 3))
+        impulse[_PROBE // 2, _PROBE // 2, c] = 1.0
+        weights = (np.asarray(reference(impulse, ops), dtype=np.float64) - zero) / scale
+        rim = np.ones(weights.shape[:2], bool)
+        rim[1:-1, 1:-1] = False
+        whole = np.rint(weights)
+        if np.any(np.abs(weights - whole) > 1e-6 + 2e-9 / scale) or np.any(whole[rim] != 0):   # 9-decimal reference
+            return None
+        for w in whole[whole != 0].astype(np.int64):
+            v = _valuation(int(abs(w)))
+            least = v if least is None else min(least, v)
+    return None if least is None else 2.0 ** -(least + 2)
+
+
+def offset_values(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: int, shape: tuple[int, int],
+                  unit: float) -> np.ndarray:
+    """The keyed offsets (+-``unit``, float64, ``shape``: the tile's block) encrypt adds to one tile channel's
+    pixels."""
+    return unit * _signs(key, "offsets", image_id, channel, tile_y, tile_x, shape)
+
+
+def _mixes_channels(ops: Sequence) -> bool:
+    return any(op.out_shape(8, 8, 3)[2] != 3 for op in ops)
+
+
+def offset_response(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int], halo: int, in_channels: int,
+                    unit: float, reference, mixes: bool, post_scales: Sequence[float]) -> list[np.ndarray]:
+    """For each output ciphertext ``places`` ``(image id, channel, tile row, tile column)`` of one run's tiles,
+    the chain's linear part applied to the offsets its inputs got (``tile``-sized, raw units): what decrypt
+    removes from its values.  ``reference``: the chain's plaintext reference (post-scaled); ``mixes``: whether
+    it combines channels (grey: every input channel's offsets count), else only the place's own channel's.
+    The blocks are stacked into one tall image and evaluated at once (a result's window stays in its block)."""
+    bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
+    channels = range(in_channels) if mixes else None
+    stack = []
+    for image_id, channel, ty, tx in places:
+        wanted = channels if channels is not None else (channel,)
+        stack.append(np.stack([offset_values(key, image_id, c, ty, tx, (bh, bw), unit) for c in wanted], axis=-1))
+    tall = np.concatenate(stack) if stack else np.zeros((0, bw, 1))
+    linear = (np.asarray(reference(tall), dtype=np.float64) - np.asarray(reference(np.zeros_like(tall)),
+                                                                          dtype=np.float64))
+    if linear.ndim == 3:
+        linear = linear[..., 0]
+    out = []
+    for n, post_scale in enumerate(post_scales):
+        top = n * bh + halo
+        out.append(linear[top:top + tile[0], halo:halo + tile[1]] / post_scale)
+    return out
+
+
+def off_grid(raw: np.ndarray, offset: float, step: float) -> int:
+    """How many of ``raw`` (NaN ignored) lie more than :data:`OFF_GRID` of a step off ``offset + step Z``."""
+    x = (np.asarray(raw, dtype=np.float64) - offset) / step
+    return int(np.sum(np.abs(x - np.rint(x)) > OFF_GRID))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import time
 
@@ -314,14 +315,37 @@ def through_spark(run, png_dir: str | None, progress):
 
 
 def binding_of(run, owner: OwnerMap | None):
-    """The check values' key of a run encrypted with ``--bind`` (:class:`hecore.binding.Binding`: the owner
-    map's key and each image's channels at encrypt), when decrypt checks the images; else None."""
-    key = owner.binding_key() if spot_checked(run, owner) else None
-    if key is None:
-        return None
+    """What ties a run's ciphertexts to their places (:class:`hecore.binding.Binding`: the owner map's key and
+    each image's channels at encrypt): the check values of ``--bind`` when decrypt checks the images; the keyed
+    offsets of a chain declared at encrypt always (decrypt removes them; it compares only when it checks).
+    None for a run bound by neither.  A run whose manifest says it holds keyed offsets needs its owner map."""
     from hecore.binding import Binding
 
-    return Binding(key, {i: k.image_channels for i, k in owner.images().items()})
+    unit = offset_unit_of(owner) if owner is not None else None
+    if unit is None and run.parent.options.get("bound_offsets"):
+        raise HepixError(f"{run.args.input} holds keyed offsets that bind its ciphertexts to their places (encrypt "
+                         "--for-op binds by default): decrypt removes them with the key its owner map keeps; give "
+                         "--owner DIR, the owner map encrypt wrote")
+    checked = spot_checked(run, owner)
+    key = owner.binding_key() if owner is not None and (checked or unit is not None) else None
+    if key is None:
+        if unit is not None:
+            raise HepixError(f"the owner map {owner.directory} records keyed offsets but holds no binding key "
+                             f"({owner.directory}/binding.key): the run cannot be decrypted exactly without it")
+        return None
+    return Binding(key, {i: k.image_channels for i, k in owner.images().items()}, unit=unit, check=checked)
+
+
+def offset_unit_of(owner: OwnerMap) -> float | None:
+    """The keyed offsets' size the owner map records (``encrypt --for-op``: :func:`hecore.binding.offset_unit`),
+    checked: a power of two from 2^-40 to 1/4; None when the run has none."""
+    unit = owner.settings.get("bind_unit")
+    if unit is None:
+        return None
+    if not isinstance(unit, float) or not 2.0 ** -40 <= unit <= 0.25 or math.frexp(unit)[0] != 0.5:
+        raise HepixError(f"the owner map {owner.directory} records keyed offsets of {unit!r}; a power of two from "
+                         "2^-40 to 1/4 was written: the map was changed")
+    return unit
 
 
 def spots_report(run, rows: list[dict], late: list[dict], rejected: set, decrypted: int) -> int:

@@ -117,6 +117,13 @@ def add_arguments(p) -> None:
                         "image holding a ciphertext of another place, image or run (each passes with probability "
                         "2^-24 at most); process then runs only ops that add real constants and combine slots with "
                         "real weights (brightness, contrast, watermark, meanfilter, conv, grey)")
+    p.add_argument("--no-bind", action="store_true",
+                   help="with --for-op: do not bind the ciphertexts to their places (by default a chain that is "
+                        "linear in the pixels and whose results have a grid -- brightness, contrast, watermark, "
+                        "meanfilter, conv, grey -- gets keyed offsets of a quarter pixel or less under the "
+                        "encryption, from a key the owner map keeps, and decrypt --owner rejects as integrity an "
+                        "image holding a ciphertext of another place, image or run; decrypt then needs the owner "
+                        "map)")
     p.add_argument("--ringers", type=float, default=0.0, metavar="P",
                    help="each image becomes, with probability P drawn in secret, a ringer: the owner map keeps it "
                         "whole and decrypt --owner compares every value of its result, whatever the chain (a DFT "
@@ -213,6 +220,7 @@ class EncryptSettings:
                                 # (--for-op); None: the library's own bytes at the first level
     spots: tuple | None = None    # the owner's spot samples: (positions, radius, ringer probability); None: none
     bind: bool = False          # check values under the encryption (hecore.binding: --bind)
+    bind_unit: float | None = None   # keyed offsets under the pixels (hecore.binding.offset_unit); None: none
     spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
@@ -232,7 +240,8 @@ class EncryptSettings:
                 "encryption": args.encryption, "compression": self.compression, "halo": self.halo,
                 "store": self.store.to_json() if self.store is not None else "seal",
                 "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels,
-                **({"bind": True} if self.bind else {})}
+                **({"bind": True} if self.bind else {}),
+                **({"bind_unit": self.bind_unit} if self.bind_unit else {})}
 
 
 #: The largest --resize side (a 65536 x 65536 image is 2^32 pixels, far above any --max-pixels).
@@ -265,10 +274,12 @@ def settings_from(args, keys) -> EncryptSettings:
     use_secret = secret_encryption(args, keys, layout)
     tile, halo = tile_and_halo(args, keys, layout, chain)
     compression = compression_for(args, keys.scheme, layout)
+    store = storage(args, keys.params, layout, use_secret, chain)
+    bind = bind_settings(args, keys, layout, chain)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
-                           store=storage(args, keys.params, layout, use_secret, chain),
-                           spots=spot_settings(args, keys.params.name), bind=bind_settings(args, keys, layout, chain),
+                           store=store, spots=spot_settings(args, keys.params.name), bind=bind,
+                           bind_unit=None if bind else offset_binding(args, keys, layout, chain, store),
                            spot_results=spot_results(args, keys.params.name))
 
 
@@ -287,6 +298,20 @@ def bind_settings(args, keys, layout: Layout, chain) -> bool:
         if why:
             raise HepixError(f"--bind with --for-op: {why}; drop --bind for this chain")
     return True
+
+
+def offset_binding(args, keys, layout: Layout, chain, store) -> float | None:
+    """The keyed offsets' size (:func:`hecore.binding.offset_unit`) that bind every ciphertext to its place by
+    default: for a chain declared with ``--for-op`` whose ops are linear in the pixels and whose results have a
+    grid, on CKKS's packed layouts in SEAL's bytes (the compact store spends the grid's margin on dropped bits);
+    None with ``--no-bind`` or where they do not apply."""
+    if getattr(args, "no_bind", False) or chain is None or chain[1] is not None or not layout.packed:
+        return None
+    if not getattr(keys.params, "complex_slots", False) or (store is not None and store.format != "seal"):
+        return None
+    from hecore.binding import offset_unit
+
+    return offset_unit(chain[0])
 
 
 def spot_settings(args, preset: str) -> tuple | None:

@@ -141,6 +141,10 @@ def run(args, chain) -> int:
         if any(run_kind(op) == "match" for op in parent.ops):
             raise HepixError(f"{args.input} already holds distances, not images")
         check_recordable_ops(parent, [match.spec])
+        if parent.options.get("bound_offsets"):
+            raise HepixError(f"{args.input} holds keyed offsets that bind it to the chain declared at encrypt: "
+                             f"{match.spec} squares differences, which the offsets would enter; encrypt with "
+                             "--no-bind to match")
         if parent.options.get("bound"):
             raise HepixError(f"{args.input} was encrypted with --bind: {match.spec} squares differences, which "
                              "mixes the check values under the encryption into the distances; encrypt without "

@@ -123,7 +123,9 @@ def planned_ops(run, ops) -> list:
         why = why_not(ops)
         if why:
             raise HepixError(f"{run.args.input} was encrypted with --bind: {why}; encrypt without --bind for "
-                             "this chain")
+                             "this chain" if not parent.options.get("bound_offsets") else
+                             f"{run.args.input} holds keyed offsets that bind it to the chain declared at encrypt: "
+                             f"{why}; encrypt with --no-bind (or --for-op this chain) for it")
     return ops
 
 

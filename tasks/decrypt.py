@@ -116,6 +116,9 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, refused, flood_std)
+        elif binding is not None and binding.unit:
+            yield from _decrypt_offset_rows(ctx, rb, bounds, refused, flood_std,
+                                            given[1] if given is not None else None, binding)
         elif binding is not None:
             yield from _decrypt_bound_rows(ctx, rb, bounds, refused, flood_std,
                                            given[1] if given is not None else None, binding)
@@ -274,27 +277,72 @@ def _decrypt_bound_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std
     missed = binding.mismatches(places, [decrypted[i].imag for i in rows], tile=(th, tw), halo=halo,
                                 reference=reference, post_scales=[float(cols["post_scale"][i]) for i in rows])
     share = (time.perf_counter() - t) / max(1, len(rows))
+    values = [decrypted[i].real[halo:halo + th, halo:halo + tw] for i in rows]
+    yield from _checked_rows(rb, cols, rows, values, missed, [seconds[i] + share for i in rows], bounds, flood_std,
+                             f"{{}} of its {CHECKS} check values under the encryption differ")
+
+
+def _checked_rows(rb: pa.RecordBatch, cols: dict, rows: list, values: list, missed: list, seconds: list, bounds,
+                  flood_std: float, wrong_values: str):
+    """Bound rows ``rows`` of ``rb`` once their checks ran: each one's tile ``values`` (raw), how many checks it
+    ``missed`` (a row with any is an ``integrity`` error, ``wrong_values`` saying what, ``{}`` the count), and
+    the ``seconds`` it took; the others judged (:func:`_judged`) and given as one values batch."""
     keep, blocks, spent = [], [], []
-    for i, wrong in zip(rows, missed):
-        h, w = int(cols["h"][i]), int(cols["w"][i])
-        slots = decrypted[i].real[halo:halo + th, halo:halo + tw][:h, :w]
+    for i, raw, wrong, took in zip(rows, values, missed, seconds):
         if wrong:
             yield _error_batch(rb, i, f"integrity: the ciphertext of channel {cols['channel'][i]}, tile "
-                                      f"({cols['tile_y'][i]}, {cols['tile_x'][i]}) is not this place's: {wrong} of "
-                                      f"its {CHECKS} check values under the encryption differ (a ciphertext swapped, "
-                                      "replayed or of another run, or ops that are not the chain's)")
+                                      f"({cols['tile_y'][i]}, {cols['tile_x'][i]}) is not this place's: "
+                                      f"{wrong_values.format(wrong)} (a ciphertext swapped, replayed or of another "
+                                      "run, or ops that are not the chain's)")
             continue
-        refusal, slots = _judged(rb, i, slots, bounds, flood_std, float(cols["post_scale"][i]))
+        refusal, slots = _judged(rb, i, raw[:int(cols["h"][i]), :int(cols["w"][i])], bounds, flood_std,
+                                 float(cols["post_scale"][i]))
         if refusal is not None:
             yield refusal
             continue
         keep.append(i)
         blocks.append(slots)
-        spent.append(seconds[i] + share)
+        spent.append(took)
     if keep:
         k = np.asarray(keep)
         yield _values_batch(rb, k, cols["y"][k], cols["x"][k], cols["h"][k], cols["w"][k], blocks,
                             np.asarray(spent))
+
+
+def _decrypt_offset_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float, loaded, binding):
+    """Packed rows of a run bound by keyed offsets (:meth:`hecore.binding.Binding.without_offsets`): each
+    ciphertext's tile values less the chain's linear part of its place's offsets, compared for every row of the
+    batch at once; a row whose values then lie off the chain's grid is an ``integrity`` error."""
+    from hecore.layouts.packed import decrypt_block
+    from hecore.ops.spec import parse_ops
+
+    cols = {k: rb.column(k).to_numpy(zero_copy_only=False)
+            for k in ("tile_h", "tile_w", "halo", "h", "w", "y", "x", "post_scale", "channel", "tile_y", "tile_x")}
+    ids, ct = rb.column("image_id").to_pylist(), rb.column("ct")
+    complex_packing = [Layout.parse(v).complex_packing for v in rb.column("layout").to_pylist()]
+    th, tw, halo = int(cols["tile_h"][0]), int(cols["tile_w"][0]), int(cols["halo"][0])   # one run: one tile
+    decrypted, seconds = {}, {}
+    for i in range(rb.num_rows):
+        t = time.perf_counter()
+        try:
+            c = loaded[i] if loaded is not None and loaded[i] is not None else ct[i].as_buffer()
+            decrypted[i] = decrypt_block(ctx, c, th, tw, halo, complex_packing[i])
+        except Exception as e:  # noqa: BLE001 -- the library refused it
+            yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
+        seconds[i] = time.perf_counter() - t
+    rows = sorted(decrypted)
+    t = time.perf_counter()
+    places = [(ids[i], int(cols["channel"][i]), int(cols["tile_y"][i]), int(cols["tile_x"][i])) for i in rows]
+    try:
+        ops = parse_ops(list(rb.column("ops")[0].as_py() or []))
+    except ValueError:
+        ops = None
+    values, missed = (binding.without_offsets(places, [decrypted[i] for i in rows], ops, tile=(th, tw), halo=halo)
+                      if ops is not None else ([decrypted[i] for i in rows], [th * tw] * len(rows)))
+    share = (time.perf_counter() - t) / max(1, len(rows))
+    yield from _checked_rows(rb, cols, rows, values, missed, [seconds[i] + share for i in rows], bounds, flood_std,
+                             f"{{}} of its {th * tw} values lie off the chain's grid once its place's keyed offsets "
+                             "are removed")
 
 
 def _rejected(first: dict, reason: str, detail: str, table: pa.Table) -> tuple[dict, None]:

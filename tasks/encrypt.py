@@ -36,6 +36,7 @@ class EncryptPayload:
     store: object = None        # hecore.seal.atrest.AtRest: stored compact (--store compact), or SEAL's bytes at the
                                 # level and scale of the --for-op chain; None: the first level
     binding: bytes | None = field(default=None, repr=False)   # hecore.binding's key (encrypt --bind); never logged
+    bind_unit: float | None = None      # keyed offsets of this size under the pixels (hecore.binding.offset_unit)
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -85,6 +86,7 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                   for t in tiles]
         t = time.perf_counter()
         checks = _check_values(broadcast, tiles, blocks)
+        blocks = _offset(broadcast, tiles, blocks)
         units = encrypt_units(layout, enc, blocks, halo, [(tile["h"], tile["w"]) for tile in tiles], checks)
         if layout.packed:       # one encryptor call for the whole batch: share its time evenly
             yield from packed_rows(meta, enc, tiles, list(units), primes, scale_bits,
@@ -103,12 +105,26 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
 
 def _check_values(broadcast, tiles: list[dict], blocks: list) -> list | None:
     """The binding's check values of each tile channel (``encrypt --bind``: :mod:`hecore.binding`), or None."""
-    key = getattr(getattr(broadcast, "value", broadcast), "binding", None)
-    if key is None:
+    payload = getattr(broadcast, "value", broadcast)
+    key = getattr(payload, "binding", None)
+    if key is None or getattr(payload, "bind_unit", None):      # keyed offsets instead (_offset)
         return None
     from hecore.binding import check_values
 
     return [check_values(key, t["image_id"], t["channel"], t["tile_y"], t["tile_x"], b.shape)
+            for t, b in zip(tiles, blocks)]
+
+
+def _offset(broadcast, tiles: list[dict], blocks: list) -> list:
+    """The tile channels' blocks with the binding's keyed offsets added (:func:`hecore.binding.offset_values`),
+    or as they are when the run has none."""
+    payload = getattr(broadcast, "value", broadcast)
+    unit = getattr(payload, "bind_unit", None)
+    if not unit:
+        return blocks
+    from hecore.binding import offset_values
+
+    return [b + offset_values(payload.binding, t["image_id"], t["channel"], t["tile_y"], t["tile_x"], b.shape, unit)
             for t, b in zip(tiles, blocks)]
 
 

@@ -194,6 +194,8 @@ class OwnerMap:
                 return None
             _private_dir(self.directory)
             write_private(path, binding.new_key(), 0o600)
+            if not (self.directory / OWNER_JSON).is_file():     # a map from now on: a retry finds it, and the key
+                self.save()
         data = read_owner_only(path, what="the owner map's binding key", missing=f"{path} is missing")
         if len(data) != binding.KEY_BYTES:
             raise OwnerMapError(f"{path} holds {len(data)} bytes, not a binding key of {binding.KEY_BYTES}")
