@@ -122,10 +122,11 @@ def _offset(broadcast, tiles: list[dict], blocks: list) -> list:
     unit = getattr(payload, "bind_unit", None)
     if not unit:
         return blocks
-    from hecore.binding import offset_values
+    from hecore.binding import offsets_of
 
-    return [b + offset_values(payload.binding, t["image_id"], t["channel"], t["tile_y"], t["tile_x"], b.shape, unit)
-            for t, b in zip(tiles, blocks)]
+    offsets = offsets_of(payload.binding, [(t["image_id"], t["channel"], t["tile_y"], t["tile_x"]) for t in tiles],
+                         blocks[0].shape, unit)
+    return list(offsets + np.stack(blocks))
 
 
 #: Tile channels per record batch of the packed layouts' rows (one ciphertext each, ~130 KB at N=4096).
