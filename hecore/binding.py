@@ -201,10 +201,10 @@ class Binding:
 # place's by an odd multiple of half the chain's grid step at every result whose window holds an odd number of
 # differing signs among the inputs of least 2-adic weight -- with probability 1/2 at each result, independently
 # for results of disjoint windows -- so such a ciphertext's values lie half a step off the grid the results
-# lie on (:func:`off_grid`) at about half its places: every place is checked, not a sample.  The pixels are
-# moved by u at most; the honest results must lie within a quarter step of the grid (CKKS's error, 1e-4 of a
-# step measured, is far below).  Nothing changes on the cluster, and the offsets cannot be peeled off the
-# pixels there: they are the same real numbers.
+# lie on (:func:`off_grid`) at about half its places, and each ciphertext is checked at hundreds of places
+# (:func:`check_stride`), not the image at a sample.  The pixels are moved by u at most; the honest results
+# must lie within a quarter step of the grid (CKKS's error at the planned scales is far below).  Nothing
+# changes on the cluster, and the offsets cannot be peeled off the pixels there: they are the same numbers.
 
 #: How far off the grid (in grid steps) a decrypted result may lie once the offsets are removed.
 OFF_GRID = 0.25
