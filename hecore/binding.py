@@ -137,6 +137,15 @@ class Binding:
     unit: float | None = None                   # keyed offsets of this size (offset_unit); None: check values
     check: bool = True                          # keyed offsets: compare with the grid (False: only remove them)
 
+    def _by_channels(self, places: Sequence[tuple]) -> dict[int, list[int]]:
+        """The indices of ``places`` by their images' channels at encrypt (images the owner never encrypted left
+        out)."""
+        groups: dict[int, list[int]] = {}
+        for n, place in enumerate(places):
+            if place[0] in self.channels:
+                groups.setdefault(self.channels[place[0]], []).append(n)
+        return groups
+
     def without_offsets(self, places: Sequence[tuple], raws: Sequence[np.ndarray], ops: Sequence, *,
                         tile: tuple[int, int], halo: int) -> tuple[list[np.ndarray], list[int]]:
         """Keyed offsets: for each output ciphertext of one run's tiles (``places`` ``(image id, channel, tile
@@ -154,14 +163,9 @@ class Binding:
             return out, wrong if self.check else [0] * len(out)
         finish = finish_for(ops)
         post_scale, offset, step = float(finish.post_scale), float(finish.offset), float(finish.step)
-        mixes = _mixes_channels(ops)
-        groups: dict[int, list[int]] = {}
-        for n, place in enumerate(places):
-            if place[0] in self.channels:
-                groups.setdefault(self.channels[place[0]], []).append(n)
-        for channels, members in groups.items():
+        for channels, members in self._by_channels(places).items():
             found = offset_response(self.key, [places[n] for n in members], tile=tile, halo=halo,
-                                    in_channels=channels, unit=self.unit, ops=ops, mixes=mixes, post_scale=post_scale)
+                                    in_channels=channels, unit=self.unit, ops=ops, post_scale=post_scale)
             found = np.stack([out[n] for n in members]) - found
             stride = check_stride(tile)
             missed = (off_grid(found[:, ::stride, ::stride], offset, step) if self.check and finish.snaps
@@ -177,11 +181,7 @@ class Binding:
         :data:`CHECKS` places miss the values its place gives (all of them for an image the owner never
         encrypted).  One evaluation of the chain's ``reference`` for every ciphertext of the same channels."""
         out = [CHECKS] * len(places)
-        groups: dict[int, list[int]] = {}
-        for n, place in enumerate(places):
-            if place[0] in self.channels:
-                groups.setdefault(self.channels[place[0]], []).append(n)
-        for channels, members in groups.items():
+        for channels, members in self._by_channels(places).items():
             found = expected_many(self.key, [places[n] for n in members], tile=tile, halo=halo,
                                   in_channels=channels, reference=reference,
                                   post_scales=[post_scales[n] for n in members])
@@ -286,15 +286,15 @@ def _linear(ops: Sequence, x: np.ndarray) -> np.ndarray:
 
 
 def offset_response(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int], halo: int, in_channels: int,
-                    unit: float, ops: Sequence, mixes: bool, post_scale: float) -> np.ndarray:
+                    unit: float, ops: Sequence, post_scale: float) -> np.ndarray:
     """For each output ciphertext ``places`` ``(image id, channel, tile row, tile column)`` of one run's tiles,
     the chain's linear part applied to the offsets its inputs got (``len(places) x tile``, raw units): what
-    decrypt removes from its values.  ``ops``: the chain (parsed); ``mixes``: whether it combines channels
-    (grey: every input channel's offsets count), else only the place's own channel's.  The blocks are stacked
+    decrypt removes from its values.  ``ops``: the chain (parsed); where it combines channels (grey) every input
+    channel's offsets count, else only the place's own channel's.  The blocks are stacked
     into one tall image and evaluated at once (a result's window stays in its block)."""
     bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
-    channels = range(in_channels) if mixes else None
-    depth = in_channels if mixes else 1
+    channels = range(in_channels) if _mixes_channels(ops) else None
+    depth = in_channels if channels is not None else 1
     units = [(image_id, c, ty, tx) for image_id, channel, ty, tx in places
              for c in (channels if channels is not None else (channel,))]
     tall = offsets_of(key, units, (bh, bw), unit).reshape(len(places), depth, bh, bw)

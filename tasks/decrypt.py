@@ -245,6 +245,35 @@ def _judged(rb: pa.RecordBatch, i: int, slots: np.ndarray, bounds, flood_std: fl
     return None, (flood(slots, flood_std / abs(post_scale)) if flood_std else slots)
 
 
+def _bound_columns(rb: pa.RecordBatch) -> tuple[dict, tuple[int, int, int]]:
+    """The columns a bound run's rows are decrypted and checked with, and its tile's height, width and halo
+    (one run: one tile)."""
+    cols = {k: rb.column(k).to_numpy(zero_copy_only=False)
+            for k in ("tile_h", "tile_w", "halo", "h", "w", "y", "x", "post_scale", "channel", "tile_y", "tile_x")}
+    return cols, (int(cols["tile_h"][0]), int(cols["tile_w"][0]), int(cols["halo"][0]))
+
+
+def _each_decrypted(rb: pa.RecordBatch, loaded, refused: str, decrypt):
+    """``decrypt(i, ciphertext)`` of every row (the row checks' loaded ciphertext where there is one), an error
+    batch yielded for each the library refuses; returns ``(row -> values, row -> seconds)``."""
+    ct = rb.column("ct")
+    decrypted, seconds = {}, {}
+    for i in range(rb.num_rows):
+        t = time.perf_counter()
+        try:
+            decrypted[i] = decrypt(i, loaded[i] if loaded is not None and loaded[i] is not None else ct[i].as_buffer())
+        except Exception as e:  # noqa: BLE001 -- the library refused it
+            yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
+        seconds[i] = time.perf_counter() - t
+    return decrypted, seconds
+
+
+def _places(rb: pa.RecordBatch, cols: dict, rows: list) -> list[tuple]:
+    """``(image id, channel, tile row, tile column)`` of the rows ``rows``: where each ciphertext belongs."""
+    ids = rb.column("image_id").to_pylist()
+    return [(ids[i], int(cols["channel"][i]), int(cols["tile_y"][i]), int(cols["tile_x"][i])) for i in rows]
+
+
 def _decrypt_bound_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float, loaded, binding):
     """Packed rows of a run encrypted with ``--bind``: each ciphertext's real parts are its tile's values (as
     :func:`_decrypt_packed_rows` gives them), its imaginary parts the check values the chain made of its
@@ -255,23 +284,14 @@ def _decrypt_bound_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std
     from hecore.binding import CHECKS
     from hecore.ops.spec import recorded_reference_known
 
-    cols = {k: rb.column(k).to_numpy(zero_copy_only=False)
-            for k in ("tile_h", "tile_w", "halo", "h", "w", "y", "x", "post_scale", "channel", "tile_y", "tile_x")}
-    ids, ct = rb.column("image_id").to_pylist(), rb.column("ct")
-    th, tw, halo = int(cols["tile_h"][0]), int(cols["tile_w"][0]), int(cols["halo"][0])   # one run: one tile
-    decrypted, seconds = {}, {}
-    for i in range(rb.num_rows):
-        t = time.perf_counter()
-        try:
-            c = loaded[i] if loaded is not None and loaded[i] is not None else ct[i].as_buffer()
-            z = np.asarray(ctx.decrypt_complex(c, (th + 2 * halo) * (tw + 2 * halo)))
-            decrypted[i] = z.reshape(th + 2 * halo, tw + 2 * halo)
-        except Exception as e:  # noqa: BLE001 -- the library refused it
-            yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
-        seconds[i] = time.perf_counter() - t
+    cols, (th, tw, halo) = _bound_columns(rb)
+    decrypted, seconds = yield from _each_decrypted(
+        rb, loaded, refused,
+        lambda i, c: np.asarray(ctx.decrypt_complex(c, (th + 2 * halo) * (tw + 2 * halo))).reshape(th + 2 * halo,
+                                                                                                   tw + 2 * halo))
     rows = sorted(decrypted)
     t = time.perf_counter()
-    places = [(ids[i], int(cols["channel"][i]), int(cols["tile_y"][i]), int(cols["tile_x"][i])) for i in rows]
+    places = _places(rb, cols, rows)
     reference = partial(recorded_reference_known, specs=rb.column("ops")[0].as_py() or [],
                         preset=rb.column("preset")[0].as_py())
     missed = binding.mismatches(places, [decrypted[i].imag for i in rows], tile=(th, tw), halo=halo,
@@ -316,23 +336,13 @@ def _decrypt_offset_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
     from hecore.layouts.packed import decrypt_block
     from hecore.ops.spec import parse_ops
 
-    cols = {k: rb.column(k).to_numpy(zero_copy_only=False)
-            for k in ("tile_h", "tile_w", "halo", "h", "w", "y", "x", "post_scale", "channel", "tile_y", "tile_x")}
-    ids, ct = rb.column("image_id").to_pylist(), rb.column("ct")
+    cols, (th, tw, halo) = _bound_columns(rb)
     complex_packing = [Layout.parse(v).complex_packing for v in rb.column("layout").to_pylist()]
-    th, tw, halo = int(cols["tile_h"][0]), int(cols["tile_w"][0]), int(cols["halo"][0])   # one run: one tile
-    decrypted, seconds = {}, {}
-    for i in range(rb.num_rows):
-        t = time.perf_counter()
-        try:
-            c = loaded[i] if loaded is not None and loaded[i] is not None else ct[i].as_buffer()
-            decrypted[i] = decrypt_block(ctx, c, th, tw, halo, complex_packing[i])
-        except Exception as e:  # noqa: BLE001 -- the library refused it
-            yield _error_batch(rb, i, f"{refused}: {str(e).splitlines()[0][:160]}")
-        seconds[i] = time.perf_counter() - t
+    decrypted, seconds = yield from _each_decrypted(
+        rb, loaded, refused, lambda i, c: decrypt_block(ctx, c, th, tw, halo, complex_packing[i]))
     rows = sorted(decrypted)
     t = time.perf_counter()
-    places = [(ids[i], int(cols["channel"][i]), int(cols["tile_y"][i]), int(cols["tile_x"][i])) for i in rows]
+    places = _places(rb, cols, rows)
     try:
         ops = parse_ops(list(rb.column("ops")[0].as_py() or []))
     except ValueError:
