@@ -10,14 +10,16 @@
   ``--model MODEL`` lets :func:`hecore.infer.layouts.choose` pick the fastest layout for N samples of
   that model and prints it -- for a few samples one ciphertext per sample (``coefficients`` for logreg,
   ``windows`` for TinyCNN in CKKS: each sample its own batch, ``tile_h`` 0), for many the batches
-  above; ``--layout`` forces one.
+  above; ``--layout`` forces one.  ``--ringers P`` (default 0.1) keeps a secret share of the digits' pixels in
+  an owner map (``--owner``, by default ``<--out>.owner``: jobs/runtime/inferringers.py).
 * ``hepix process --op infer:MODEL[,task=01|all]`` (public keys only): the server trains its model on
   the public training split (fixed seeds) and runs it on every batch; each output row is one head
   output (``index`` = class, or 0 for the binary probability; one sample per ciphertext: one row per
   sample holding all its outputs), with ``post_scale`` the factor the key holder multiplies by (BFV's
   quantisation).  It prints the layout the digits were encrypted in.
 * ``hepix decrypt``: the key holder decrypts the head outputs into ``predictions`` (one row per digit,
-  with its label) and ``inference_metrics`` (accuracy per batch and overall, bytes per sample, times).
+  with its label) and ``inference_metrics`` (accuracy per batch and overall, bytes per sample, times); with
+  ``--owner``, a batch whose ringer's head outputs are not the model's is an ``integrity`` reject.
 
 Every job here reads and writes its ciphertexts with pyarrow, never through Spark's JVM: encrypt-digits
 writes its table on the driver; ``process`` and ``decrypt`` run in the Python workers, which read their
@@ -35,11 +37,12 @@ import numpy as np
 import pyarrow as pa
 
 from hecore.errors import HepixError, InvalidParameters
+from hecore.infer.ringers import DEFAULT_PROBABILITY
 from schemas.manifest import Counts, RunManifest
 from schemas.tables import CIPHERTEXTS, INFERENCE_METRICS, PARQUET_OPTIONS, PREDICTIONS
 from tasks.infer import OPENED, InferPlan, OutputExpect, batch_number, decrypt_partition, output_problem, shape_problem
 
-from .runtime import runinfo
+from .runtime import inferringers, runinfo
 from .runtime.console import table
 from .runtime.exchange import driver_rows, one_task, worker_rows, write_table
 from .runtime.frames import driver_frame
@@ -68,6 +71,13 @@ def add_encrypt_arguments(p) -> None:
     p.add_argument("--layout", default=None,
                    help="force a layout: pixel-per-ciphertext, block-B, coefficients (logreg) or windows "
                         "(TinyCNN, CKKS); needs --model")
+    p.add_argument("--ringers", type=float, default=DEFAULT_PROBABILITY, metavar="P",
+                   help="each digit becomes, with probability P drawn in secret (at least one per run), a ringer: "
+                        "the owner map keeps its pixels and decrypt --owner compares its results with the model's, "
+                        "rejecting a batch whose ringer differs as integrity (default %(default)s; 0: none)")
+    p.add_argument("--owner", metavar="DIR",
+                   help="the owner map that keeps the ringers (a local directory kept by the owner, never handed to "
+                        "the cluster; default: <--out>.owner beside a local --out); decrypt --owner reads it")
     add_spark_arguments(p)
 
 
@@ -82,6 +92,11 @@ def run_encrypt(args) -> int:
 
     places.check_new_out(args.out)          # a new or empty directory: nothing of the user's is replaced
     places.check_location(args.out, "--out", places.guarded(keys=args.keys))
+    if not 0.0 <= args.ringers <= 1.0:
+        raise HepixError(f"--ringers {args.ringers}: give the probability that a digit is a ringer, 0 to 1")
+    owner_dir = inferringers.owner_dir(args)
+    if owner_dir is not None:
+        inferringers.check_owner_dir(owner_dir, out=args.out, keys=args.keys)
     ctx = load_public(args.keys, eval_keys=False)
     params = ctx.params
     if args.pack:
@@ -95,7 +110,7 @@ def run_encrypt(args) -> int:
     if not 1 <= n <= len(task.y_test):
         raise HepixError(f"--samples {n} is not between 1 and the task's {len(task.y_test)} test digits")
     layout, model = _encrypt_layout(args, params, task, n)
-    rows = []
+    rows, batches = [], []
     t_all = time.perf_counter()
     per_sample = layout is not None and layout.per_sample
     step = 1 if per_sample else params.slots
@@ -109,6 +124,7 @@ def run_encrypt(args) -> int:
             block = 0 if per_sample else (layout.block or params.slots)
             cts = layouts.encrypt(ctx, layout, x, model)
         secs = (time.perf_counter() - t0) / len(cts)
+        batches.append({"id": f"digits-{args.task}-{b}", "start": start, "x": x, "ciphertexts": len(cts)})
         for i, ct in enumerate(cts):
             rows.append({
                 "run_id": run_id, "image_id": f"digits-{args.task}-{b}", "layout": LAYOUT, "scheme": params.scheme, "preset": params.name,
@@ -118,6 +134,10 @@ def run_encrypt(args) -> int:
                 "channel": 0, "index": i, "ops": [], "post_scale": 1.0, "level": 0,
                 "scale_bits": params.scale_bits, "encrypt_seconds": secs, "process_seconds": 0.0, "ct": ct})
     enc_secs = time.perf_counter() - t_all
+    drawn = 0
+    if owner_dir is not None:                   # the owner's copy first: a run the owner cannot check never lands
+        drawn = inferringers.keep(owner_dir, out=args.out, run_id=run_id, fingerprint=ctx.fingerprint,
+                                  preset=params.name, task=args.task, probability=args.ringers, batches=batches)
     with plain_session("encrypt-digits", args.master, args.conf) as spark:
         out = Output(Storage(spark), args.out, run_id)
         try:
@@ -128,7 +148,8 @@ def run_encrypt(args) -> int:
                 finished=runinfo.now().isoformat(), input=f"sklearn-digits:{args.task}:test", output=args.out,
                 layout=LAYOUT, strategy="fresh", security="ind-cpa", preset=params.name, params=params.to_json(),
                 key_fingerprint=ctx.fingerprint, options={"task": args.task, "pack": bool(args.pack), "samples": n,
-                                                 "infer_layout": str(layout) if layout else None},
+                                                 "infer_layout": str(layout) if layout else None,
+                                                 "ringers": owner_dir is not None},
                 counts=Counts(images_in=n, images_encrypted=n, ciphertexts=len(rows), ciphertext_bytes=nbytes),
                 timings={"encrypt_seconds": enc_secs}, versions=runinfo.versions(), spark=spark_info(spark),
                 files=files, checksums=table_checksums(files))
@@ -138,6 +159,9 @@ def run_encrypt(args) -> int:
             raise
     print(f"encrypted {n} digits (task {args.task}) in the {_layout_label(layout, args.pack, n, params)} layout into {len(rows)} ciphertexts, {nbytes / 2**20:.1f} MB "
           f"({nbytes / n:,.0f} bytes per sample) in {enc_secs:.2f} s with {params.name}; key {ctx.fingerprint[:16]}")
+    if owner_dir is not None:
+        print(f"owner map {owner_dir}: {drawn} of the {n} digits are ringers (drawn in secret); "
+              "decrypt --owner compares their results with the model's")
     return 0
 
 
@@ -488,6 +512,7 @@ def decrypt(run) -> int:
                                tasks=run.tasks)
         opened = worker_rows(run, splits, CIPHERTEXTS, fn, OPENED)
     batches, bad, rows = _checked_outputs(run, opened, rejects, op.task, most_batches, outputs)
+    checks = _ringer_checks(run, op, task, ar)
     preds, metrics = [], []
     for batch_id in sorted(batches):
         if batch_id in bad:
@@ -514,6 +539,12 @@ def decrypt(run) -> int:
                                       {"image_id": batch_id}))
             bad.add(batch_id)
             continue
+        if checks is not None:                     # the owner's ringers, on the values before any flooding
+            why = checks.problem(batch_id, start, n, ar.finished(s, binary))
+            if why is not None:
+                rejects.append(reject_row(run_id, "decrypt", batch_id, "integrity", why, {"image_id": batch_id}))
+                bad.add(batch_id)
+                continue
         if args.flood_std:                         # before anything leaves the key owner: the scores too
             from hecore.flooding import flood
 
@@ -526,7 +557,14 @@ def decrypt(run) -> int:
                           "prediction": int(p[j]), "scores": [float(v) for v in s[j]], "model": op.model,
                           "task": op.task})
         metrics.append({"batch_id": batch_id, "samples": n, "correct": int((p == labels).sum()),
-                        "process_seconds": float(sum(r["process_seconds"] for r in rs))})
+                        "process_seconds": float(sum(r["process_seconds"] for r in rs)),
+                        "ringers": checks.ringers_of(batch_id) if checks is not None else None})
+    if checks is not None:                      # what the owner encrypted and the run does not hold
+        for batch_id in sorted(checks.batches - set(batches) - bad):
+            rejects.append(reject_row(run_id, "decrypt", batch_id, "missing-image",
+                                      f"batch {batch_id}, which the owner's encrypt-digits made, is not in the run",
+                                      {"image_id": batch_id}))
+            bad.add(batch_id)
     secs = time.perf_counter() - t0
     total = sum(m["samples"] for m in metrics)
     correct = sum(m["correct"] for m in metrics)
@@ -539,7 +577,8 @@ def decrypt(run) -> int:
                    "input_bytes": opts.get("input_bytes"),
                    "bytes_per_sample": (opts.get("input_bytes") or 0) / max(1, total),
                    "encrypt_seconds": opts.get("encrypt_seconds"),
-                   "process_seconds": parent.timings.get("process_seconds"), "decrypt_seconds": secs})
+                   "process_seconds": parent.timings.get("process_seconds"), "decrypt_seconds": secs,
+                   "ringers": checks.checked if checks is not None else None})
     written = {name: write_table(run, name, schema, rs, PARQUET_OPTIONS[name]["compression"])
                for name, schema, rs in (("predictions", PREDICTIONS, preds), ("inference_metrics", INFERENCE_METRICS,
                                                                               rows_m))}
@@ -555,6 +594,27 @@ def decrypt(run) -> int:
     print(table(rows_m, [("batch_id", "batch", ""), ("model", "model", ""), ("task", "task", ""),
                          ("preset", "preset", ""), ("samples", "samples", "d"), ("accuracy", "accuracy", ".4f"),
                          ("bytes_per_sample", "bytes/sample", ",.0f")]))
+    if checks is not None:
+        print(checks.summary())
     if rejects:
         print(f"{len(bad)} batches were not decrypted; the reasons are listed in {args.out}/rejects/")
     return exit_status(args, len(rejects))
+
+
+def _ringer_checks(run, op, task, ar):
+    """The owner's ringers of this run (:class:`jobs.runtime.inferringers.RingerCheck`), with the model the run
+    names trained as the server trained it (public split, fixed seeds) and, under BFV/BGV, quantised for ``t``;
+    None without ``--owner`` or with ``--no-integrity`` (a line says what goes unchecked)."""
+    from hecore.infer import models as infer
+
+    if run.owner is None:
+        if run.parent.options.get("ringers"):
+            print("not checked: this run's digits have ringers in the owner map encrypt-digits wrote; give it with "
+                  "--owner DIR and decrypt compares their results with the model's")
+        return None
+    if run.args.no_integrity:
+        print("not checked: --no-integrity leaves the owner's ringers uncompared; every batch is decrypted as if "
+              "right")
+        return None
+    model = infer.train(op.model, task)
+    return inferringers.RingerCheck.load(run.owner, task=op.task, model=model, quantised=ar.prepared(model))

@@ -312,7 +312,8 @@ SETTINGS = record({
     "strategy_options": record({}, open_keys=anything_small), "tile": TILE, "encryption": text(16),
     "compression": text(16), "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
     "conversions": listing(text(16, choices=_conversions), 8), "max_pixels": integer(1, 2**40),
-    "store": store, "bind": boolean, "bind_unit": number(2.0 ** -40, 0.25, optional=True)})
+    "store": store, "bind": boolean, "bind_unit": number(2.0 ** -40, 0.25, optional=True),
+    "task": text(8, choices=lambda: {"01", "all"}), "samples": integer(1, 2**31), "ringers": number(0, 1)})
 OPTIONS = record({
     "tile": TILE, "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
     "conversions": listing(text(16, choices=_conversions), 8), "settings": SETTINGS,
@@ -321,7 +322,7 @@ OPTIONS = record({
     "encryption": text(16), "compression": text(16), "max_pixels": integer(1, 2**40), "store": store,
     "encoding": text(16, choices=lambda: {"seeded", "full", "compact", "list"}),
     "images": text(optional=True), "owner": boolean, "integrity": boolean, "flood_std": number(0, 1e12),
-    "spots_only": boolean, "bound": boolean, "bound_offsets": boolean,
+    "spots_only": boolean, "bound": boolean, "bound_offsets": boolean, "ringers": boolean,
     "seed": integer(0, 2**63, optional=True),
     "match": record({"query": text(), "query_image_id": text(), "metrics": listing(text(8), 4),
                      "bound": number(0, 1e300)}),

@@ -103,7 +103,9 @@ PREDICTIONS = pa.schema([
     pa.field("task", pa.string(), nullable=False),
 ])
 
-#: ``hepix decrypt`` of an inference run: accuracy and cost, one row per batch and one for all (batch_id "all").
+#: ``hepix decrypt`` of an inference run: accuracy and cost, one row per batch and one for all (batch_id "all");
+#: ``ringers``: how many of the batch's samples were the owner's ringers, compared with the model (null without
+#: ``--owner``).
 INFERENCE_METRICS = pa.schema([
     pa.field("run_id", pa.string(), nullable=False),
     pa.field("batch_id", pa.string(), nullable=False),
@@ -120,6 +122,7 @@ INFERENCE_METRICS = pa.schema([
     pa.field("encrypt_seconds", pa.float64()),
     pa.field("process_seconds", pa.float64()),
     pa.field("decrypt_seconds", pa.float64()),
+    pa.field("ringers", pa.int32()),
 ])
 
 #: Inputs that could not be used, and why.  The job goes on without them.  ``source``: the input file

@@ -11,6 +11,7 @@ of each kind the owner keeps (:data:`SAMPLES`: the pixels around each place, or 
 the measured rate of detection is set beside the formula's ``1 - (1 - f)^k`` for the fraction ``f`` of pixels
 the lie got wrong and ``k`` sampled positions.  The honest result is checked the same way (false alarms).
 With evaluation keys that hold no relinearisation key the selector cannot be built: the row says it was refused.
+An inference is judged by its ringers instead (:func:`inference_rows`): digits whose answers the owner knows.
 """
 from __future__ import annotations
 
@@ -208,6 +209,65 @@ def measure(trials: int = DEFAULT_TRIALS, preset_name: str = DEFAULT_PRESET) -> 
                 rows.append(row)
     rows += [dict(dropped(cluster, imgs[0], trials, seed=positions), positions=positions, sample="none")
              for positions in POSITIONS]
+    return rows + inference_rows(trials)
+
+
+#: The inference the ringers are measured on: the paper's task, logistic regression on exact integers.
+INFER_PRESET = "bfv-4096"
+INFER_OP = "infer:logreg,task=01"
+
+
+def inference_rows(trials: int) -> list[dict]:
+    """Lies about an inference, computed on real ciphertexts with the public keys (:mod:`hecore.infer.ringers`):
+    a pixel returned for the scores (the op skipped), one quantisation unit added to every score (another
+    constant), to ten digits' scores and to one digit's; and the honest answer.  Each is decrypted once and
+    judged against ``trials`` fresh secret draws of ringers (the default probability, at least one a run), as
+    decrypt --owner judges it; the formula is ``1 - (1 - P)^m`` for ``m`` wrong digits (1 when all are)."""
+    from hecore.infer import encrypted, ringers
+    from hecore.infer import models as infer
+    from hecore.infer.arithmetic import arithmetic
+    from hecore.seal.context import HEContext
+    from hecore.seal.evaluator import Evaluator
+    from hecore.seal.params import preset
+    from jobs.runtime.inferringers import RingerCheck
+
+    ctx, _ = HEContext.generate(preset(INFER_PRESET), rotations=False)
+    ev, ar = Evaluator(ctx), arithmetic(ctx.params)
+    task = infer.digits_task("01")
+    model = infer.train("logreg", task)
+    q = ar.prepared(model)
+    x, n, p = task.x_test, len(task.x_test), ringers.DEFAULT_PROBABILITY
+    cts = [ev.load(c) for c in encrypted.encrypt_batch(ctx, x)]
+    honest = encrypted.infer_encrypted(ev, model, cts, quantised=q)
+    rng = np.random.default_rng(11)
+
+    def plus_one_at(samples):
+        v = np.zeros(ev.slots)
+        v[samples] = 1.0
+        return [ev.add_plain(c, ctx.encode_vector(v)) for c in honest]
+
+    lies = [("honest", honest), ("skip the op (a pixel for the scores)", [cts[27]]),
+            ("another constant (+1 unit, every score)", plus_one_at(np.arange(n))),
+            ("an error on 10 digits' scores", plus_one_at(rng.choice(n, 10, replace=False))),
+            ("an error on one digit's score", plus_one_at(rng.choice(n, 1)))]
+    truth = ringers.reference(model, x, q)
+    rows = []
+    for attack, outs in lies:
+        s = np.stack([ctx.decrypt_slots(ev.dump(c), n) for c in outs], axis=1) / q.divisor
+        finished = ar.finished(s, model.binary)
+        wrong = len(ringers.differences(finished, np.arange(n), truth, exact=True))
+        caught, kept = 0, 0
+        t = time.perf_counter()
+        for _ in range(trials):
+            chosen = ringers.draw(n, p)
+            check = RingerCheck({"b": (chosen, x[chosen])}, {"b"}, p, model, q)
+            caught += check.problem("b", 0, n, finished) is not None
+            kept += len(chosen)
+        rows.append({"attack": attack, "preset": INFER_PRESET, "chain": INFER_OP, "image": f"digits 01 ({n})",
+                     "refused": None, "sample": "ringers", "positions": round(kept / trials), "trials": trials,
+                     "wrong_fraction": wrong / n, "formula": 1.0 if wrong == n else 1.0 - ringers.escape(p, wrong),
+                     "detected": caught / trials, "checked_positions": kept / trials,
+                     "check_ms": 1e3 * (time.perf_counter() - t) / trials})
     return rows
 
 
