@@ -322,18 +322,33 @@ def binding_of(run, owner: OwnerMap | None):
     from hecore.binding import Binding
 
     unit = offset_unit_of(owner) if owner is not None else None
-    if unit is None and run.parent.options.get("bound_offsets"):
+    modulus = offset_modulus_of(owner, run.keys.params) if owner is not None else None
+    if unit is None and modulus is None and run.parent.options.get("bound_offsets"):
         raise HepixError(f"{run.args.input} holds keyed offsets that bind its ciphertexts to their places (encrypt "
                          "--for-op binds by default): decrypt removes them with the key its owner map keeps; give "
                          "--owner DIR, the owner map encrypt wrote")
     checked = spot_checked(run, owner)
     key = owner.binding_key() if owner is not None and (checked or unit is not None) else None
     if key is None:
-        if unit is not None:
+        if unit is not None or modulus is not None:
             raise HepixError(f"the owner map {owner.directory} records keyed offsets but holds no binding key "
                              f"({owner.directory}/binding.key): the run cannot be decrypted exactly without it")
         return None
-    return Binding(key, {i: k.image_channels for i, k in owner.images().items()}, unit=unit, check=checked)
+    return Binding(key, {i: k.image_channels for i, k in owner.images().items()}, unit=unit, check=checked,
+                   modulus=modulus)
+
+
+def offset_modulus_of(owner: OwnerMap, params) -> int | None:
+    """The plaintext modulus the owner map records modular offsets under (BFV/BGV ``encrypt --for-op``:
+    :func:`hecore.binding.modular_offsets_of`), checked against the keys' own t; None when the run has none."""
+    t = owner.settings.get("bind_modulus")
+    if t is None:
+        return None
+    if t != getattr(params, "plain_modulus", None):
+        raise HepixError(f"the owner map {owner.directory} records keyed offsets mod {t!r}, the keys' plaintext "
+                         f"modulus is {getattr(params, 'plain_modulus', None)}: the map was changed, or is another "
+                         "key's")
+    return int(t)
 
 
 def offset_unit_of(owner: OwnerMap) -> float | None:

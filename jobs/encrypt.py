@@ -121,9 +121,9 @@ def add_arguments(p) -> None:
                    help="with --for-op: do not bind the ciphertexts to their places (by default a chain that is "
                         "linear in the pixels and whose results have a grid -- brightness, contrast, watermark, "
                         "meanfilter, conv, grey -- gets keyed offsets of a quarter pixel or less under the "
-                        "encryption, from a key the owner map keeps, and decrypt --owner rejects as integrity an "
-                        "image holding a ciphertext of another place, image or run; decrypt then needs the owner "
-                        "map)")
+                        "encryption (BFV/BGV: offsets uniform mod t), from a key the owner map keeps, and decrypt "
+                        "--owner rejects as integrity an image holding a ciphertext of another place, image or run; "
+                        "decrypt then needs the owner map)")
     p.add_argument("--ringers", type=float, default=0.0, metavar="P",
                    help="each image becomes, with probability P drawn in secret, a ringer: the owner map keeps it "
                         "whole and decrypt --owner compares every value of its result, whatever the chain (a DFT "
@@ -221,11 +221,17 @@ class EncryptSettings:
     spots: tuple | None = None    # the owner's spot samples: (positions, radius, ringer probability); None: none
     bind: bool = False          # check values under the encryption (hecore.binding: --bind)
     bind_unit: float | None = None   # keyed offsets under the pixels (hecore.binding.offset_unit); None: none
+    bind_modulus: int | None = None  # keyed offsets uniform mod t (BFV/BGV: hecore.binding.modular_offsets_of)
     spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
     def params(self):
         return self.keys.params
+
+    @property
+    def offsets(self) -> bool:
+        """Whether keyed offsets bind the run's ciphertexts (real ones under CKKS, modular under BFV/BGV)."""
+        return bool(self.bind_unit or self.bind_modulus)
 
     @property
     def label(self) -> str:
@@ -241,7 +247,8 @@ class EncryptSettings:
                 "store": self.store.to_json() if self.store is not None else "seal",
                 "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels,
                 **({"bind": True} if self.bind else {}),
-                **({"bind_unit": self.bind_unit} if self.bind_unit else {})}
+                **({"bind_unit": self.bind_unit} if self.bind_unit else {}),
+                **({"bind_modulus": self.bind_modulus} if self.bind_modulus else {})}
 
 
 #: The largest --resize side (a 65536 x 65536 image is 2^32 pixels, far above any --max-pixels).
@@ -276,10 +283,12 @@ def settings_from(args, keys) -> EncryptSettings:
     compression = compression_for(args, keys.scheme, layout)
     store = storage(args, keys.params, layout, use_secret, chain)
     bind = bind_settings(args, keys, layout, chain)
+    offsets = None if bind else offset_binding(args, keys, layout, chain, store)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
                            store=store, spots=spot_settings(args, keys.params.name), bind=bind,
-                           bind_unit=None if bind else offset_binding(args, keys, layout, chain, store),
+                           bind_unit=offsets if isinstance(offsets, float) else None,
+                           bind_modulus=offsets if isinstance(offsets, int) else None,
                            spot_results=spot_results(args, keys.params.name))
 
 
@@ -300,18 +309,25 @@ def bind_settings(args, keys, layout: Layout, chain) -> bool:
     return True
 
 
-def offset_binding(args, keys, layout: Layout, chain, store) -> float | None:
-    """The keyed offsets' size (:func:`hecore.binding.offset_unit`) that bind every ciphertext to its place by
-    default: for a chain declared with ``--for-op`` whose ops are linear in the pixels and whose results have a
-    grid, on CKKS's packed layouts in SEAL's bytes (the compact store spends the grid's margin on dropped bits);
-    None with ``--no-bind`` or where they do not apply."""
+def offset_binding(args, keys, layout: Layout, chain, store) -> float | int | None:
+    """The keyed offsets that bind every ciphertext to its place by default, for a chain declared with
+    ``--for-op`` whose ops are linear in the pixels, on a packed layout in SEAL's bytes (the compact store spends
+    the grid's margin on dropped bits): under CKKS their size u (a float, :func:`hecore.binding.offset_unit`; the
+    chain's results must have a grid), under BFV/BGV the plaintext modulus t they are drawn mod (an int,
+    :func:`hecore.binding.modular_offsets_of`); None with ``--no-bind`` or where they do not apply."""
     if getattr(args, "no_bind", False) or chain is None or chain[1] is not None or not layout.packed:
         return None
-    if not getattr(keys.params, "complex_slots", False) or (store is not None and store.format != "seal"):
+    if store is not None and store.format != "seal":
         return None
-    from hecore.binding import offset_unit
+    from hecore.binding import MAX_MODULUS_BITS, offset_unit, why_not
 
-    return offset_unit(chain[0])
+    p = keys.params
+    if getattr(p, "complex_slots", False):
+        return offset_unit(chain[0])
+    t = getattr(p, "plain_modulus", None) if getattr(p, "is_integer", False) else None
+    if not t or not chain[0] or why_not(chain[0]) is not None or int(t).bit_length() > MAX_MODULUS_BITS:
+        return None
+    return int(t)
 
 
 def spot_settings(args, preset: str) -> tuple | None:

@@ -313,6 +313,7 @@ SETTINGS = record({
     "compression": text(16), "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
     "conversions": listing(text(16, choices=_conversions), 8), "max_pixels": integer(1, 2**40),
     "store": store, "bind": boolean, "bind_unit": number(2.0 ** -40, 0.25, optional=True),
+    "bind_modulus": integer(3, 2**43, optional=True),
     "task": text(8, choices=lambda: {"01", "all"}), "samples": integer(1, 2**31), "ringers": number(0, 1)})
 OPTIONS = record({
     "tile": TILE, "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),

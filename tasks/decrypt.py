@@ -116,7 +116,7 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, refused, flood_std)
-        elif binding is not None and binding.unit:
+        elif binding is not None and binding.offsets:
             yield from _decrypt_offset_rows(ctx, rb, bounds, refused, flood_std,
                                             given[1] if given is not None else None, binding)
         elif binding is not None:
@@ -332,7 +332,8 @@ def _checked_rows(rb: pa.RecordBatch, cols: dict, rows: list, values: list, miss
 def _decrypt_offset_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float, loaded, binding):
     """Packed rows of a run bound by keyed offsets (:meth:`hecore.binding.Binding.without_offsets`): each
     ciphertext's tile values less the chain's linear part of its place's offsets, compared for every row of the
-    batch at once; a row whose values then lie off the chain's grid is an ``integrity`` error."""
+    batch at once; a row whose values then lie off the chain's grid (BFV/BGV: outside its range) is an
+    ``integrity`` error."""
     from hecore.layouts.packed import decrypt_block
     from hecore.ops.spec import parse_ops
 
@@ -350,9 +351,9 @@ def _decrypt_offset_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
     values, missed = (binding.without_offsets(places, [decrypted[i] for i in rows], ops, tile=(th, tw), halo=halo)
                       if ops is not None else ([decrypted[i] for i in rows], [th * tw] * len(rows)))
     share = (time.perf_counter() - t) / max(1, len(rows))
+    where = "outside the chain's range" if binding.modulus else "off the chain's grid"
     yield from _checked_rows(rb, cols, rows, values, missed, [seconds[i] + share for i in rows], bounds, flood_std,
-                             f"{{}} of its {th * tw} values lie off the chain's grid once its place's keyed offsets "
-                             "are removed")
+                             f"{{}} of its {th * tw} values lie {where} once its place's keyed offsets are removed")
 
 
 def _rejected(first: dict, reason: str, detail: str, table: pa.Table) -> tuple[dict, None]:

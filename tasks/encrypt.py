@@ -37,6 +37,7 @@ class EncryptPayload:
                                 # level and scale of the --for-op chain; None: the first level
     binding: bytes | None = field(default=None, repr=False)   # hecore.binding's key (encrypt --bind); never logged
     bind_unit: float | None = None      # keyed offsets of this size under the pixels (hecore.binding.offset_unit)
+    bind_modulus: int | None = None     # keyed offsets uniform mod t under the pixels (BFV/BGV: modular_offsets_of)
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -107,7 +108,7 @@ def _check_values(broadcast, tiles: list[dict], blocks: list) -> list | None:
     """The binding's check values of each tile channel (``encrypt --bind``: :mod:`hecore.binding`), or None."""
     payload = getattr(broadcast, "value", broadcast)
     key = getattr(payload, "binding", None)
-    if key is None or getattr(payload, "bind_unit", None):      # keyed offsets instead (_offset)
+    if key is None or getattr(payload, "bind_unit", None) or getattr(payload, "bind_modulus", None):   # _offset
         return None
     from hecore.binding import check_values
 
@@ -116,17 +117,19 @@ def _check_values(broadcast, tiles: list[dict], blocks: list) -> list | None:
 
 
 def _offset(broadcast, tiles: list[dict], blocks: list) -> list:
-    """The tile channels' blocks with the binding's keyed offsets added (:func:`hecore.binding.offset_values`),
-    or as they are when the run has none."""
+    """The tile channels' blocks with the binding's keyed offsets added (:func:`hecore.binding.offsets_of`; BFV/BGV:
+    :func:`hecore.binding.modular_offsets_of`, mod t), or as they are when the run has none."""
     payload = getattr(broadcast, "value", broadcast)
-    unit = getattr(payload, "bind_unit", None)
-    if not unit:
+    unit, modulus = getattr(payload, "bind_unit", None), getattr(payload, "bind_modulus", None)
+    if not unit and not modulus:
         return blocks
-    from hecore.binding import offsets_of
+    from hecore.binding import centred, modular_offsets_of, offsets_of
 
-    offsets = offsets_of(payload.binding, [(t["image_id"], t["channel"], t["tile_y"], t["tile_x"]) for t in tiles],
-                         blocks[0].shape, unit)
-    return list(offsets + np.stack(blocks))
+    places = [(t["image_id"], t["channel"], t["tile_y"], t["tile_x"]) for t in tiles]
+    if modulus:                 # BFV/BGV: pixel + offset mod t, as the slots' centred integers
+        offsets = modular_offsets_of(payload.binding, places, blocks[0].shape, modulus)
+        return list(centred(offsets + np.stack(blocks).astype(np.int64), modulus))
+    return list(offsets_of(payload.binding, places, blocks[0].shape, unit) + np.stack(blocks))
 
 
 #: Tile channels per record batch of the packed layouts' rows (one ciphertext each, ~130 KB at N=4096).

@@ -68,6 +68,37 @@ def write_rows(run: Path, t: pa.Table, table: str = "ciphertexts", name: str = "
     write_manifest(run, doc)
 
 
+def places_apart(rng, trials: int):
+    """For binding trials: ``(key, here, other key, there)`` each trial -- a fresh owner key, a tile place, and the
+    place a lying cluster's ciphertext comes from: another image's, the next tile to the right or below, or the
+    same place of another run (another key), in turn."""
+    from hecore import binding
+
+    for trial in range(trials):
+        key = binding.new_key()
+        here = ("a", 0, int(rng.integers(0, 9)), int(rng.integers(0, 9)))
+        there = [("b", 0, here[2], here[3]), ("a", 0, here[2], here[3] + 1), ("a", 0, here[2] + 1, here[3]),
+                 here][trial % 4]
+        yield key, here, binding.new_key() if there == here else key, there
+
+
+def swap_flat_tiles(source: Path, run: Path) -> str:
+    """A copy ``run`` of the processed run ``source`` with two tiles of its colour image swapped (channel 1,
+    tiles (1, 1) and (0, 1): on a flat image, the same values), the manifest relisted; the image's id."""
+    import shutil
+
+    shutil.copytree(source, run)
+    t = read_rows(run)
+    rows = t.to_pylist()
+    flat = next(r["image_id"] for r in rows if r["image_channels"] == 3)
+    where = {(r["channel"], r["tile_y"], r["tile_x"]): n for n, r in enumerate(rows) if r["image_id"] == flat}
+    cts = t.column("ct").to_pylist()
+    a, b = where[(1, 1, 1)], where[(1, 0, 1)]
+    cts[a], cts[b] = cts[b], cts[a]
+    write_rows(run, t.set_column(t.schema.get_field_index("ct"), "ct", pa.array(cts, type=t.schema.field("ct").type)))
+    return flat
+
+
 def split_by_image(run: Path) -> dict[str, str]:
     """Rewrite the run's ciphertext table as one file per image (listed in the manifest); image id -> file."""
     doc = json.loads((run / "_manifest.json").read_text())

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from PIL import Image
@@ -138,18 +136,10 @@ def test_an_honest_bound_run_decrypts_exactly_and_the_key_stays_with_the_owner(b
 
 @pytest.mark.spark
 def test_tiles_swapped_on_a_flat_image_pass_the_spot_checks_and_fail_the_binding(bound, tmp_path):
-    from hostile import read_rows, write_rows
+    from hostile import swap_flat_tiles
 
     run = tmp_path / "forged"
-    shutil.copytree(bound / "proc", run)
-    t = read_rows(run)
-    rows = t.to_pylist()
-    flat = next(r["image_id"] for r in rows if r["image_channels"] == 3)
-    where = {(r["channel"], r["tile_y"], r["tile_x"]): n for n, r in enumerate(rows) if r["image_id"] == flat}
-    cts = t.column("ct").to_pylist()
-    a, b = where[(1, 1, 1)], where[(1, 0, 1)]           # two inner tiles of the flat image: the same values
-    cts[a], cts[b] = cts[b], cts[a]
-    write_rows(run, t.set_column(t.schema.get_field_index("ct"), "ct", pa.array(cts, type=t.schema.field("ct").type)))
+    flat = swap_flat_tiles(bound / "proc", run)             # two tiles of the flat image: the same values
     assert hepix("decrypt", "--keys", bound / "keys", "--input", run, "--out", tmp_path / "d", "--owner",
                  bound / "enc.owner", *SPARK) == 0
     rejects = ds.dataset(tmp_path / "d" / "rejects").to_table().to_pylist()

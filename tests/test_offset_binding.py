@@ -7,10 +7,8 @@ where a swap of two tiles of a flat image (identical values: no spot sample tell
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from PIL import Image
@@ -88,14 +86,10 @@ def test_a_ciphertext_of_another_place_passes_at_no_more_than_the_formula_s_rate
     ops = parse_ops(chain)
     unit = binding.offset_unit(ops)
     pixels = np.full((TILE[0] + 2 * HALO, TILE[1] + 2 * HALO, channels), 120.0)
-    rng = np.random.default_rng(7)
+    from hostile import places_apart
+
     passed = 0
-    for trial in range(300):
-        key = binding.new_key()
-        here = ("a", 0, int(rng.integers(0, 9)), int(rng.integers(0, 9)))
-        there = [("b", 0, here[2], here[3]), ("a", 0, here[2], here[3] + 1), ("a", 0, here[2] + 1, here[3]),
-                 here][trial % 4]
-        other_key = binding.new_key() if there == here else key        # the same place of another run
+    for key, here, other_key, there in places_apart(np.random.default_rng(7), 300):
         bound = binding.Binding(key, {"a": channels, "b": channels}, unit=unit)
         assert bound.without_offsets([here], [_raw(key, here, chain, pixels)], ops, tile=TILE, halo=HALO)[1] == [0]
         wrong = bound.without_offsets([here], [_raw(other_key, there, chain, pixels)], ops, tile=TILE, halo=HALO)[1]
@@ -148,18 +142,10 @@ def test_a_declared_chain_is_bound_by_default_and_decrypts_exactly(declared, tmp
 
 @pytest.mark.spark
 def test_tiles_swapped_on_a_flat_image_are_rejected_and_no_owner_map_is_refused(declared, tmp_path, capsys):
-    from hostile import read_rows, write_rows
+    from hostile import swap_flat_tiles
 
     run = tmp_path / "forged"
-    shutil.copytree(declared / "proc", run)
-    t = read_rows(run)
-    rows = t.to_pylist()
-    flat = next(r["image_id"] for r in rows if r["image_channels"] == 3)
-    where = {(r["channel"], r["tile_y"], r["tile_x"]): n for n, r in enumerate(rows) if r["image_id"] == flat}
-    cts = t.column("ct").to_pylist()
-    a, b = where[(1, 1, 1)], where[(1, 0, 1)]           # two tiles of the flat image: the same values
-    cts[a], cts[b] = cts[b], cts[a]
-    write_rows(run, t.set_column(t.schema.get_field_index("ct"), "ct", pa.array(cts, type=t.schema.field("ct").type)))
+    flat = swap_flat_tiles(declared / "proc", run)             # two tiles of the flat image: the same values
     assert hepix("decrypt", "--keys", declared / "keys", "--input", run, "--out", tmp_path / "d", "--owner",
                  declared / "enc.owner", *SPARK) == 0
     rejects = ds.dataset(tmp_path / "d" / "rejects").to_table().to_pylist()
