@@ -140,6 +140,11 @@ def decrypt(args) -> int:
         print(f"hepix decrypt {run.run_id}: {args.input} -> {args.out}; key {run.fingerprint[:16]}; "
               f"ops {' | '.join(parent.ops) or 'none'}")
         kind = input_kind(parent)
+        digits_map = run.owner is not None and run.owner.settings.get("layout") == "digits"
+        if digits_map != (run.owner is not None and kind == SCORES):
+            raise HepixError(f"--owner {args.owner} is the owner map of "
+                             f"{'encrypted digits' if digits_map else 'an image run'}, and {args.input} holds {kind}: "
+                             "give the owner map of the run's own encrypt (by default <its --out>.owner)")
         if args.spots_only and kind != IMAGES:
             raise HepixError(f"--spots-only: {args.input} holds {kind}, which no spot sample checks (spot checks "
                              "compare images); decrypt it without --spots-only")

@@ -220,3 +220,25 @@ def test_a_dropped_or_swapped_sample_is_caught(tmp_path, capsys):
     assert sorted((r["reason"], r["source"]) for r in _rows(tmp_path / "d2" / "rejects")) == [
         ("integrity", "digits-01-0"), ("integrity", "digits-01-1")]
     assert [p["sample"] for p in _rows(tmp_path / "d2" / "predictions")] == [2]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.seconds(30)
+def test_an_owner_map_of_the_other_kind_of_run_is_refused_in_one_line(bfv_run, tmp_path, capsys):
+    from PIL import Image
+
+    from jobs.cli import main
+
+    root = bfv_run
+    (tmp_path / "img").mkdir()
+    Image.fromarray(np.full((8, 8), 90, np.uint8)).save(tmp_path / "img" / "a.png")
+    assert main(["encrypt", "--keys", str(root / "pub"), "--input", str(tmp_path / "img"), "--out",
+                 str(tmp_path / "enc")] + SPARK) == 0
+    capsys.readouterr()
+    assert _decrypt(root, root / "proc", tmp_path / "a", "--owner", str(tmp_path / "enc.owner")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is the owner map of an image run" in err[0] and "holds scores" in err[0]
+    assert _decrypt(root, tmp_path / "enc", tmp_path / "b", "--owner", str(root / "enc.owner")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is the owner map of encrypted digits" in err[0] and "holds images" in err[0]

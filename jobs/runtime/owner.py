@@ -14,6 +14,9 @@ output)::
                                 (hecore/integrity.py), what decrypt checks the cluster's result against
       rejects/<batch>.parquet   0600: encrypt's rejects (they name the owner's files)
 
+``encrypt-digits`` writes one of the same shape (jobs/runtime/inferringers.py): its settings' layout
+``digits``, an images row per batch of digits, and in ``spots/`` each batch's ringers (hecore/infer/ringers.py).
+
 It is the owner's copy of the run: a resumed encrypt reads which images are done from here (and
 rebuilds the output's manifest from the batches recorded here); ``decrypt --owner`` and ``audit
 --owner`` read the ids, sources, content hashes and sizes from here, and check what comes back from
