@@ -131,7 +131,7 @@ def hepix(*argv) -> int:
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.seconds(40)
-def test_a_bfv_chain_is_bound_by_default_decrypts_exactly_and_a_flat_swap_is_rejected(tmp_path):
+def test_a_bfv_chain_is_bound_by_default_runs_on_its_own_keys_decrypts_exactly_and_a_swap_is_rejected(tmp_path):
     from tests.hostile import swap_flat_tiles
 
     images = tmp_path / "images"
@@ -139,7 +139,11 @@ def test_a_bfv_chain_is_bound_by_default_decrypts_exactly_and_a_flat_swap_is_rej
     Image.fromarray(np.full((24, 24, 3), 200, np.uint8)).save(images / "flat.png")
     Image.fromarray(np.random.default_rng(1).integers(0, 255, (24, 24), dtype=np.uint8)).save(images / "grey.png")
     assert hepix("keygen", "--out", tmp_path / "keys", "--preset", "bfv-4096") == 0
-    assert hepix("export-public", "--keys", tmp_path / "keys", "--out", tmp_path / "pub") == 0
+    assert hepix("export-public", "--keys", tmp_path / "keys", "--out", tmp_path / "pub", "--tile", "8x8",
+                 *[a for op in OPS for a in ("--for-op", op)]) == 0
+    # the cluster's least-capability copy for the chain: the Galois keys of its steps, no relinearisation key
+    assert {p.name for p in (tmp_path / "pub").iterdir()} == {"context.bin", "public.key", "rotate.key",
+                                                             "hepix-keys.json"}
     assert hepix("encrypt", "--keys", tmp_path / "pub", "--input", images, "--out", tmp_path / "enc", "--tile", "8x8",
                  *[a for op in OPS for a in ("--for-op", op)], *SPARK) == 0
     assert json.loads((tmp_path / "enc" / "_manifest.json").read_text())["options"]["bound_offsets"] is True

@@ -76,7 +76,9 @@ namespace
         throw std::invalid_argument("unknown compression '" + name + "'; use one of none, zstd, zlib");
     }
 
-    std::shared_ptr<seal::SEALContext> load_context(py::bytes context, int security_bits)
+    // A SEAL context from its serialized parameters: CKKS only, unless `any_scheme` (the Galois keys, which
+    // BFV and BGV make the same way).
+    std::shared_ptr<seal::SEALContext> load_context(py::bytes context, int security_bits, bool any_scheme = false)
     {
         std::string_view ctx_bytes = context;
         seal::EncryptionParameters parms;
@@ -88,7 +90,7 @@ namespace
         {
             throw std::invalid_argument(std::string("the context bytes are not a serialized SEAL context: ") + e.what());
         }
-        if (parms.scheme() != seal::scheme_type::ckks)
+        if (parms.scheme() != seal::scheme_type::ckks && !any_scheme)
             throw std::invalid_argument("hepix_seal implements CKKS contexts only");
         seal::sec_level_type level;
         switch (security_bits)
@@ -713,7 +715,7 @@ namespace
     py::bytes galois_keys(py::bytes context, py::bytes secret_key, const std::vector<int> &steps,
                           const std::string &compression, int security_bits)
     {
-        auto ctx = load_context(context, security_bits);
+        auto ctx = load_context(context, security_bits, true);
         if (steps.empty())
             throw std::invalid_argument("no rotation steps were given");
         std::string_view key_bytes = secret_key;
