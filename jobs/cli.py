@@ -131,6 +131,7 @@ def decrypt(args) -> int:
     """``hepix decrypt``: the key owner's job, for whichever kind of run the input is."""
     from . import decrypt as decrypt_job
     from . import infer, match
+    from .runtime.inferringers import DIGITS
     from .runtime.runs import open_run
 
     decrypt_job.check_arguments(args)
@@ -140,7 +141,7 @@ def decrypt(args) -> int:
         print(f"hepix decrypt {run.run_id}: {args.input} -> {args.out}; key {run.fingerprint[:16]}; "
               f"ops {' | '.join(parent.ops) or 'none'}")
         kind = input_kind(parent)
-        digits_map = run.owner is not None and run.owner.settings.get("layout") == "digits"
+        digits_map = run.owner is not None and run.owner.settings.get("layout") == DIGITS
         if digits_map != (run.owner is not None and kind == SCORES):
             raise HepixError(f"--owner {args.owner} is the owner map of "
                              f"{'encrypted digits' if digits_map else 'an image run'}, and {args.input} holds {kind}: "
