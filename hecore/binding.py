@@ -302,26 +302,40 @@ def _linear(ops: Sequence, x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _units(places: Sequence[tuple], in_channels: int, ops: Sequence) -> tuple[list[tuple], int]:
+    """The tile channels whose offsets reach the output ciphertexts ``places`` ``(image id, channel, tile row,
+    tile column)``, place by place, and how many each place has: every input channel's where the chain combines
+    channels (grey), else the place's own channel's."""
+    if not _mixes_channels(ops):
+        return list(places), 1
+    return [(image_id, c, ty, tx) for image_id, _, ty, tx in places for c in range(in_channels)], in_channels
+
+
+def _on_blocks(ops: Sequence, blocks: np.ndarray, *, tile: tuple[int, int], halo: int,
+               post_scale: float) -> np.ndarray:
+    """The chain's linear part (raw units) of ``blocks`` (``places x depth x block``), each place's tile with its
+    halo cut off: the blocks stacked into one tall image and evaluated at once (a result's window stays in its
+    block), the chain's constants -- where it puts them on the tall image (a watermark at one place of it) --
+    subtracted."""
+    n, depth, bh, bw = blocks.shape
+    tall = np.moveaxis(blocks, 1, -1).reshape(n * bh, bw, depth)
+    linear = np.asarray(_linear(ops, tall), dtype=np.float64) - np.asarray(_linear(ops, np.zeros_like(tall)))
+    linear = linear.reshape(n, bh, *linear.shape[1:])
+    if linear.ndim == 4:
+        linear = linear[..., 0]
+    return linear[:, halo:halo + tile[0], halo:halo + tile[1]] * (1.0 / post_scale)
+
+
 def offset_response(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int], halo: int, in_channels: int,
                     unit: float, ops: Sequence, post_scale: float) -> np.ndarray:
     """For each output ciphertext ``places`` ``(image id, channel, tile row, tile column)`` of one run's tiles,
     the chain's linear part applied to the offsets its inputs got (``len(places) x tile``, raw units): what
     decrypt removes from its values.  ``ops``: the chain (parsed); where it combines channels (grey) every input
-    channel's offsets count, else only the place's own channel's.  The blocks are stacked
-    into one tall image and evaluated at once (a result's window stays in its block)."""
+    channel's offsets count, else only the place's own channel's (:func:`_units`)."""
     bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
-    channels = range(in_channels) if _mixes_channels(ops) else None
-    depth = in_channels if channels is not None else 1
-    units = [(image_id, c, ty, tx) for image_id, channel, ty, tx in places
-             for c in (channels if channels is not None else (channel,))]
-    tall = offsets_of(key, units, (bh, bw), unit).reshape(len(places), depth, bh, bw)
-    tall = np.moveaxis(tall, 1, -1).reshape(len(places) * bh, bw, depth)
-    # the constants, where the chain puts them on the tall image (a watermark at one place of it)
-    linear = np.asarray(_linear(ops, tall), dtype=np.float64) - np.asarray(_linear(ops, np.zeros_like(tall)))
-    linear = linear.reshape(len(places), bh, *linear.shape[1:])
-    if linear.ndim == 4:
-        linear = linear[..., 0]
-    return linear[:, halo:halo + tile[0], halo:halo + tile[1]] * (1.0 / post_scale)
+    units, depth = _units(places, in_channels, ops)
+    blocks = offsets_of(key, units, (bh, bw), unit).reshape(len(places), depth, bh, bw)
+    return _on_blocks(ops, blocks, tile=tile, halo=halo, post_scale=post_scale)
 
 
 # --- keyed offsets on exact integers (BFV/BGV) ------------------------------------------------------------
@@ -364,24 +378,16 @@ def modular_response(key: bytes, places: Sequence[tuple], *, tile: tuple[int, in
     """For each output ciphertext ``places`` of one run's tiles, the chain's linear part (raw units, integer
     weights) of the offsets its inputs got, mod t (int64, ``len(places) x tile``): what decrypt subtracts.  The
     offsets are split into limbs of :data:`_LIMB` bits, each evaluated exactly in float64 as
-    :func:`offset_response` evaluates signs, and the limbs recombined mod t in integers."""
-    bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
-    channels = range(in_channels) if _mixes_channels(ops) else None
-    depth = in_channels if channels is not None else 1
-    units = [(image_id, c, ty, tx) for image_id, channel, ty, tx in places
-             for c in (channels if channels is not None else (channel,))]
+    :func:`offset_response` evaluates signs (:func:`_on_blocks`), and the limbs recombined mod t in integers."""
     if not 2 < modulus < 2 ** MAX_MODULUS_BITS:
         raise ValueError(f"modular offsets need a plaintext modulus of 3 to {MAX_MODULUS_BITS} bits, not {modulus}")
-    offsets = modular_offsets_of(key, units, (bh, bw), modulus)
+    bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
+    units, depth = _units(places, in_channels, ops)
+    offsets = modular_offsets_of(key, units, (bh, bw), modulus).reshape(len(places), depth, bh, bw)
     total = np.zeros((len(places), *tile), dtype=np.int64)
     for shift in range(_LIMB * ((int(modulus).bit_length() - 1) // _LIMB), -1, -_LIMB):   # Horner, top limb first
-        limb = ((offsets >> shift) & ((1 << _LIMB) - 1)).astype(np.float64).reshape(len(places), depth, bh, bw)
-        tall = np.moveaxis(limb, 1, -1).reshape(len(places) * bh, bw, depth)
-        linear = np.asarray(_linear(ops, tall), dtype=np.float64) - np.asarray(_linear(ops, np.zeros_like(tall)))
-        linear = linear.reshape(len(places), bh, *linear.shape[1:])
-        if linear.ndim == 4:
-            linear = linear[..., 0]
-        part = np.rint(linear[:, halo:halo + tile[0], halo:halo + tile[1]] * (1.0 / post_scale)).astype(np.int64)
+        limb = ((offsets >> shift) & ((1 << _LIMB) - 1)).astype(np.float64)
+        part = np.rint(_on_blocks(ops, limb, tile=tile, halo=halo, post_scale=post_scale)).astype(np.int64)
         total = np.mod(total * (1 << _LIMB) + np.mod(part, modulus), modulus)      # below 2^63 for t < 2^43
     return total
 
