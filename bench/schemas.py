@@ -559,7 +559,8 @@ BENCH_INTEGRITY = pa.schema(_RUN_FIELDS + [
     pa.field("preset", pa.string(), nullable=False),
     pa.field("chain", pa.string(), nullable=False),
     pa.field("image", pa.string(), nullable=False),
-    pa.field("sample", pa.string()),            # pixels, results (the declared chain's) or none (a dropped one)
+    pa.field("sample", pa.string()),            # pixels, results (the declared chain's), ringers, slots (keyed
+                                                # check slots) or none (a dropped one)
     pa.field("positions", pa.int32(), nullable=False),
     pa.field("trials", pa.int32(), nullable=False),
     pa.field("wrong_fraction", pa.float64()),

@@ -83,7 +83,7 @@ def check_places(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: i
 
 def why_not(ops: Sequence) -> str | None:
     """Why check values cannot follow the chain ``ops`` (parsed), or None."""
-    other = [op.spec for op in ops if not op.real_linear]
+    other = [op.spec for op in ops if not getattr(op, "real_linear", False)]   # a table op: not linear
     if other:
         return (f"{', '.join(other)} {'does' if len(other) == 1 else 'do'} more than add real constants and "
                 "combine slots with real weights: the check values under the encryption would not survive")
@@ -139,6 +139,7 @@ class Binding:
     unit: float | None = None                   # keyed offsets of this size (offset_unit); None: check values
     check: bool = True                          # keyed offsets: compare with the grid (False: only remove them)
     modulus: int | None = None                  # keyed offsets uniform mod t (BFV/BGV: modular_offsets_of)
+    table: bytes | None = field(default=None, repr=False)   # keyed check slots drawn for this table (slotchecks)
 
     @property
     def offsets(self) -> bool:
@@ -190,6 +191,30 @@ class Binding:
             for n, values, count in zip(members, found, missed):
                 out[n], wrong[n] = values, int(count)
         return out, wrong
+
+    def from_slots(self, places: Sequence[tuple], rows: Sequence[np.ndarray], specs: Sequence[str], *,
+                   block: tuple[int, int]) -> tuple[list[np.ndarray], list[int]]:
+        """Keyed check slots (:mod:`hecore.slotchecks`): for each output ciphertext at ``places``, ``rows`` its
+        decrypted slots, its ``block`` of values put back in order, and how many of its check slots differ from
+        what the chain the run records (``specs``: a chain of 8-bit tables, or none at all) gives on them (0 when
+        not :attr:`check`; every one for ops that are not a table, or an image the owner never encrypted)."""
+        from hecore.ops.spec import is_table_chain
+        from hecore.slotchecks import gather
+
+        recorded = None
+        if not specs:
+            recorded = np.arange(256)
+        elif is_table_chain(specs):
+            from hecore.ops.lut import chain_of
+
+            try:
+                recorded = chain_of(list(specs))
+            except ValueError:
+                recorded = None
+        values, missed = gather(self.key, places, rows, block, self.table, recorded)
+        if not self.check:
+            return values, [0] * len(values)
+        return values, [m if p[0] in self.channels else max(m, 1) for p, m in zip(places, missed)]
 
     def mismatches(self, places: Sequence[tuple], imaginary: Sequence[np.ndarray], *, tile: tuple[int, int],
                    halo: int, reference, post_scales: Sequence[float]) -> list[int]:

@@ -323,19 +323,33 @@ def binding_of(run, owner: OwnerMap | None):
 
     unit = offset_unit_of(owner) if owner is not None else None
     modulus = offset_modulus_of(owner, run.keys.params) if owner is not None else None
+    table = table_of(owner) if owner is not None else None
+    if table is None and run.parent.options.get("bound_slots"):
+        raise HepixError(f"{run.args.input} holds its pixels among keyed check slots that bind its ciphertexts to "
+                         "their places (encrypt --for-op binds a chain of 8-bit tables by default): decrypt puts "
+                         "them back in order with the key its owner map keeps; give --owner DIR, the owner map "
+                         "encrypt wrote")
     if unit is None and modulus is None and run.parent.options.get("bound_offsets"):
         raise HepixError(f"{run.args.input} holds keyed offsets that bind its ciphertexts to their places (encrypt "
                          "--for-op binds by default): decrypt removes them with the key its owner map keeps; give "
                          "--owner DIR, the owner map encrypt wrote")
     checked = spot_checked(run, owner)
-    key = owner.binding_key() if owner is not None and (checked or unit is not None) else None
+    key = (owner.binding_key() if owner is not None and (checked or unit is not None or table is not None)
+           else None)
     if key is None:
-        if unit is not None or modulus is not None:
+        if unit is not None or modulus is not None or table is not None:
             raise HepixError(f"the owner map {owner.directory} records keyed offsets but holds no binding key "
                              f"({owner.directory}/binding.key): the run cannot be decrypted exactly without it")
         return None
     return Binding(key, {i: k.image_channels for i, k in owner.images().items()}, unit=unit, check=checked,
-                   modulus=modulus)
+                   modulus=modulus, table=table)
+
+
+def table_of(owner: OwnerMap) -> bytes | None:
+    """The table whose keyed check slots the owner map records (a chain of 8-bit tables declared at encrypt:
+    :mod:`hecore.slotchecks`); None when the run has none.  The settings' schema checked its form."""
+    given = owner.settings.get("bind_table")
+    return None if given is None else bytes.fromhex(given)
 
 
 def offset_modulus_of(owner: OwnerMap, params) -> int | None:

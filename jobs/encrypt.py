@@ -116,14 +116,19 @@ def add_arguments(p) -> None:
                         "--layout packed), from a key the owner map keeps; decrypt --owner rejects as integrity an "
                         "image holding a ciphertext of another place, image or run (each passes with probability "
                         "2^-24 at most); process then runs only ops that add real constants and combine slots with "
-                        "real weights (brightness, contrast, watermark, meanfilter, conv, grey)")
+                        "real weights (brightness, contrast, watermark, meanfilter, conv, grey); with --for-op a "
+                        "chain of 8-bit tables on BFV keys: keyed check slots among the pixels (the default tile "
+                        "shrinks to leave 128 slots free at lut-16384: more ciphertexts where an image's sides are "
+                        "multiples of 128), each ciphertext of another place passing with probability "
+                        "(outputs of the table)^-checks")
     p.add_argument("--no-bind", action="store_true",
                    help="with --for-op: do not bind the ciphertexts to their places (by default a chain that is "
                         "linear in the pixels and whose results have a grid -- brightness, contrast, watermark, "
                         "meanfilter, conv, grey -- gets keyed offsets of a quarter pixel or less under the "
-                        "encryption (BFV/BGV: offsets uniform mod t), from a key the owner map keeps, and decrypt "
-                        "--owner rejects as integrity an image holding a ciphertext of another place, image or run; "
-                        "decrypt then needs the owner map)")
+                        "encryption (BFV/BGV: offsets uniform mod t; a chain of 8-bit tables on BFV, where the "
+                        "--tile leaves slots free: keyed check slots among the pixels), from a key the owner map "
+                        "keeps, and decrypt --owner rejects as integrity an image holding a ciphertext of another "
+                        "place, image or run; decrypt then needs the owner map)")
     p.add_argument("--ringers", type=float, default=0.0, metavar="P",
                    help="each image becomes, with probability P drawn in secret, a ringer: the owner map keeps it "
                         "whole and decrypt --owner compares every value of its result, whatever the chain (a DFT "
@@ -222,6 +227,7 @@ class EncryptSettings:
     bind: bool = False          # check values under the encryption (hecore.binding: --bind)
     bind_unit: float | None = None   # keyed offsets under the pixels (hecore.binding.offset_unit); None: none
     bind_modulus: int | None = None  # keyed offsets uniform mod t (BFV/BGV: hecore.binding.modular_offsets_of)
+    bind_table: bytes | None = None  # keyed check slots for this declared table chain (hecore.slotchecks)
     spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
@@ -232,6 +238,11 @@ class EncryptSettings:
     def offsets(self) -> bool:
         """Whether keyed offsets bind the run's ciphertexts (real ones under CKKS, modular under BFV/BGV)."""
         return bool(self.bind_unit or self.bind_modulus)
+
+    @property
+    def bound(self) -> bool:
+        """Whether the run's ciphertexts are bound to their places at all (and the owner map keeps a key)."""
+        return bool(self.bind or self.offsets or self.bind_table)
 
     @property
     def label(self) -> str:
@@ -248,7 +259,8 @@ class EncryptSettings:
                 "resize": args.resize, "conversions": sorted(args.convert), "max_pixels": args.max_pixels,
                 **({"bind": True} if self.bind else {}),
                 **({"bind_unit": self.bind_unit} if self.bind_unit else {}),
-                **({"bind_modulus": self.bind_modulus} if self.bind_modulus else {})}
+                **({"bind_modulus": self.bind_modulus} if self.bind_modulus else {}),
+                **({"bind_table": self.bind_table.hex()} if self.bind_table else {})}
 
 
 #: The largest --resize side (a 65536 x 65536 image is 2^32 pixels, far above any --max-pixels).
@@ -284,11 +296,12 @@ def settings_from(args, keys) -> EncryptSettings:
     store = storage(args, keys.params, layout, use_secret, chain)
     bind = bind_settings(args, keys, layout, chain)
     offsets = None if bind else offset_binding(args, keys, layout, chain, store)
+    table = None if bind or offsets else table_binding(args, keys, layout, chain, store, tile, halo)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
                            store=store, spots=spot_settings(args, keys.params.name), bind=bind,
                            bind_unit=offsets if isinstance(offsets, float) else None,
-                           bind_modulus=offsets if isinstance(offsets, int) else None,
+                           bind_modulus=offsets if isinstance(offsets, int) else None, bind_table=table,
                            spot_results=spot_results(args, keys.params.name))
 
 
@@ -296,6 +309,8 @@ def bind_settings(args, keys, layout: Layout, chain) -> bool:
     """``--bind``, checked: CKKS keys, one pixel per slot (``--layout packed``), and a declared chain (if
     any) whose ops the check values survive (:func:`hecore.binding.why_not`)."""
     if not getattr(args, "bind", False):
+        return False
+    if check_slot_chain(args, keys, layout, chain, 0):     # a chain of 8-bit tables: keyed check slots instead
         return False
     if not getattr(keys.params, "complex_slots", False) or layout != Layout.PACKED:
         raise HepixError(f"--bind puts check values in the imaginary parts of CKKS's packed layout: it needs CKKS "
@@ -328,6 +343,36 @@ def offset_binding(args, keys, layout: Layout, chain, store) -> float | int | No
     if not t or not chain[0] or why_not(chain[0]) is not None or int(t).bit_length() > MAX_MODULUS_BITS:
         return None
     return int(t)
+
+
+def check_slot_chain(args, keys, layout: Layout, chain, halo: int) -> bool:
+    """Whether keyed check slots can bind the run (:mod:`hecore.slotchecks`): a ``--for-op`` chain of 8-bit
+    tables (no match) on BFV/BGV keys, one pixel per slot, no halo."""
+    if chain is None or chain[1] is not None or layout != Layout.PACKED or halo:
+        return False
+    from hecore.ops.spec import is_table_chain
+
+    return bool(getattr(keys.params, "is_integer", False)) and is_table_chain(args.for_op)
+
+
+def table_binding(args, keys, layout: Layout, chain, store, tile: tuple[int, int], halo: int) -> bytes | None:
+    """The declared table chain's 256 outputs when keyed check slots bind every ciphertext to its place
+    (:func:`check_slot_chain`, in SEAL's bytes): by default when the tile leaves at least
+    :data:`hecore.slotchecks.MIN_CHECKS` slots free (they cost nothing there), with ``--bind`` always (the
+    default tile then shrinks to leave them: :func:`check_slot_tile`); None with ``--no-bind`` or otherwise."""
+    if (getattr(args, "no_bind", False) or not check_slot_chain(args, keys, layout, chain, halo)
+            or (store is not None and store.format != "seal")):
+        return None
+    from hecore.ops.lut import chain_of
+    from hecore.slotchecks import MIN_CHECKS, room
+
+    if room(keys.params.slots, tile) < MIN_CHECKS:
+        if getattr(args, "bind", False):
+            raise HepixError(f"--bind: a chain of 8-bit tables is bound by {MIN_CHECKS} or more keyed check slots "
+                             f"among the pixels; a {tile[0]}x{tile[1]} tile leaves {room(keys.params.slots, tile)} "
+                             f"of {keys.params.name}'s {keys.params.slots} slots: give a smaller --tile, or drop it")
+        return None
+    return bytes(int(v) for v in chain_of(args.for_op))
 
 
 def spot_settings(args, preset: str) -> tuple | None:
@@ -438,6 +483,9 @@ def tile_and_halo(args, keys, layout: Layout, chain=None) -> tuple[tuple[int, in
         try:
             tile = tile_spec or chain_tile(chain[0] if chain is not None else (),
                                              default_tile(params, halo, layout.complex_packing))
+            if tile_spec is None and getattr(args, "bind", False) and check_slot_chain(args, keys, layout, chain,
+                                                                                       halo):
+                tile = check_slot_tile(tile, params.slots)
             check_tile_fits(params, *tile, halo, layout.complex_packing)
         except ValueError as e:
             raise HepixError(str(e)) from None
@@ -448,6 +496,18 @@ def tile_and_halo(args, keys, layout: Layout, chain=None) -> tuple[tuple[int, in
         raise HepixError(f"the pixel layout (iCHEETAH) is CKKS-only; {params.name} is {params.scheme.upper()}: use "
                          "--layout packed, or keys of a CKKS preset")
     return tuple(tile_spec or parse_tile_spec(DEFAULT_TILE)), 0
+
+
+def check_slot_tile(tile: tuple[int, int], slots: int) -> tuple[int, int]:
+    """``tile`` less the rows that leave :data:`hecore.slotchecks.MIN_CHECKS` slots free for check slots (``--bind``
+    on a chain of 8-bit tables: the default tile fills every slot, so 127x128 instead of 128x128 at N = 16384,
+    128 check slots)."""
+    from hecore.slotchecks import MIN_CHECKS, room
+
+    h, w = tile
+    while h > 1 and room(slots, (h, w)) < MIN_CHECKS:
+        h -= 1
+    return h, w
 
 
 def chain_halo(params, chain) -> int:

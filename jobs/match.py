@@ -145,6 +145,10 @@ def run(args, chain) -> int:
             raise HepixError(f"{args.input} holds keyed offsets that bind it to the chain declared at encrypt: "
                              f"{match.spec} squares differences, which the offsets would enter; encrypt with "
                              "--no-bind to match")
+        if parent.options.get("bound_slots"):
+            raise HepixError(f"{args.input} holds its pixels among keyed check slots that bind it to the chain "
+                             f"declared at encrypt: {match.spec} compares pixels with the query's, slot by slot; "
+                             "encrypt with --no-bind to match")
         if parent.options.get("bound"):
             raise HepixError(f"{args.input} was encrypted with --bind: {match.spec} squares differences, which "
                              "mixes the check values under the encryption into the distances; encrypt without "

@@ -117,7 +117,15 @@ def planned_ops(run, ops) -> list:
     lacking = run.keys.lacks_for(ops, parent.layout, dict(parent.options))
     if lacking:
         raise HepixError(lacking)
-    if parent.options.get("bound"):
+    if parent.options.get("bound_slots"):
+        from hecore.ops.spec import is_table_chain
+
+        if not is_table_chain([o.spec for o in ops]):
+            raise HepixError(f"{run.args.input} holds its pixels among keyed check slots that bind it to the chain "
+                             f"of 8-bit tables declared at encrypt: {' | '.join(o.spec for o in ops)} is not such a "
+                             "chain (a window or a product would mix the slots); encrypt with --no-bind (or --for-op "
+                             "this chain) for it")
+    elif parent.options.get("bound"):
         from hecore.binding import why_not
 
         why = why_not(ops)

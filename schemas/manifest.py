@@ -27,6 +27,8 @@ FORMAT = 2
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,254}$")
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
 FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+#: A table of 256 8-bit outputs, as hex (the declared chain keyed check slots bind: hecore.slotchecks).
+TABLE_HEX = re.compile(r"^[0-9a-f]{512}$")
 JOBS = ("encrypt", "process", "decrypt", "audit")
 TABLES = ("ciphertexts", "rejects", "metrics", "distances", "predictions", "inference_metrics", "audit", "images")
 MAX_COUNT = 2**53            # counts and sizes: integers a float64 still holds exactly
@@ -313,7 +315,7 @@ SETTINGS = record({
     "compression": text(16), "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
     "conversions": listing(text(16, choices=_conversions), 8), "max_pixels": integer(1, 2**40),
     "store": store, "bind": boolean, "bind_unit": number(2.0 ** -40, 0.25, optional=True),
-    "bind_modulus": integer(3, 2**43, optional=True),
+    "bind_modulus": integer(3, 2**43, optional=True), "bind_table": text(512, TABLE_HEX, optional=True),
     "task": text(8, choices=lambda: {"01", "all"}), "samples": integer(1, 2**31), "ringers": number(0, 1)})
 OPTIONS = record({
     "tile": TILE, "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),
@@ -323,7 +325,7 @@ OPTIONS = record({
     "encryption": text(16), "compression": text(16), "max_pixels": integer(1, 2**40), "store": store,
     "encoding": text(16, choices=lambda: {"seeded", "full", "compact", "list"}),
     "images": text(optional=True), "owner": boolean, "integrity": boolean, "flood_std": number(0, 1e12),
-    "spots_only": boolean, "bound": boolean, "bound_offsets": boolean, "ringers": boolean,
+    "spots_only": boolean, "bound": boolean, "bound_offsets": boolean, "bound_slots": boolean, "ringers": boolean,
     "seed": integer(0, 2**63, optional=True),
     "match": record({"query": text(), "query_image_id": text(), "metrics": listing(text(8), 4),
                      "bound": number(0, 1e300)}),

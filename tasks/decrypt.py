@@ -116,6 +116,9 @@ def decrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
         bounds = plausible_range(rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py())  # one per run
         if {Layout.parse(v) for v in pc_unique(rb.column("layout"))} == {Layout.PIXEL}:
             yield from _decrypt_pixel_rows(ctx, rb, bounds, refused, flood_std)
+        elif binding is not None and binding.table:
+            yield from _decrypt_slot_rows(ctx, rb, bounds, refused, flood_std,
+                                          given[1] if given is not None else None, binding)
         elif binding is not None and binding.offsets:
             yield from _decrypt_offset_rows(ctx, rb, bounds, refused, flood_std,
                                             given[1] if given is not None else None, binding)
@@ -354,6 +357,26 @@ def _decrypt_offset_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
     where = "outside the chain's range" if binding.modulus else "off the chain's grid"
     yield from _checked_rows(rb, cols, rows, values, missed, [seconds[i] + share for i in rows], bounds, flood_std,
                              f"{{}} of its {th * tw} values lie {where} once its place's keyed offsets are removed")
+
+
+def _decrypt_slot_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std: float, loaded, binding):
+    """Packed rows of a run bound by keyed check slots (:meth:`hecore.binding.Binding.from_slots`): each
+    ciphertext's slots put back in its place's order, its check slots compared with the recorded table's outputs
+    on its place's check inputs; a row where any differs is an ``integrity`` error."""
+    cols, (th, tw, halo) = _bound_columns(rb)
+    slots = ctx.params.slots
+    decrypted, seconds = yield from _each_decrypted(rb, loaded, refused,
+                                                    lambda i, c: np.asarray(ctx.decrypt_slots(c, slots)))
+    rows = sorted(decrypted)
+    t = time.perf_counter()
+    block = (th + 2 * halo, tw + 2 * halo)
+    values, missed = binding.from_slots(_places(rb, cols, rows), [decrypted[i] for i in rows],
+                                        list(rb.column("ops")[0].as_py() or []), block=block)
+    share = (time.perf_counter() - t) / max(1, len(rows))
+    yield from _checked_rows(rb, cols, rows, [v[halo:halo + th, halo:halo + tw] for v in values], missed,
+                             [seconds[i] + share for i in rows], bounds, flood_std,
+                             f"{{}} of its {slots - block[0] * block[1]} check slots differ from the chain's table "
+                             "on its place's check inputs")
 
 
 def _rejected(first: dict, reason: str, detail: str, table: pa.Table) -> tuple[dict, None]:

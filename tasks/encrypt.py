@@ -38,6 +38,7 @@ class EncryptPayload:
     binding: bytes | None = field(default=None, repr=False)   # hecore.binding's key (encrypt --bind); never logged
     bind_unit: float | None = None      # keyed offsets of this size under the pixels (hecore.binding.offset_unit)
     bind_modulus: int | None = None     # keyed offsets uniform mod t under the pixels (BFV/BGV: modular_offsets_of)
+    bind_table: bytes | None = None     # keyed check slots among the pixels, for this table (hecore.slotchecks)
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -87,7 +88,7 @@ def encrypt_partition(batches: Iterator[pa.RecordBatch], *, token: str, broadcas
                   for t in tiles]
         t = time.perf_counter()
         checks = _check_values(broadcast, tiles, blocks)
-        blocks = _offset(broadcast, tiles, blocks)
+        blocks = _spread(broadcast, tiles, _offset(broadcast, tiles, blocks), params.slots)
         units = encrypt_units(layout, enc, blocks, halo, [(tile["h"], tile["w"]) for tile in tiles], checks)
         if layout.packed:       # one encryptor call for the whole batch: share its time evenly
             yield from packed_rows(meta, enc, tiles, list(units), primes, scale_bits,
@@ -108,8 +109,8 @@ def _check_values(broadcast, tiles: list[dict], blocks: list) -> list | None:
     """The binding's check values of each tile channel (``encrypt --bind``: :mod:`hecore.binding`), or None."""
     payload = getattr(broadcast, "value", broadcast)
     key = getattr(payload, "binding", None)
-    if key is None or getattr(payload, "bind_unit", None) or getattr(payload, "bind_modulus", None):   # _offset
-        return None
+    if key is None or any(getattr(payload, k, None) for k in ("bind_unit", "bind_modulus", "bind_table")):
+        return None             # bound by keyed offsets (_offset) or check slots (_spread)
     from hecore.binding import check_values
 
     return [check_values(key, t["image_id"], t["channel"], t["tile_y"], t["tile_x"], b.shape)
@@ -130,6 +131,19 @@ def _offset(broadcast, tiles: list[dict], blocks: list) -> list:
         offsets = modular_offsets_of(payload.binding, places, blocks[0].shape, modulus)
         return list(centred(offsets + np.stack(blocks).astype(np.int64), modulus))
     return list(offsets_of(payload.binding, places, blocks[0].shape, unit) + np.stack(blocks))
+
+
+def _spread(broadcast, tiles: list[dict], blocks: list, slots: int) -> list:
+    """The tile channels' blocks as full slot rows, each one's pixels in its keyed order among check slots
+    (:func:`hecore.slotchecks.spread`), or as they are when the run has none."""
+    payload = getattr(broadcast, "value", broadcast)
+    table = getattr(payload, "bind_table", None)
+    if not table:
+        return blocks
+    from hecore.slotchecks import spread
+
+    places = [(t["image_id"], t["channel"], t["tile_y"], t["tile_x"]) for t in tiles]
+    return list(spread(payload.binding, places, blocks, slots, table))
 
 
 #: Tile channels per record batch of the packed layouts' rows (one ciphertext each, ~130 KB at N=4096).

@@ -12,6 +12,7 @@ the measured rate of detection is set beside the formula's ``1 - (1 - f)^k`` for
 the lie got wrong and ``k`` sampled positions.  The honest result is checked the same way (false alarms).
 With evaluation keys that hold no relinearisation key the selector cannot be built: the row says it was refused.
 An inference is judged by its ringers instead (:func:`inference_rows`): digits whose answers the owner knows.
+A chain of 8-bit tables on packed BFV is bound by keyed check slots (:func:`slot_rows`).
 """
 from __future__ import annotations
 
@@ -209,7 +210,57 @@ def measure(trials: int = DEFAULT_TRIALS, preset_name: str = DEFAULT_PRESET) -> 
                 rows.append(row)
     rows += [dict(dropped(cluster, imgs[0], trials, seed=positions), positions=positions, sample="none")
              for positions in POSITIONS]
-    return rows + inference_rows(trials)
+    return rows + inference_rows(trials) + slot_rows(trials)
+
+
+#: The table the check slots are measured on (two outputs: the fewest any table that changes a value gives).
+SLOT_TABLE = "threshold:128"
+SLOT_PRESET = "lut-16384"
+
+
+def slot_rows(trials: int) -> list[dict]:
+    """Keyed check slots (:mod:`hecore.slotchecks`) against a tile of another place (the same image's next tile,
+    and a flat tile's twin, which holds the same pixels) and one slot changed, each judged against ``trials``
+    fresh binding keys -- so fresh slot orders and check inputs -- at lut-16384's 16,384 slots with ``--bind``'s
+    127x128 tile (128 checks).  A BFV table is exact, so the cluster's honest work on a ciphertext decrypts to
+    the table of every slot; the lies are computed on those slots (the jobs' test runs them through SEAL)."""
+    import os
+
+    from hecore.ops.lut import chain_of
+    from hecore.slotchecks import gather, spread, swap_escape
+
+    table = np.asarray(chain_of([SLOT_TABLE]), dtype=np.int64)
+    raw = bytes(int(v) for v in table)
+    slots, block = 16384, (127, 128)
+    checks = slots - block[0] * block[1]
+    img = images()[0]
+    crop = np.resize(img.pixels[..., 0], (2 * block[0], block[1]))
+    cases = [("a tile of another place (check slots)", img.name, [crop[:block[0]], crop[block[0]:]]),
+             ("a flat tile's twin swapped (check slots)", "flat 200", [np.full(block, 200)] * 2)]
+    rng = np.random.default_rng(13)
+    rows = []
+    for attack, name, blocks in cases + [("one slot changed (check slots)", img.name, None)]:
+        caught, wrong = 0, 0.0
+        t = time.perf_counter()
+        for n in range(trials):
+            key, places = os.urandom(32), [("i", 0, 0, 0), ("i", 0, 1, 0)]
+            done = table[np.rint(spread(key, places, blocks or [crop[:block[0]]] * 2, slots, raw)).astype(np.int64)]
+            if blocks is None:
+                row = done[0].copy()
+                where = int(rng.integers(slots))
+                row[where] = 255 - row[where]
+            else:
+                row = done[1]
+            values, (missed,) = gather(key, places[:1], [row], block, raw, table)
+            truth = table[np.asarray((blocks or [crop[:block[0]]])[0])]
+            wrong += np.count_nonzero(values[0] != truth) / values[0].size
+            caught += missed > 0
+        rows.append({"attack": attack, "preset": SLOT_PRESET, "chain": SLOT_TABLE, "image": name, "refused": None,
+                     "sample": "slots", "positions": checks, "trials": trials, "wrong_fraction": wrong / trials,
+                     "formula": checks / slots if blocks is None else 1.0 - swap_escape(raw, checks),
+                     "detected": caught / trials, "checked_positions": float(checks),
+                     "check_ms": 1e3 * (time.perf_counter() - t) / trials})
+    return rows
 
 
 #: The inference the ringers are measured on: the paper's task, logistic regression on exact integers.

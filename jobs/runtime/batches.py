@@ -237,8 +237,8 @@ class EncryptRun:
             keys=s.keys.for_encryption(use_secret=s.use_secret), layout=s.layout, strategy=strategy.name,
             strategy_state=strategy.state() if strategy.name != "fresh" else None,
             allow_leaky=self.args.allow_leaky, use_secret=s.use_secret, compression=s.compression, store=s.store,
-            binding=self.owner.binding_key(create=True) if s.bind or s.offsets else None, bind_unit=s.bind_unit,
-            bind_modulus=s.bind_modulus))
+            binding=self.owner.binding_key(create=True) if s.bound else None, bind_unit=s.bind_unit,
+            bind_modulus=s.bind_modulus, bind_table=s.bind_table))
         self.token = f"{self.run_id}/{self.broadcast._jbroadcast.id()}"
 
     def _encrypt(self, ok, n_units: int, staged: str) -> list[dict] | None:
@@ -353,8 +353,9 @@ class EncryptRun:
                      **self.strategy.options(), "settings": self.settings,
                      **s.keys.encryption_options(use_secret=s.use_secret, compression=s.compression),
                      **({"store": s.store.to_json()} if s.store is not None else {}),
-                     **({"bound": True} if s.bind or s.offsets else {}),
-                     **({"bound_offsets": True} if s.offsets else {})},
+                     **({"bound": True} if s.bound else {}),
+                     **({"bound_offsets": True} if s.offsets else {}),
+                     **({"bound_slots": True} if s.bind_table else {})},
             counts=self.counts, timings=self.timings, workers=worker_report(self.rebuilds, self.tasks),
             versions=runinfo.versions(), spark=spark_info(self.spark), files=self.files,
             checksums=table_checksums(self.files), runs=self.runs)
