@@ -131,6 +131,7 @@ def decrypt(args) -> int:
     """``hepix decrypt``: the key owner's job, for whichever kind of run the input is."""
     from . import decrypt as decrypt_job
     from . import infer, match
+    from .runtime.decryptinput import check_expected_ops
     from .runtime.inferringers import DIGITS
     from .runtime.runs import open_run
 
@@ -149,6 +150,7 @@ def decrypt(args) -> int:
         if args.spots_only and kind != IMAGES:
             raise HepixError(f"--spots-only: {args.input} holds {kind}, which no spot sample checks (spot checks "
                              "compare images); decrypt it without --spots-only")
+        check_expected_ops(run)         # every kind of run: the chain, the match or the model asked for
         runner = {IMAGES: decrypt_job.run, DISTANCES: match.decrypt, SCORES: infer.decrypt}[kind]
         return runner(run)
 

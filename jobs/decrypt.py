@@ -42,7 +42,7 @@ from tasks.decrypt import assemble_group, decrypt_partition
 from tasks.metrics import SCORED, assemble_and_score, metrics_partition
 
 from .runtime.console import table
-from .runtime.decryptinput import check_expected_ops, decode_options, expectation, owner_spots, sheet_ids, spot_checked
+from .runtime.decryptinput import decode_options, expectation, owner_spots, sheet_ids, spot_checked
 from .runtime.frames import driver_frame
 from .runtime.inputcheck import reject_row
 from .runtime.owner import OwnerMap
@@ -92,7 +92,8 @@ def add_arguments(p) -> None:
                         "no image quality (`hepix verify --owner` runs it)")
     p.add_argument("--expect-ops", action="append", metavar="SPEC",
                    help="the op chain the cluster was asked to run (repeat per op, in order; --expect-ops '' for "
-                        "none): decrypt refuses an input run that records another")
+                        "none; a match's or an inference's one op, infer:MODEL[,task=T]): decrypt refuses an input "
+                        "run that records another, before decrypting anything")
     add_spark_arguments(p)
     add_trust_argument(p)
     add_reject_arguments(p)
@@ -404,7 +405,6 @@ def run(run) -> int:
     (:func:`through_spark`)."""
     from .imagedecrypt import by_image
 
-    check_expected_ops(run)
     if run.args.no_integrity:
         log.warning("decrypt --no-integrity: the results are not spot-checked against the owner's samples")
     run.binding = binding_of(run, run.owner)

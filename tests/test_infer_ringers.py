@@ -242,3 +242,21 @@ def test_an_owner_map_of_the_other_kind_of_run_is_refused_in_one_line(bfv_run, t
     assert _decrypt(root, tmp_path / "enc", tmp_path / "b", "--owner", str(root / "enc.owner")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is the owner map of encrypted digits" in err[0] and "holds images" in err[0]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.seconds(20)
+def test_expect_ops_refuses_an_inference_run_of_another_model_before_decrypting(bfv_run, tmp_path, capsys):
+    """The ringers are compared with the model the run records: a cluster that ran another model and recorded it
+    passes them, so the owner names the model it asked for and decrypt refuses any other."""
+    root = bfv_run
+    capsys.readouterr()
+    assert _decrypt(root, root / "proc", tmp_path / "a", "--owner", str(root / "enc.owner"),
+                    "--expect-ops", "infer:tinycnn") == 2
+    err = capsys.readouterr().err
+    assert "--expect-ops infer:tinycnn" in err and "records the ops infer:logreg" in err
+    assert not (tmp_path / "a" / "predictions").exists()
+    assert _decrypt(root, root / "proc", tmp_path / "b", "--owner", str(root / "enc.owner"),
+                    "--expect-ops", "infer:LogReg,task=01") == 0          # the same model, spelt otherwise
+    assert len(_rows(tmp_path / "b" / "predictions")) > 0

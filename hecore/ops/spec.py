@@ -445,6 +445,8 @@ def op_chain_text(specs: Sequence[str], preset) -> list[str]:
     """A chain's ops as runs record them (each op's own spelling, ``brightness:20.0`` as ``brightness:20``);
     empty specs left out."""
     specs = [s for s in specs if s]
+    if any(run_kind(s) == "infer" for s in specs):       # a model: its own spelling (infer:logreg,task=01)
+        return [parse_chain(specs).infer.spec]
     if _exact_bytes(specs, preset):
         return [op.spec for op in recorded_chain(specs, preset)]
     ops, match = ops_and_match(specs)

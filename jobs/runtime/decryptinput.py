@@ -54,7 +54,8 @@ def owner_spots(run, owner: OwnerMap | None, ids):
 
 def check_expected_ops(run) -> None:
     """``--expect-ops``: the chain the owner asked the cluster for must be the one the input run records (the
-    spot checks compare each image with the recorded chain)."""
+    spot checks compare each image with the recorded chain, the ringers each score with the recorded model),
+    whatever the run holds: images, distances or scores."""
     wanted = getattr(run.args, "expect_ops", None)
     if wanted is None:
         return
@@ -65,7 +66,12 @@ def check_expected_ops(run) -> None:
         wanted_text = op_chain_text(wanted, run.parent.preset)
     except ValueError as e:
         raise HepixError(f"--expect-ops: {e}") from None
-    if wanted_text != op_chain_text(recorded, run.parent.preset):
+    try:
+        recorded_text = op_chain_text(recorded, run.parent.preset)
+    except ValueError as e:
+        raise HepixError(f"--expect-ops: the input run records ops that do not parse ({e}); it is not the run "
+                         "asked for (nothing was decrypted)") from None
+    if wanted_text != recorded_text:
         raise HepixError(f"--expect-ops {'|'.join(wanted) or '(none)'}: the input run records the ops "
                          f"{'|'.join(recorded) or '(none)'}; it is not the run asked for (nothing was decrypted)")
 
