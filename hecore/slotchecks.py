@@ -31,8 +31,6 @@ import numpy as np
 #: The fewest check slots a ciphertext gets: a two-valued table's swapped ciphertext passes them all with
 #: probability 2^-24 at most.
 MIN_CHECKS = 24
-#: Bytes of a table (one output per 8-bit input).
-TABLE_BYTES = 256
 
 
 def _words(key: bytes, count: int, *place) -> np.ndarray:
@@ -49,23 +47,24 @@ def room(slots: int, block: tuple[int, int]) -> int:
 def slot_order(key: bytes, place: tuple, slots: int) -> np.ndarray:
     """The keyed order of one ciphertext's slots (a permutation of ``0..slots-1``): the block's pixels, row-major,
     go to its first slots, the check inputs to the rest."""
-    keys = (_words(key, slots, "slot-order", *place) << 32) | np.arange(slots)   # distinct: any sort gives one order
+    words = _words(key, slots, "slot-order", *place).astype(np.uint64)
+    keys = (words << np.uint64(32)) | np.arange(slots, dtype=np.uint64)   # distinct: any sort gives one order
     return np.argsort(keys)
 
 
-def check_table(table) -> np.ndarray:
-    """``table`` (256 values in 0..255) as int64, or a ValueError."""
-    t = np.frombuffer(table, dtype=np.uint8) if isinstance(table, bytes | bytearray) else np.asarray(table)
-    if t.shape != (TABLE_BYTES,) or t.min() < 0 or t.max() > 255:
-        raise ValueError(f"a table has {TABLE_BYTES} outputs in 0..255, not {t.shape} values")
-    return t.astype(np.int64)
+def as_table(table) -> np.ndarray:
+    """``table`` -- 256 bytes, as the owner map keeps it, or 256 integers -- as int64 outputs in 0..255, or a
+    ValueError (:func:`hecore.ops.lut.check_table`)."""
+    from hecore.ops.lut import check_table
+
+    return check_table(np.frombuffer(table, dtype=np.uint8) if isinstance(table, bytes | bytearray) else table)
 
 
 def check_inputs(key: bytes, place: tuple, count: int, table) -> np.ndarray:
     """The ``count`` check inputs (int64, 0..255) of one ciphertext: for each, an output drawn uniformly among the
     values ``table`` gives, then an input drawn uniformly among those giving it (two keyed words each; a bias
     below 2^-24)."""
-    t = check_table(table)
+    t = as_table(table)
     outputs = np.unique(t)
     words = _words(key, 2 * count, "check-inputs", *place).reshape(count, 2)
     chosen = outputs[words[:, 0] % len(outputs)]
@@ -101,7 +100,7 @@ def gather(key: bytes, places: Sequence[tuple], rows: Sequence[np.ndarray], bloc
     table, every check counted) applied to the check inputs the ``declared`` table (the one encrypt drew them
     for) gives."""
     n = block[0] * block[1]
-    want_table = None if recorded is None else check_table(recorded)
+    want_table = None if recorded is None else as_table(recorded)
     values, missed = [], []
     for place, row in zip(places, rows):
         row = np.asarray(row)
@@ -123,4 +122,4 @@ def gather(key: bytes, places: Sequence[tuple], rows: Sequence[np.ndarray], bloc
 def swap_escape(table, checks: int) -> float:
     """The probability that a ciphertext of another place passes ``checks`` check slots of ``table``:
     ``outputs^-checks``."""
-    return float(len(np.unique(check_table(table)))) ** -checks
+    return float(len(np.unique(as_table(table)))) ** -checks
