@@ -339,7 +339,8 @@ def binding_of(run, owner: OwnerMap | None):
            else None)
     if key is None:
         if unit is not None or modulus is not None or table is not None:
-            raise HepixError(f"the owner map {owner.directory} records keyed offsets but holds no binding key "
+            raise HepixError(f"the owner map {owner.directory} records keyed "
+                             f"{'check slots' if table is not None else 'offsets'} but holds no binding key "
                              f"({owner.directory}/binding.key): the run cannot be decrypted exactly without it")
         return None
     return Binding(key, {i: k.image_channels for i, k in owner.images().items()}, unit=unit, check=checked,

@@ -235,29 +235,31 @@ def slot_rows(trials: int) -> list[dict]:
     checks = slots - block[0] * block[1]
     img = images()[0]
     crop = np.resize(img.pixels[..., 0], (2 * block[0], block[1]))
-    cases = [("a tile of another place (check slots)", img.name, [crop[:block[0]], crop[block[0]:]]),
-             ("a flat tile's twin swapped (check slots)", "flat 200", [np.full(block, 200)] * 2)]
+    tile, flat = [crop[:block[0]], crop[block[0]:]], [np.full(block, 200)] * 2
+    # (attack, image, the two places' blocks, whether one slot of the first is changed instead of a swap)
+    cases = [("a tile of another place (check slots)", img.name, tile, False),
+             ("a flat tile's twin swapped (check slots)", "flat 200", flat, False),
+             ("one slot changed (check slots)", img.name, tile, True)]
     rng = np.random.default_rng(13)
     rows = []
-    for attack, name, blocks in cases + [("one slot changed (check slots)", img.name, None)]:
+    for attack, name, blocks, changed in cases:
+        truth = table[np.asarray(blocks[0])]
         caught, wrong = 0, 0.0
         t = time.perf_counter()
         for n in range(trials):
             key, places = os.urandom(32), [("i", 0, 0, 0), ("i", 0, 1, 0)]
-            done = table[np.rint(spread(key, places, blocks or [crop[:block[0]]] * 2, slots, raw)).astype(np.int64)]
-            if blocks is None:
-                row = done[0].copy()
+            if changed:
+                row = table[np.rint(spread(key, places[:1], blocks[:1], slots, raw)[0]).astype(np.int64)]
                 where = int(rng.integers(slots))
                 row[where] = 255 - row[where]
             else:
-                row = done[1]
+                row = table[np.rint(spread(key, places, blocks, slots, raw)[1]).astype(np.int64)]
             values, (missed,) = gather(key, places[:1], [row], block, raw, table)
-            truth = table[np.asarray((blocks or [crop[:block[0]]])[0])]
             wrong += np.count_nonzero(values[0] != truth) / values[0].size
             caught += missed > 0
         rows.append({"attack": attack, "preset": SLOT_PRESET, "chain": SLOT_TABLE, "image": name, "refused": None,
                      "sample": "slots", "positions": checks, "trials": trials, "wrong_fraction": wrong / trials,
-                     "formula": checks / slots if blocks is None else 1.0 - swap_escape(raw, checks),
+                     "formula": checks / slots if changed else 1.0 - swap_escape(raw, checks),
                      "detected": caught / trials, "checked_positions": float(checks),
                      "check_ms": 1e3 * (time.perf_counter() - t) / trials})
     return rows
