@@ -326,13 +326,14 @@ def bind_settings(args, keys, layout: Layout, chain) -> bool:
 
 def offset_binding(args, keys, layout: Layout, chain, store) -> float | int | None:
     """The keyed offsets that bind every ciphertext to its place by default, for a chain declared with
-    ``--for-op`` whose ops are linear in the pixels, on a packed layout in SEAL's bytes (the compact store spends
-    the grid's margin on dropped bits): under CKKS their size u (a float, :func:`hecore.binding.offset_unit`; the
-    chain's results must have a grid), under BFV/BGV the plaintext modulus t they are drawn mod (an int,
-    :func:`hecore.binding.modular_offsets_of`); None with ``--no-bind`` or where they do not apply."""
+    ``--for-op`` whose ops are linear in the pixels, on a packed layout, in SEAL's bytes or the compact store
+    (whose dropped bits the planner keeps within half of the check's margin off the grid: :func:`compact_fits`):
+    under CKKS their size u (a float, :func:`hecore.binding.offset_unit`; the chain's results must have a grid),
+    under BFV/BGV the plaintext modulus t they are drawn mod (an int, :func:`hecore.binding.modular_offsets_of`);
+    None with ``--no-bind`` or where they do not apply."""
     if getattr(args, "no_bind", False) or chain is None or chain[1] is not None or not layout.packed:
         return None
-    if store is not None and store.format != "seal":
+    if store is not None and store.format != "seal" and not compact_fits(store):
         return None
     from hecore.binding import MAX_MODULUS_BITS, offset_unit, why_not
 
@@ -343,6 +344,17 @@ def offset_binding(args, keys, layout: Layout, chain, store) -> float | int | No
     if not t or not chain[0] or why_not(chain[0]) is not None or int(t).bit_length() > MAX_MODULUS_BITS:
         return None
     return int(t)
+
+
+def compact_fits(store) -> bool:
+    """Whether the compact store's rounding error (:attr:`hecore.seal.atrest.AtRest.error_bound`, exceeded with
+    probability 2^-40 per value; none where levels are left and nothing is dropped) leaves the keyed offsets'
+    check its margin: at most half of :data:`hecore.binding.OFF_GRID` of a grid step (the tolerance is half a
+    step), so that an honest result stays well inside the quarter step the check allows and a misplaced one,
+    half a step off, well outside."""
+    from hecore.binding import OFF_GRID
+
+    return store.error_bound == 0 or (store.tolerance > 0 and store.error_bound <= OFF_GRID * store.tolerance)
 
 
 def check_slot_chain(args, keys, layout: Layout, chain, halo: int) -> bool:

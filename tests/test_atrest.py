@@ -372,7 +372,8 @@ def _process_decrypt(root, src, main, enc, ops):
         argv += ["--op", op]
     assert main(argv + SPARK) == 0
     assert main(["decrypt", "--keys", str(root / "keys"), "--input", str(root / f"{enc}-proc"),
-                 "--out", str(root / f"{enc}-dec"), "--images", str(src)] + SPARK) == 0
+                 "--out", str(root / f"{enc}-dec"), "--images", str(src), "--owner", str(root / f"{enc}.owner")]
+                + SPARK) == 0
     return ds.dataset(root / f"{enc}-dec" / "metrics").to_table().to_pylist()
 
 
