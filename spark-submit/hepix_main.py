@@ -15,7 +15,20 @@ import traceback
 _PACKAGES = ("jobs", "hecore", "schemas", "tasks")
 
 
+def _installed_pyspark_first():
+    """spark-submit puts its own pyspark.zip and py4j's zip first on this driver's path (and Spark's core jar);
+    where they are the ones inside the installed pyspark (this machine's virtualenv), take them off, so that
+    pyspark is imported compiled from the package rather than compiled afresh from the zip's sources
+    (jobs.runtime.pydaemon)."""
+    try:
+        from jobs.runtime.pydaemon import forget_entries, installed_spark_jars, prefer_installed_pyspark
+    except ImportError:
+        return
+    forget_entries(prefer_installed_pyspark() + installed_spark_jars())
+
+
 def _load_main():
+    _installed_pyspark_first()
     try:
         from jobs.cli import main
     except ModuleNotFoundError as e:

@@ -109,3 +109,38 @@ def test_the_daemon_prefers_the_installed_pyspark_to_its_own_zips_only(tmp_path,
     # no installed pyspark: nothing moves
     monkeypatch.setattr(sys, "path", [*own, other])
     assert pydaemon.prefer_installed_pyspark() == [] and sys.path == [*own, other]
+
+
+def test_the_daemon_forgets_the_installed_pyspark_s_zips_and_jars_and_their_importers(tmp_path, monkeypatch):
+    site, elsewhere = tmp_path / "site", tmp_path / "spark" / "jars"
+    lib, jars = site / "pyspark" / "python" / "lib", site / "pyspark" / "jars"
+    for d in (lib, jars, elsewhere):
+        d.mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    core, other = str(jars / "spark-core_2.13-4.3.0.jar"), str(elsewhere / "spark-core_2.13-4.3.0.jar")
+    zip_ = str(lib / "pyspark.zip")
+    monkeypatch.setattr(sys, "path", [zip_, core, other, str(site)])
+    assert pydaemon.installed_spark_jars() == [core]          # a jar of another Spark is not the installed one's
+    cache = {zip_: object(), core: object(), core + os.sep + "org": object(), other: object(), str(site): object()}
+    monkeypatch.setattr(sys, "path_importer_cache", dict(cache))
+    pydaemon.forget_entries(pydaemon.prefer_installed_pyspark() + pydaemon.installed_spark_jars())
+    assert sys.path == [other, str(site)]
+    assert set(sys.path_importer_cache) == {other, str(site)}
+
+
+@pytest.mark.spark
+def test_a_local_worker_s_path_holds_no_archive_to_read_again_when_it_adds_the_application_s_files():
+    def _archives(batches):
+        """In a Python worker: the zips and jars its imports would search, and those its importers hold."""
+        entries = [e for e in sys.path if e.endswith((".zip", ".jar")) and os.path.exists(e)]
+        held = sorted({k for k, v in sys.path_importer_cache.items() if type(v).__name__ == "zipimporter"})
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"entries": [entries], "held": [held]})
+
+    with plain_session("test", "local[2]", None) as spark:
+        rows = spark.range(2, numPartitions=2).mapInArrow(_archives, "entries array<string>, held array<string>") \
+            .collect()
+    assert len(rows) == 2
+    for r in rows:
+        assert r["entries"] == [] and r["held"] == [], r

@@ -32,7 +32,13 @@ only, so every daemon compiled pyspark's modules afresh: 1.6 s of a core for the
 of 0.6 s.  When those zips are the ones inside the pyspark package this interpreter has installed --
 the same files, whose compiled modules sit beside them -- :func:`prefer_installed_pyspark` moves them to
 the end of the path, so that the installed package, compiled once, is what the daemon and its workers
-import.  Zips from anywhere else (a cluster's Spark) are left where they are.
+import.  Zips from anywhere else (a cluster's Spark) are left where they are.  Moved there, they still cost
+every worker: PySpark's worker calls ``importlib.invalidate_caches()`` when it puts the application's files
+directory on its path, and a zip's importer answers that by reading its archive's whole directory again --
+Spark's core jar too, which Spark also puts on the path and which holds no Python (6,000 entries: 60-100 ms of
+a core in every new worker).  Measured with py-spy over ``make test``: 120 s of the local workers' CPU in those
+re-reads.  So the daemon drops those zips and the installed pyspark's jars from the path, and their importers
+with them (:func:`forget_entries`): the installed package holds the same modules.
 """
 from __future__ import annotations
 
@@ -76,6 +82,26 @@ def prefer_installed_pyspark() -> list[str]:
     return moved
 
 
+def installed_spark_jars() -> list[str]:
+    """The entries of ``sys.path`` that are jars of the installed pyspark (``<installed pyspark>/jars/``): Spark
+    puts its core jar on the workers' path, and it holds Java classes only."""
+    installed = _package_dir("pyspark", [e for e in sys.path if e and os.path.isdir(e)])
+    if installed is None:
+        return []
+    own = os.path.join(installed, "jars") + os.sep
+    return [e for e in sys.path if e.endswith(".jar") and os.path.realpath(e).startswith(own)]
+
+
+def forget_entries(entries: list[str]) -> None:
+    """Take ``entries`` off ``sys.path`` and drop their importers, so that no import searches them and
+    ``importlib.invalidate_caches()`` has nothing of theirs to read again."""
+    gone = set(entries)
+    sys.path[:] = [e for e in sys.path if e not in gone]
+    for entry in list(sys.path_importer_cache):     # the entries', and those of folders inside them
+        if entry in gone or any(entry.startswith(g + os.sep) for g in gone):
+            del sys.path_importer_cache[entry]
+
+
 def preload() -> None:
     for name in PRELOAD:
         try:
@@ -91,7 +117,7 @@ def preload() -> None:
 
 
 if __name__ == "__main__":
-    prefer_installed_pyspark()
+    forget_entries(prefer_installed_pyspark() + installed_spark_jars())
     from jobs.runtime import forkserver
 
     if not forkserver.handed_over():        # a warm copy of this process's first daemon forked the daemon
