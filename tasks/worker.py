@@ -30,6 +30,20 @@ def worker_state(token: str, broadcast, build: Callable[[object], object], rebui
     return state
 
 
+class ListAccumulator:
+    """Accumulates lists by concatenation: what the workers report to the driver (pids, cache rebuilds).
+    Spark's ``AccumulatorParam`` in all but the name (``zero`` and ``addInPlace`` are all an accumulator
+    calls), so that this package needs no pyspark; it lives here, beside the workers' state, because every
+    worker that adds to an accumulator unpickles it -- from :mod:`jobs`, it imported the driver's modules."""
+
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, a, b):
+        a.extend(b)
+        return a
+
+
 #: ``KIND:DIR`` -- make ONE task of the job fail: ``raise`` an exception before the task's first
 #: output, or ``kill`` its Python worker with SIGKILL after the first output (a half-written
 #: file).  ``DIR`` (shared by all workers, so local and local-cluster masters only) receives a

@@ -33,11 +33,12 @@ from tasks.encrypt import EncryptPayload, encrypt_partition, encrypt_to_files
 from tasks.files import keep_reported
 from tasks.rowchecks import expected_rows
 from tasks.rows import RowMeta
+from tasks.worker import ListAccumulator
 
 from . import runinfo
 from .frames import driver_frame
 from .owner import OwnerMap, encrypted_before
-from .runs import ListAccumulator, worker_report
+from .runs import worker_report
 from .session import spark_info
 from .sources import read_image_list
 from .sparktask import task_attempt

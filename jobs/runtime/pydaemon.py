@@ -56,7 +56,14 @@ PRELOAD = ("pyspark.worker", "tasks.checksums", "tasks.contactsheet", "tasks.dec
            "pandas",
            # what some workers import when their first task needs it: the byte-level ops (numba's kernels) and
            # the quality metrics' SSIM (scikit-image, SciPy)
-           "hecore.ops.pixel", "skimage.metrics._structural_similarity")
+           "hecore.ops.pixel", "skimage.metrics._structural_similarity",
+           # and what py-spy over `make test` still found the workers importing on their first task: Parquet and
+           # the file systems (reading splits, writing tables), the layouts, the row checks, the stored formats,
+           # the tables and the integrity checks, and the image formats Pillow opens first (its preinit)
+           "pyarrow.parquet", "pyarrow.fs", "pyarrow.pandas_compat", "hecore.layouts.tiling",
+           "hecore.layouts.packed", "hecore.seal.checks", "hecore.seal.atrest", "hecore.integrity",
+           "hecore.ops.lut", "tasks.hops", "PIL.BmpImagePlugin", "PIL.GifImagePlugin", "PIL.JpegImagePlugin",
+           "PIL.PpmImagePlugin", "PIL.PngImagePlugin")
 
 
 def _package_dir(name: str, entries: list[str]) -> str | None:

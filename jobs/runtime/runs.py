@@ -19,12 +19,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.accumulators import AccumulatorParam
-
 from hecore.errors import HepixError, KeyDirectoryError
 from hecore.schemes import SECRET_FILES
 from hecore.seal.keys import check_fingerprint
 from schemas.manifest import RunManifest
+from tasks.worker import ListAccumulator
 
 from . import runinfo
 from .frames import driver_frame
@@ -49,17 +48,6 @@ def add_reject_arguments(p) -> None:
 def exit_status(args, rejected: int) -> int:
     """0, or 1 when rows or images were rejected and ``--fail-on-rejects`` asks for it."""
     return 1 if rejected and getattr(args, "fail_on_rejects", False) else 0
-
-
-class ListAccumulator(AccumulatorParam):
-    """Accumulates lists by concatenation (worker events: pids, cache rebuilds)."""
-
-    def zero(self, value):
-        return []
-
-    def addInPlace(self, a, b):
-        a.extend(b)
-        return a
 
 
 def worker_report(rebuilds, tasks) -> dict:
