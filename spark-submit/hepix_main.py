@@ -21,10 +21,10 @@ def _installed_pyspark_first():
     pyspark is imported compiled from the package rather than compiled afresh from the zip's sources
     (jobs.runtime.pydaemon)."""
     try:
-        from jobs.runtime.pydaemon import forget_entries, installed_spark_jars, prefer_installed_pyspark
+        from jobs.runtime.pydaemon import forget_installed_archives
     except ImportError:
         return
-    forget_entries(prefer_installed_pyspark() + installed_spark_jars())
+    forget_installed_archives()
 
 
 def _load_main():

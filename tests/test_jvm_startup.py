@@ -123,7 +123,7 @@ def test_the_daemon_forgets_the_installed_pyspark_s_zips_and_jars_and_their_impo
     assert pydaemon.installed_spark_jars() == [core]          # a jar of another Spark is not the installed one's
     cache = {zip_: object(), core: object(), core + os.sep + "org": object(), other: object(), str(site): object()}
     monkeypatch.setattr(sys, "path_importer_cache", dict(cache))
-    pydaemon.forget_entries(pydaemon.prefer_installed_pyspark() + pydaemon.installed_spark_jars())
+    pydaemon.forget_installed_archives()
     assert sys.path == [other, str(site)]
     assert set(sys.path_importer_cache) == {other, str(site)}
 

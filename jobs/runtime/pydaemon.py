@@ -109,6 +109,14 @@ def forget_entries(entries: list[str]) -> None:
             del sys.path_importer_cache[entry]
 
 
+def forget_installed_archives() -> list[str]:
+    """The installed pyspark's own zips and jars off ``sys.path``, their importers dropped (what the daemon and
+    spark-submit's driver, ``spark-submit/hepix_main.py``, do first); return the entries forgotten."""
+    entries = prefer_installed_pyspark() + installed_spark_jars()
+    forget_entries(entries)
+    return entries
+
+
 def preload() -> None:
     for name in PRELOAD:
         try:
@@ -124,7 +132,7 @@ def preload() -> None:
 
 
 if __name__ == "__main__":
-    forget_entries(prefer_installed_pyspark() + installed_spark_jars())
+    forget_installed_archives()
     from jobs.runtime import forkserver
 
     if not forkserver.handed_over():        # a warm copy of this process's first daemon forked the daemon
