@@ -135,3 +135,27 @@ def test_a_secret_session_keeps_its_authentication_secret_off_the_jvm_command_li
     assert seen["secret"] not in seen["cmdline"] and "spark.authenticate.secret" not in seen["cmdline"]
     # the JVM was started with the session's other settings, as before
     assert "spark.authenticate=true" in seen["cmdline"] and "spark.io.encryption.enabled=true" in seen["cmdline"]
+
+
+#: Run in a new Python process: a secret session starts the driver JVM, then a plain session on a local-cluster
+#: master (which, unlike local[N], makes no authentication secret of its own) runs a job in the same JVM.
+AFTER_SECRET_PROBE = """
+import json
+from jobs.runtime.session import plain_session, secret_session
+with secret_session("first", "local[1]", None, trusted=False) as spark:
+    spark.range(3).count()
+with plain_session("next", "local-cluster[1,1,1024]", None) as spark:
+    conf = spark.sparkContext.getConf()
+    print(json.dumps({"auth": conf.get("spark.authenticate", "false"), "dir": conf.get("spark.local.dir", ""),
+                      "count": spark.range(0, 10, numPartitions=2).count()}))
+"""
+
+
+@pytest.mark.spark
+def test_a_plain_session_after_a_secret_one_in_the_same_jvm_inherits_none_of_its_settings():
+    env = {k: v for k, v in os.environ.items() if k != "HEPIX_KEEP_SESSION"}
+    done = subprocess.run([sys.executable, "-c", AFTER_SECRET_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"auth": "false", "dir": "", "count": 10}

@@ -326,6 +326,12 @@ def _launch_without_secrets(app: str, master: str, settings: dict[str, str]) -> 
     conf.setAll([(k, v) for k, v in settings.items() if k not in OFF_THE_COMMAND_LINE])
     conf.setMaster(master).setAppName(f"hepix-{app}")
     SparkContext._ensure_initialized(conf=conf)
+    # spark-submit made each of them a system property of the JVM, which every later SparkConf of this process
+    # loads as a default: a later session would start with this one's authentication on and no secret (which a
+    # local-cluster master refuses) and its private directory, removed.  This session sets them itself.
+    system = SparkContext._jvm.java.lang.System
+    for key in settings:
+        system.clearProperty(key)
 
 
 def spark_info(spark) -> dict:
