@@ -8,7 +8,7 @@ encodes the footer's Thrift).  No Spark here.
 from __future__ import annotations
 
 import os
-import resource
+import select
 import shutil
 import subprocess
 import sys
@@ -184,17 +184,69 @@ def test_any_number_rewritten_in_a_footer_is_refused_or_read_within_bounds(tmp_p
     assert read_in_a_child(path) == 0
 
 
+#: The child that reads files for :func:`read_in_a_child`: pyarrow imported once (0.6 s of a core a start), then
+#: for each path on its standard input a fork of it reads the file under the address-space limit and leaves with
+#: the status a fresh interpreter would (0: read or refused cleanly; 3: out of memory; 1: any other exception;
+#: a signal: its negative number), which the child prints back.
+READER = """\
+import os, resource, sys, traceback
+limit = int(sys.argv[1])
+import pyarrow as pa, pyarrow.parquet as pq
+for line in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            pq.read_table(line.rstrip("\\n"))
+        except MemoryError:
+            code = 3
+        except (pa.ArrowException, OSError, ValueError):
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+READ_LIMIT = 2 * 2**30
+
+
+class Reader:
+    """One child process, started on first use, that reads files under :data:`READ_LIMIT` (:data:`READER`)."""
+
+    def __init__(self):
+        self.proc = None
+
+    def __call__(self, path: Path) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, "-c", READER, str(READ_LIMIT)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        assert ready, f"reading {path} took more than 120 s"
+        return int(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+
+
+_reader = Reader()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_the_reader():
+    yield
+    _reader.close()
+
+
 def read_in_a_child(path: Path) -> int:
     """Read ``path`` whole with pyarrow in a child process under a 2 GiB address-space limit: its exit code
     (0, or 1 for a clean refusal; a signal or a memory error means the check let a lie through)."""
-    code = ("import sys, pyarrow as pa, pyarrow.parquet as pq\n"
-            "try:\n    pq.read_table(sys.argv[1])\nexcept MemoryError:\n    sys.exit(3)\n"
-            "except (pa.ArrowException, OSError, ValueError):\n    sys.exit(0)\n")
-    return subprocess.run([sys.executable, "-c", code, str(path)], preexec_fn=_limit, timeout=120).returncode
-
-
-def _limit() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+    return _reader(path)
 
 
 def test_the_thrift_helpers_rewrite_a_footer_byte_for_byte(good):
