@@ -284,6 +284,7 @@ def decrypt(run) -> int:
                  if ringers.checked and images else "")
         print(f"ringers: {ringers.checked} images' distances compared with the owner's copies, "
               f"{len(ringers.wrong)} wrong (integrity)" + (f"; {ringers.why_not}" if ringers.why_not else share))
+    args.ringers_compared = ringers.checked if ringers is not None else 0  # what `hepix verify --owner` accepts on
     return exit_status(args, len(rejects))
 
 

@@ -20,7 +20,9 @@ the exit status is 1 when anything is wrong, 0 when the table is whole.
 With ``--owner`` (and the owner's ``--keys``), verify then runs the owner's spot checks alone: ``hepix decrypt
 --spots-only`` into a temporary directory (removed after), which decrypts only the ciphertexts holding values
 the checks compare.  A run whose every image passes can be accepted before a full decrypt; the exit status
-is 1 when an image fails, is rejected, or has nothing to check.
+is 1 when an image fails, is rejected, or has nothing to check.  A match or an inference run is checked by its
+ringers, which compare whole results: the run is decrypted into the temporary directory, and the exit status
+is 1 unless every ringer agrees, at least one was compared, and nothing was rejected.
 """
 from __future__ import annotations
 
@@ -57,7 +59,8 @@ def add_arguments(p) -> None:
     p.add_argument("--rejects", metavar="DIR", help="also write the problems found as a rejects table here")
     p.add_argument("--show", type=int, default=20, help="problems to print (default %(default)s)")
     p.add_argument("--owner", metavar="DIR", help="the owner map encrypt wrote: also run the owner's spot checks, "
-                   "decrypting only the ciphertexts they read (needs --keys; `hepix decrypt --spots-only`)")
+                   "decrypting only the ciphertexts they read (needs --keys; `hepix decrypt --spots-only`); of a "
+                   "match or an inference run, its ringers, decrypting its results in a temporary directory")
     p.add_argument("--keys", help="with --owner: the owner's key directory, with the secret key")
     add_spark_arguments(p)
 
@@ -67,18 +70,26 @@ def problem(run_id: str, source: str, reason: str, detail: str, **key) -> dict:
             "bytes": key.pop("bytes", None), **{k: key.get(k) for k in KEY}}
 
 
+def table_schema(job: str, table: str):
+    """The schema of ``table`` as ``job`` writes it (None for a table hepix does not describe): a match's
+    ``process`` writes its distances encrypted, ``decrypt`` in the clear."""
+    return TABLES.get("encrypted_distances" if (job, table) == ("process", "distances") else table)
+
+
 def verify_table(spark, storage: Storage, directory: str, table: str, entries: list[dict],
-                 run_id: str, expect: RowExpect | None = None) -> tuple[list[dict], dict]:
-    """Problems in one table of a run, and what was checked."""
+                 run_id: str, expect: RowExpect | None = None, job: str = "") -> tuple[list[dict], dict]:
+    """Problems in one table of a run (written by ``job``), and what was checked."""
     from pyspark.sql import functions as F
 
     path = join(directory, table)
     present = storage.list_files(path)
     problems, good, splits = [], [], []
     listed = {e["name"]: e for e in entries}
-    footers = FooterChecker(TABLES.get(table))
+    schema = table_schema(job, table)
+    footers = FooterChecker(schema)
+    # a table of ciphertext rows (the images', a match's encrypted distances): rows up to the preset's largest
     largest = (scheme_for_preset(expect.preset).keyless_checker(expect.preset).max_bytes
-               if expect is not None and table == "ciphertexts" else 0)
+               if expect is not None and schema is not None and "ct" in schema.names else 0)
     for name, e in sorted(listed.items()):
         size = present.get(name)
         if size is None:
@@ -109,8 +120,8 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     if table != "ciphertexts":        # a table without ciphertext rows to check: row counts per file only
         # A file Parquet cannot read (cut short, overwritten) is skipped, not fatal: its rows then count 0.
         reader = spark.read.option("ignoreCorruptFiles", "true")
-        if table in TABLES:                 # no schema inference from a footer that may be the broken one
-            reader = reader.schema(spark_schema(TABLES[table]))
+        if schema is not None:              # no schema inference from a footer that may be the broken one
+            reader = reader.schema(spark_schema(schema))
         df = reader.parquet(*[inside(path, n) for n in good])
         counts = {r["f"].rsplit("/", 1)[-1]: r["n"] for r in
                   df.groupBy(F.input_file_name().alias("f")).agg(F.count("*").alias("n")).collect()}
@@ -165,20 +176,36 @@ def verify_table(spark, storage: Storage, directory: str, table: str, entries: l
     return problems, summary
 
 
-def spot_checks(args) -> int:
-    """``hepix decrypt --spots-only`` of ``args.dst`` with the owner's map and keys, into a temporary
-    directory removed afterwards: its exit status (0: every image passed)."""
-    from .cli import absolute_paths, build_parser, decrypt
+def owner_checks(args, kind: str) -> int:
+    """The owner's checks of ``args.dst`` (a run holding ``kind``: ``jobs.cli.input_kind``), in a temporary
+    directory removed afterwards: 0 when they accept the run, else 1.
+
+    An image run: ``hepix decrypt --spots-only`` with the owner's map and keys, which decrypts only the
+    ciphertexts holding values the spot checks compare.  A match or an inference run: its ringers compare whole
+    results (an image's distances, a batch's head outputs), so the run is decrypted as ``hepix decrypt`` does
+    it, and accepted when nothing was rejected and at least one ringer was compared."""
+    from .cli import IMAGES, absolute_paths, build_parser, decrypt
 
     where = tempfile.mkdtemp(prefix="hepix-verify-")
     try:
-        argv = ["decrypt", "--keys", args.keys, "--input", args.dst, "--out", os.path.join(where, "spots"),
-                "--owner", args.owner, "--spots-only"]
+        argv = ["decrypt", "--keys", args.keys, "--input", args.dst, "--out",
+                os.path.join(where, "spots" if kind == IMAGES else "ringers"), "--owner", args.owner]
+        argv += ["--spots-only"] if kind == IMAGES else []
         argv += [a for flag, value in (("--master", args.master), ("--conf", args.conf)) if value
                  for a in (flag, value)] + (["--quiet"] if args.quiet else [])
-        spots = build_parser().parse_args(argv)
-        absolute_paths(spots)
-        return decrypt(spots)
+        checks = build_parser().parse_args(argv)
+        absolute_paths(checks)
+        if kind == IMAGES:
+            return decrypt(checks)
+        checks.fail_on_rejects = True               # a batch or an image rejected, for whatever reason: status 1
+        status = decrypt(checks)
+        compared = getattr(checks, "ringers_compared", 0)
+        accepted = status == 0 and compared > 0
+        print("verdict: " + (f"every one of the {compared} ringers agrees with the owner's copies" if accepted else
+                             "not accepted: " + ("no ringer was compared (encrypt with --ringers P keeps some)"
+                                                 if status == 0 else "a ringer disagrees or a result was rejected")
+                             + "; decrypt in full only what you trust, or run the job again"))
+        return 0 if accepted else 1
     finally:
         shutil.rmtree(where, ignore_errors=True)
 
@@ -208,7 +235,8 @@ def run(args) -> int:
         problems, summaries = [], []
         expect = RowExpect.from_manifest(manifest)
         for table, entries in sorted(manifest.files.items()):
-            found, summary = verify_table(spark, storage, args.dst, table, entries, run_id, expect)
+            found, summary = verify_table(spark, storage, args.dst, table, entries, run_id, expect,
+                                          job=manifest.job)
             problems += found
             summaries.append(summary)
             want = manifest.checksums.get(table, {}).get("rows")
@@ -231,8 +259,12 @@ def run(args) -> int:
     verdict = "OK" if not problems else f"{len(problems)} problem(s)"
     print(f"hepix verify {args.dst}: {manifest.job} run {manifest.run_id}, {manifest.status}: {verdict}")
     if args.owner:
-        print("the owner's spot checks (decrypting only the ciphertexts they read):")
-        return max(spot_checks(args), 0 if not problems else 1)
+        from .cli import IMAGES, input_kind
+
+        kind = input_kind(manifest)
+        print("the owner's spot checks (decrypting only the ciphertexts they read):" if kind == IMAGES else
+              f"the owner's ringers (the run's {kind} decrypted in a temporary directory, removed after):")
+        return max(owner_checks(args, kind), 0 if not problems else 1)
     return 0 if not problems else 1
 
 

@@ -5,6 +5,8 @@ lying cluster's batch is rejected as integrity."""
 from __future__ import annotations
 
 import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -143,13 +145,27 @@ def _rows(path):
     return ds.dataset(path).to_table().to_pylist() if path.exists() else []
 
 
+def one_unit_more(root, lie):
+    """A copy at ``lie`` of the run ``root / "proc"`` where a lying cluster added one quantisation unit to every
+    score (another constant), checksums recomputed."""
+    from hecore.seal.keys import load_public
+    from tests.hostile import read_rows, write_rows
+
+    shutil.copytree(root / "proc", lie)
+    t = read_rows(lie)
+    ctx = load_public(str(root / "pub"), eval_keys=False)
+    ev = Evaluator(ctx)
+    one = ctx.encode_vector(np.ones(ctx.params.slots))
+    cts = [ev.dump(ev.add_plain(ev.load(c), one)) for c in t.column("ct").to_pylist()]
+    write_rows(lie, t.set_column(t.schema.get_field_index("ct"), "ct", pa.array(cts, type=pa.binary())))
+    return lie
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.seconds(40)
 def test_an_honest_run_passes_its_ringers_and_a_lying_one_is_rejected(bfv_run, tmp_path, capsys):
-    from hecore.seal.keys import load_public
     from jobs.runtime.owner import OwnerMap
-    from tests.hostile import read_rows, write_rows
 
     root = bfv_run
     owner = OwnerMap.load(str(root / "enc.owner"))
@@ -170,14 +186,7 @@ def test_an_honest_run_passes_its_ringers_and_a_lying_one_is_rejected(bfv_run, t
     assert _rows(tmp_path / "plain" / "inference_metrics")[-1]["ringers"] is None
 
     # a lying cluster: one quantisation unit added to every score (another constant), checksums recomputed
-    lie = tmp_path / "lie"
-    shutil.copytree(root / "proc", lie)
-    t = read_rows(lie)
-    ctx = load_public(str(root / "pub"), eval_keys=False)
-    ev = Evaluator(ctx)
-    one = ctx.encode_vector(np.ones(ctx.params.slots))
-    cts = [ev.dump(ev.add_plain(ev.load(c), one)) for c in t.column("ct").to_pylist()]
-    write_rows(lie, t.set_column(t.schema.get_field_index("ct"), "ct", pa.array(cts, type=pa.binary())))
+    lie = one_unit_more(root, tmp_path / "lie")
     assert _decrypt(root, lie, tmp_path / "caught", "--owner", str(root / "enc.owner")) == 0
     rejects = _rows(tmp_path / "caught" / "rejects")
     assert [(r["reason"], r["source"]) for r in rejects] == [("integrity", "digits-01-0")]
@@ -220,6 +229,29 @@ def test_a_dropped_or_swapped_sample_is_caught(tmp_path, capsys):
     assert sorted((r["reason"], r["source"]) for r in _rows(tmp_path / "d2" / "rejects")) == [
         ("integrity", "digits-01-0"), ("integrity", "digits-01-1")]
     assert [p["sample"] for p in _rows(tmp_path / "d2" / "predictions")] == [2]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.seconds(30)
+def test_verify_owner_accepts_an_honest_run_by_its_ringers_and_not_a_lying_one(bfv_run, tmp_path, capsys):
+    """`hepix verify --owner --keys` of an inference run: the ringers compared in a temporary directory, removed
+    after; 0 for the honest run, 1 for a cluster that added one unit to every score (checksums recomputed)."""
+    from jobs.cli import main
+
+    root = bfv_run
+    verify = ["verify", "--owner", str(root / "enc.owner"), "--keys", str(root / "keys"), *SPARK]
+    capsys.readouterr()
+    assert main([verify[0], str(root / "proc"), *verify[1:]]) == 0
+    out = capsys.readouterr().out
+    assert "the owner's ringers (the run's scores decrypted in a temporary directory" in out
+    assert "verdict: every one of the" in out and "ringers agrees with the owner's copies" in out
+
+    lie = one_unit_more(root, tmp_path / "lie")
+    assert main([verify[0], str(lie), *verify[1:]]) == 1
+    out = capsys.readouterr().out
+    assert "verdict: not accepted: a ringer disagrees or a result was rejected" in out
+    assert not list(Path(tempfile.gettempdir()).glob("hepix-verify-*/ringers"))      # its working tables are gone
 
 
 @pytest.mark.spark

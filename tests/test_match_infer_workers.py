@@ -7,6 +7,7 @@ same tables."""
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -163,6 +164,37 @@ def test_a_bad_image_is_left_out_of_the_distances_and_a_bad_query_stops_the_job(
     assert not (tmp_path / "m2" / "_manifest.json").exists()
 
 
+@pytest.fixture(scope="module")
+def ringer_match(corpus, tmp_path_factory):
+    """``(root, owner map, image ids by name, run)``: the corpus encrypted with every image a ringer
+    (``encrypt --ringers 1``), then matched against q.png (l2)."""
+    root, _, _ = corpus
+    base = tmp_path_factory.mktemp("ringer-match")
+    enc, owner = base / "enc", base / "enc.owner"
+    assert hepix("encrypt", "--keys", root / "pub", "--input", root / "images", "--out", enc, "--tile", "8x8",
+                 "--ringers", "1", *SPARK) == 0
+    ids = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in ds.dataset(owner / "images").to_table().to_pylist()}
+    assert hepix("process", "--keys", root / "pub", "--input", enc, "--out", base / "m",
+                 "--op", f"match:{ids['q.png']},l2", *SPARK) == 0
+    return root, owner, ids, base / "m"
+
+
+def swapped_distances(run, forged, a_id: str, b_id: str):
+    """A copy at ``forged`` of the match run ``run`` with images ``a_id``'s and ``b_id``'s encrypted distances
+    swapped, checksums recomputed."""
+    import pyarrow as pa
+    from hostile import read_rows, write_rows
+
+    shutil.copytree(run, forged)
+    t = read_rows(forged, "distances")
+    cts, who = t.column("ct").to_pylist(), t.column("image_id").to_pylist()
+    a, b = who.index(a_id), who.index(b_id)
+    cts[a], cts[b] = cts[b], cts[a]
+    i = t.schema.get_field_index("ct")
+    write_rows(forged, t.set_column(i, t.schema.field(i), pa.array(cts, t.schema.field(i).type)), "distances")
+    return forged
+
+
 def test_ringers_distances_are_compared_and_a_swapped_distance_is_an_integrity_reject(corpus, tmp_path, capsys):
     """Every image a ringer (``encrypt --ringers 1``): decrypt compares each image's distance to the query with
     the one the owner's copies of both give; a cluster that swaps two images' encrypted distances (checksums
@@ -197,6 +229,26 @@ def test_ringers_distances_are_compared_and_a_swapped_distance_is_an_integrity_r
     assert {(r["image_id"], r["reason"]) for r in rejects} == {(ids["a.png"], "integrity"), (ids["b.png"], "integrity")}
     kept = ds.dataset(tmp_path / "d2" / "distances").to_table().to_pylist()
     assert sorted(r["image_id"] for r in kept) == sorted(ids[n] for n in ("c.png", "d.png"))
+
+
+def test_verify_owner_accepts_a_match_run_by_its_ringers_and_not_one_with_two_distances_swapped(ringer_match,
+                                                                                              tmp_path, capsys):
+    """`hepix verify --owner --keys` of a match run whose images are all ringers: its tables whole, then 0 for the
+    honest run, 1 when two images' encrypted distances are swapped (checksums recomputed); nothing is left of the
+    decrypted distances."""
+    root, owner, ids, run = ringer_match
+    capsys.readouterr()
+    assert hepix("verify", run, "--owner", owner, "--keys", root / "keys", *SPARK) == 0
+    out = capsys.readouterr().out
+    assert ", complete: OK" in out              # the keyless checks take the encrypted distances as the job wrote them
+    assert "the owner's ringers (the run's distances decrypted in a temporary directory" in out
+    assert "verdict: every one of the 4 ringers agrees with the owner's copies" in out
+
+    forged = swapped_distances(run, tmp_path / "forged", ids["a.png"], ids["b.png"])
+    assert hepix("verify", forged, "--owner", owner, "--keys", root / "keys", *SPARK) == 1
+    out = capsys.readouterr().out
+    assert "2 wrong (integrity)" in out and "verdict: not accepted" in out
+    assert not list(Path(tempfile.gettempdir()).glob("hepix-verify-*/ringers"))      # its working tables are gone
 
 
 def test_a_query_that_is_no_ringer_is_read_from_images_or_the_ringers_are_not_compared(corpus):
