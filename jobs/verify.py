@@ -186,16 +186,17 @@ def owner_checks(args, kind: str) -> int:
     it, and accepted when nothing was rejected and at least one ringer was compared."""
     from .cli import IMAGES, absolute_paths, build_parser, decrypt
 
+    spots = kind == IMAGES
     where = tempfile.mkdtemp(prefix="hepix-verify-")
     try:
         argv = ["decrypt", "--keys", args.keys, "--input", args.dst, "--out",
-                os.path.join(where, "spots" if kind == IMAGES else "ringers"), "--owner", args.owner]
-        argv += ["--spots-only"] if kind == IMAGES else []
+                os.path.join(where, "spots" if spots else "ringers"), "--owner", args.owner]
+        argv += ["--spots-only"] if spots else []
         argv += [a for flag, value in (("--master", args.master), ("--conf", args.conf)) if value
                  for a in (flag, value)] + (["--quiet"] if args.quiet else [])
         checks = build_parser().parse_args(argv)
         absolute_paths(checks)
-        if kind == IMAGES:
+        if spots:
             return decrypt(checks)
         checks.fail_on_rejects = True               # a batch or an image rejected, for whatever reason: status 1
         status = decrypt(checks)

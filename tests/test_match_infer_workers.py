@@ -168,15 +168,22 @@ def test_a_bad_image_is_left_out_of_the_distances_and_a_bad_query_stops_the_job(
 def ringer_match(corpus, tmp_path_factory):
     """``(root, owner map, image ids by name, run)``: the corpus encrypted with every image a ringer
     (``encrypt --ringers 1``), then matched against q.png (l2)."""
-    root, _, _ = corpus
     base = tmp_path_factory.mktemp("ringer-match")
+    owner, ids = ringer_match_run(corpus, base)
+    return corpus[0], owner, ids, base / "m"
+
+
+def ringer_match_run(corpus, base):
+    """``(owner map, image ids by name)`` of the corpus encrypted into ``base / "enc"`` with every image a ringer
+    (``encrypt --ringers 1``), then matched against q.png (l2) into ``base / "m"``."""
+    root, _, _ = corpus
     enc, owner = base / "enc", base / "enc.owner"
     assert hepix("encrypt", "--keys", root / "pub", "--input", root / "images", "--out", enc, "--tile", "8x8",
                  "--ringers", "1", *SPARK) == 0
     ids = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in ds.dataset(owner / "images").to_table().to_pylist()}
     assert hepix("process", "--keys", root / "pub", "--input", enc, "--out", base / "m",
                  "--op", f"match:{ids['q.png']},l2", *SPARK) == 0
-    return root, owner, ids, base / "m"
+    return owner, ids
 
 
 def swapped_distances(run, forged, a_id: str, b_id: str):
@@ -199,30 +206,15 @@ def test_ringers_distances_are_compared_and_a_swapped_distance_is_an_integrity_r
     """Every image a ringer (``encrypt --ringers 1``): decrypt compares each image's distance to the query with
     the one the owner's copies of both give; a cluster that swaps two images' encrypted distances (checksums
     recomputed) has both rejected as ``integrity``, the others kept."""
-    import pyarrow as pa
-    from hostile import read_rows, write_rows
-
     root, pixels, _ = corpus
-    enc, owner = tmp_path / "enc", tmp_path / "enc.owner"
-    assert hepix("encrypt", "--keys", root / "pub", "--input", root / "images", "--out", enc, "--tile", "8x8",
-                 "--ringers", "1", *SPARK) == 0
-    ids = {r["source"].rsplit("/", 1)[-1]: r["image_id"] for r in ds.dataset(owner / "images").to_table().to_pylist()}
-    assert hepix("process", "--keys", root / "pub", "--input", enc, "--out", tmp_path / "m",
-                 "--op", f"match:{ids['q.png']},l2", *SPARK) == 0
+    owner, ids = ringer_match_run(corpus, tmp_path)
     decrypt = ["decrypt", "--keys", root / "keys", "--owner", owner, *SPARK]
     capsys.readouterr()
     assert hepix(*decrypt, "--input", tmp_path / "m", "--out", tmp_path / "d", "--images", root / "images") == 0
     assert "ringers: 4 images' distances compared with the owner's copies, 0 wrong" in capsys.readouterr().out
     assert len(ds.dataset(tmp_path / "d" / "distances").to_table()) == 4
 
-    forged = tmp_path / "forged"
-    shutil.copytree(tmp_path / "m", forged)
-    t = read_rows(forged, "distances")
-    cts, who = t.column("ct").to_pylist(), t.column("image_id").to_pylist()
-    a, b = who.index(ids["a.png"]), who.index(ids["b.png"])
-    cts[a], cts[b] = cts[b], cts[a]
-    i = t.schema.get_field_index("ct")
-    write_rows(forged, t.set_column(i, t.schema.field(i), pa.array(cts, t.schema.field(i).type)), "distances")
+    forged = swapped_distances(tmp_path / "m", tmp_path / "forged", ids["a.png"], ids["b.png"])
     assert hepix(*decrypt, "--input", forged, "--out", tmp_path / "d2") == 0
     assert "2 wrong (integrity)" in capsys.readouterr().out
     rejects = ds.dataset(tmp_path / "d2" / "rejects").to_table().to_pylist()

@@ -106,6 +106,15 @@ def test_executor_jvms_of_a_local_cluster_start_as_the_driver_does(master, monke
         assert "spark.executor.extraJavaOptions" not in seen
 
 
+def probe(code: str) -> dict:
+    """Run ``code`` in a new Python process without a kept session: the JSON of its last output line."""
+    env = {k: v for k, v in os.environ.items() if k != "HEPIX_KEEP_SESSION"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 #: Run in a new Python process, whose driver JVM the secret session starts: the session's secret, whether
 #: authentication is on, the JVM's command line as every local user reads it, and a job's result.
 SECRET_PROBE = """
@@ -125,11 +134,7 @@ with secret_session("probe", "local[1]", None, trusted=False) as spark:
 @pytest.mark.spark
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads a process's command line from /proc")
 def test_a_secret_session_keeps_its_authentication_secret_off_the_jvm_command_line():
-    env = {k: v for k, v in os.environ.items() if k != "HEPIX_KEEP_SESSION"}
-    done = subprocess.run([sys.executable, "-c", SECRET_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = probe(SECRET_PROBE)
     assert seen["auth"] == "true" and len(seen["secret"]) >= 32
     assert seen["counts"] == [333, 333, 334]                # a job with a shuffle ran under authentication
     assert seen["secret"] not in seen["cmdline"] and "spark.authenticate.secret" not in seen["cmdline"]
@@ -153,9 +158,5 @@ with plain_session("next", "local-cluster[1,1,1024]", None) as spark:
 
 @pytest.mark.spark
 def test_a_plain_session_after_a_secret_one_in_the_same_jvm_inherits_none_of_its_settings():
-    env = {k: v for k, v in os.environ.items() if k != "HEPIX_KEEP_SESSION"}
-    done = subprocess.run([sys.executable, "-c", AFTER_SECRET_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = probe(AFTER_SECRET_PROBE)
     assert seen == {"auth": "false", "dir": "", "count": 10}
