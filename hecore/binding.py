@@ -18,6 +18,13 @@ beside a pixel of 255 makes the slot's magnitude sqrt(255^2 + 1), 8e-6 more, wit
 layout, complex packing: its imaginary parts hold pixels), BFV/BGV and TFHE have no free part to hold them.
 Keyed offsets under the pixels (below) need none: real ones of a quarter pixel or less under CKKS, in both packed
 layouts, and ones uniform mod t under BFV/BGV.
+
+The DFT filter (:attr:`hecore.ops.base.ImageOp.real_on_blocks`) is a real linear map of each tile's block as a
+whole, evaluated with complex weights: the imaginary parts follow it too, but a low-pass filter averages signs
+towards each other and leaves no grid.  A chain with it is bound by check values drawn uniform in
+``[-SPREAD, SPREAD]`` instead (:func:`check_values` with ``spread``), compared at every place of the block within
+:data:`BLOCK_TOLERANCE` (:func:`expected_blocks`); what a ciphertext of another place passes with is bounded per
+chain and tile by :func:`block_pass_log2`.
 """
 from __future__ import annotations
 
@@ -37,6 +44,17 @@ CHECKS = 24
 #: candidate values differ by 2 at least; CKKS's error stays below half the raw grid step, 0.5 (the planner's
 #: budget, which the stored bits keep).
 TOLERANCE = 0.5
+#: The size of the check values of a chain checked over whole blocks (the DFT filter): uniform reals in
+#: ``[-SPREAD, SPREAD]``.  Beside a pixel of 255 the slot's magnitude grows by 0.2 % at most (the filter's
+#: gain stretches both parts alike), within the planner's margins.
+SPREAD = 16.0
+#: How far a decrypted imaginary part (raw) of a block-checked run may lie from its expected value: CKKS's error
+#: after the DFT pipeline stays below 4e-4 on dft-8192 (every cutoff; ``tests/test_dft_binding.py`` measures it),
+#: 25 times less.
+BLOCK_TOLERANCE = 0.01
+#: The most a ciphertext of another place may pass a block-checked run's checks with (log2) for encrypt
+#: ``--for-op`` to bind a chain with the DFT filter by default (:func:`block_pass_log2`).
+BLOCK_BOUND_LOG2 = -20.0
 
 
 def new_key() -> bytes:
@@ -60,9 +78,14 @@ def _signs(key: bytes, domain: str, image_id: str, channel: int, tile_y: int, ti
 
 
 def check_values(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: int,
-                 shape: tuple[int, int]) -> np.ndarray:
-    """The +-1 values (float64, ``shape``: the ciphertext's block) under the pixels of one tile channel."""
-    return _signs(key, "values", image_id, channel, tile_y, tile_x, shape)
+                 shape: tuple[int, int], spread: float | None = None) -> np.ndarray:
+    """The values (float64, ``shape``: the ciphertext's block) under the pixels of one tile channel: +-1, or
+    with ``spread`` uniform reals in ``[-spread, spread]`` (on a grid of 2^32 points, 7.5e-9 apart at 16)."""
+    if not spread:
+        return _signs(key, "values", image_id, channel, tile_y, tile_x, shape)
+    n = shape[0] * shape[1]
+    words = np.frombuffer(_stream(key, 4 * n, "spread", image_id, channel, tile_y, tile_x), dtype="<u4")
+    return (((words.astype(np.float64) + 0.5) / 2.0 ** 31 - 1.0) * float(spread)).reshape(shape)
 
 
 def check_places(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: int, tile: tuple[int, int],
@@ -81,9 +104,11 @@ def check_places(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: i
     return ys + halo, xs + halo
 
 
-def why_not(ops: Sequence) -> str | None:
-    """Why check values cannot follow the chain ``ops`` (parsed), or None."""
-    other = [op.spec for op in ops if not getattr(op, "real_linear", False)]   # a table op: not linear
+def why_not(ops: Sequence, *, blocks: bool = False) -> str | None:
+    """Why check values cannot follow the chain ``ops`` (parsed), or None; ``blocks``: values checked over whole
+    blocks (a run bound with ``spread``), which the DFT filter's also follow."""
+    other = [op.spec for op in ops if not getattr(op, "real_linear", False)      # a table op: not linear
+             and not (blocks and getattr(op, "real_on_blocks", False))]
     if other:
         return (f"{', '.join(other)} {'does' if len(other) == 1 else 'do'} more than add real constants and "
                 "combine slots with real weights: the check values under the encryption would not survive")
@@ -124,6 +149,73 @@ def expected_many(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int],
     return out
 
 
+def on_blocks(ops: Sequence) -> bool:
+    """Whether the chain ``ops`` (parsed) holds an op checked over whole blocks (the DFT filter)."""
+    return any(getattr(op, "real_on_blocks", False) for op in ops)
+
+
+def expected_blocks(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int], in_channels: int, reference,
+                    post_scales: Sequence[float], spread: float, channelwise: bool = False) -> list[np.ndarray]:
+    """The raw imaginary parts each output ciphertext at ``places`` must hold at every place of its block (no
+    halo): the chain's linear part (``reference(x) - reference(0)``, the blocks stacked one under another, which
+    the DFT filter transforms one tile at a time) of its place's check values, over its post-scale.
+    ``channelwise``: the chain keeps channels apart (no grey), so each place's own channel alone is computed."""
+    th, tw = tile
+    channels = (lambda place: [place[1]]) if channelwise else (lambda place: range(in_channels))
+    values = np.concatenate([
+        np.stack([check_values(key, place[0], c, place[2], place[3], tile, spread) for c in channels(place)],
+                 axis=-1)
+        for place in places])
+    linear = (np.asarray(reference(values), dtype=np.float64)
+              - np.asarray(reference(np.zeros_like(values)), dtype=np.float64))
+    linear = linear if linear.ndim == 3 else linear[:, :, None]
+    return [linear[n * th:(n + 1) * th, :, place[1] if linear.shape[2] > 1 else 0] / post_scale
+            for n, (place, post_scale) in enumerate(zip(places, post_scales))]
+
+
+def block_pass_log2(ops: Sequence, tile: tuple[int, int], *, spread: float = SPREAD,
+                    tolerance: float = BLOCK_TOLERANCE, enough: float = -64.0, most: int = 256) -> float:
+    """log2 of a bound on the probability that a ciphertext whose check values are independent of a place's (one
+    of another place, image or run) passes that place's check over the whole ``tile`` block, for the chain
+    ``ops`` (parsed; linear, circular within a block: the DFT filter and pointwise ops).
+
+    The chain's linear part is a block circulant ``A`` (its kernel: the response to one value, in raw units).  The
+    check compares ``A c`` at every place; another ciphertext's values ``c'`` pass only if ``A d``, ``d = c - c'``,
+    lies within ``tolerance`` everywhere, in particular at any ``s`` places ``R``.  ``c`` is uniform on
+    ``[-spread, spread]`` (density ``1 / (2 spread)`` in each value) and independent of ``c'``, so ``A_RR d_R``
+    (the rest held fixed) has density at most ``(2 spread)^-s / |det A_RR|`` and lands in the box of side
+    ``2 tolerance`` with probability at most ``(tolerance / spread)^s / |det A_RR|``.  ``R`` is chosen greedily
+    (elimination with the largest remaining pivot), the best prefix kept; it stops at ``enough`` or ``most``
+    places.  0 when the chain leaves nothing to check (a filter that keeps the mean alone)."""
+    from hecore.ops.spec import finish_for, reference
+
+    th, tw = tile
+    zero = np.asarray(reference(np.zeros((th, tw)), ops), dtype=np.float64)
+    delta = np.zeros((th, tw))
+    delta[0, 0] = 1.0
+    kernel = (np.asarray(reference(delta, ops), dtype=np.float64) - zero) / float(finish_for(ops).post_scale)
+    kernel = kernel if kernel.ndim == 2 else kernel[:, :, 0]
+    diag = np.full(th * tw, kernel[0, 0])
+    eliminated: list[tuple[np.ndarray, float]] = []    # (Schur column, pivot) of each place chosen
+    per_place, log_det, best = np.log2(tolerance / spread), 0.0, 0.0
+    for s in range(min(most, th * tw)):
+        j = int(np.argmax(np.abs(diag)))
+        pivot = float(diag[j])
+        if abs(pivot) <= 1e-12:
+            break
+        column = np.roll(kernel, divmod(j, tw), axis=(0, 1)).reshape(-1)    # A[:, j] = k[(i - j) mod block]
+        for done, p in eliminated:
+            column = column - done * (done[j] / p)
+        eliminated.append((column, pivot))
+        diag = diag - column * column / pivot
+        diag[j] = 0.0
+        log_det += np.log2(abs(pivot))
+        best = min(best, (s + 1) * per_place - log_det)
+        if best <= enough:
+            break
+    return float(best)
+
+
 def wrong(imaginary: np.ndarray, rows: np.ndarray, columns: np.ndarray, want: np.ndarray) -> int:
     """How many checked places of a decrypted block's imaginary parts (raw) miss their expected values."""
     return int(np.sum(np.abs(imaginary[rows, columns] - want) > TOLERANCE))
@@ -140,6 +232,8 @@ class Binding:
     check: bool = True                          # keyed offsets: compare with the grid (False: only remove them)
     modulus: int | None = None                  # keyed offsets uniform mod t (BFV/BGV: modular_offsets_of)
     table: bytes | None = field(default=None, repr=False)   # keyed check slots drawn for this table (slotchecks)
+    spread: float | None = None                 # check values uniform in [-spread, spread], checked over whole
+                                                # blocks (a chain with the DFT filter); None: +-1 at CHECKS places
 
     @property
     def offsets(self) -> bool:
@@ -217,11 +311,16 @@ class Binding:
         return values, [m if p[0] in self.channels else max(m, 1) for p, m in zip(places, missed)]
 
     def mismatches(self, places: Sequence[tuple], imaginary: Sequence[np.ndarray], *, tile: tuple[int, int],
-                   halo: int, reference, post_scales: Sequence[float]) -> list[int]:
+                   halo: int, reference, post_scales: Sequence[float], channelwise: bool = False) -> list[int]:
         """For each output ciphertext of one run's tiles -- ``places`` ``(image id, channel, tile row, tile
         column)``, the decrypted ``imaginary`` parts of its block (raw), its ``post_scales`` -- how many of its
         :data:`CHECKS` places miss the values its place gives (all of them for an image the owner never
-        encrypted).  One evaluation of the chain's ``reference`` for every ciphertext of the same channels."""
+        encrypted).  One evaluation of the chain's ``reference`` for every ciphertext of the same channels.  With
+        :attr:`spread`, every place of the block is checked (:func:`expected_blocks`; ``halo`` is 0; ``channelwise``:
+        the chain keeps channels apart)."""
+        if self.spread:
+            return self._block_mismatches(places, imaginary, tile=tile, reference=reference, post_scales=post_scales,
+                                          channelwise=channelwise)
         out = [CHECKS] * len(places)
         for channels, members in self._by_channels(places).items():
             found = expected_many(self.key, [places[n] for n in members], tile=tile, halo=halo,
@@ -230,6 +329,23 @@ class Binding:
             for n, (ys, xs, want) in zip(members, found):
                 out[n] = wrong(imaginary[n], ys, xs, want)
         return out
+
+
+    def _block_mismatches(self, places: Sequence[tuple], imaginary: Sequence[np.ndarray], *, tile: tuple[int, int],
+                          reference, post_scales: Sequence[float], channelwise: bool) -> list[int]:
+        """:meth:`mismatches` of a run whose check values are checked over whole blocks."""
+        out = [tile[0] * tile[1]] * len(places)
+        for channels, members in self._by_channels(places).items():
+            found = expected_blocks(self.key, [places[n] for n in members], tile=tile, in_channels=channels,
+                                    reference=reference, post_scales=[post_scales[n] for n in members],
+                                    spread=self.spread, channelwise=channelwise)
+            for n, want in zip(members, found):
+                out[n] = int(np.sum(np.abs(np.asarray(imaginary[n])[:tile[0], :tile[1]] - want) > BLOCK_TOLERANCE))
+        return out
+
+    def checks(self, tile: tuple[int, int]) -> int:
+        """How many places of each ciphertext :meth:`mismatches` compares."""
+        return tile[0] * tile[1] if self.spread else CHECKS
 
 
 # --- keyed offsets: binding in both packed layouts, for a declared chain ------------------------------------

@@ -120,13 +120,16 @@ def add_arguments(p) -> None:
                         "chain of 8-bit tables on BFV keys: keyed check slots among the pixels (the default tile "
                         "shrinks to leave 128 slots free at lut-16384: more ciphertexts where an image's sides are "
                         "multiples of 128), each ciphertext of another place passing with probability "
-                        "(outputs of the table)^-checks")
+                        "(outputs of the table)^-checks; with --for-op a chain with dftfilter: check values uniform in "
+                        "[-16, 16], compared at every place of the tile, whatever the cutoff")
     p.add_argument("--no-bind", action="store_true",
                    help="with --for-op: do not bind the ciphertexts to their places (by default a chain that is "
                         "linear in the pixels and whose results have a grid -- brightness, contrast, watermark, "
                         "meanfilter, conv, grey -- gets keyed offsets of a quarter pixel or less under the "
                         "encryption (BFV/BGV: offsets uniform mod t; a chain of 8-bit tables on BFV, where the "
-                        "--tile leaves slots free: keyed check slots among the pixels), from a key the owner map "
+                        "--tile leaves slots free: keyed check slots among the pixels; a chain with dftfilter whose "
+                        "cutoff keeps a dozen frequencies or more: check values in the imaginary parts, compared at "
+                        "every place of the tile), from a key the owner map "
                         "keeps, and decrypt --owner rejects as integrity an image holding a ciphertext of another "
                         "place, image or run; decrypt then needs the owner map)")
     p.add_argument("--ringers", type=float, default=0.0, metavar="P",
@@ -228,6 +231,7 @@ class EncryptSettings:
     bind_unit: float | None = None   # keyed offsets under the pixels (hecore.binding.offset_unit); None: none
     bind_modulus: int | None = None  # keyed offsets uniform mod t (BFV/BGV: hecore.binding.modular_offsets_of)
     bind_table: bytes | None = None  # keyed check slots for this declared table chain (hecore.slotchecks)
+    bind_spread: float | None = None  # check values uniform in [-spread, spread] (block_binding)
     spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
@@ -260,7 +264,8 @@ class EncryptSettings:
                 **({"bind": True} if self.bind else {}),
                 **({"bind_unit": self.bind_unit} if self.bind_unit else {}),
                 **({"bind_modulus": self.bind_modulus} if self.bind_modulus else {}),
-                **({"bind_table": self.bind_table.hex()} if self.bind_table else {})}
+                **({"bind_table": self.bind_table.hex()} if self.bind_table else {}),
+                **({"bind_spread": self.bind_spread} if self.bind_spread else {})}
 
 
 #: The largest --resize side (a 65536 x 65536 image is 2^32 pixels, far above any --max-pixels).
@@ -294,7 +299,8 @@ def settings_from(args, keys) -> EncryptSettings:
     tile, halo = tile_and_halo(args, keys, layout, chain)
     compression = compression_for(args, keys.scheme, layout)
     store = storage(args, keys.params, layout, use_secret, chain)
-    bind = bind_settings(args, keys, layout, chain)
+    spread = block_binding(args, keys, layout, chain, store, tile, halo)
+    bind = bind_settings(args, keys, layout, chain, blocks=spread is not None) or spread is not None
     offsets = None if bind else offset_binding(args, keys, layout, chain, store)
     table = None if bind or offsets else table_binding(args, keys, layout, chain, store, tile, halo)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
@@ -302,12 +308,14 @@ def settings_from(args, keys) -> EncryptSettings:
                            store=store, spots=spot_settings(args, keys.params.name), bind=bind,
                            bind_unit=offsets if isinstance(offsets, float) else None,
                            bind_modulus=offsets if isinstance(offsets, int) else None, bind_table=table,
+                           bind_spread=spread,
                            spot_results=spot_results(args, keys.params.name))
 
 
-def bind_settings(args, keys, layout: Layout, chain) -> bool:
+def bind_settings(args, keys, layout: Layout, chain, *, blocks: bool = False) -> bool:
     """``--bind``, checked: CKKS keys, one pixel per slot (``--layout packed``), and a declared chain (if
-    any) whose ops the check values survive (:func:`hecore.binding.why_not`)."""
+    any) whose ops the check values survive (:func:`hecore.binding.why_not`; ``blocks``: checked over whole
+    blocks, :func:`block_binding`, which the DFT filter's also survive)."""
     if not getattr(args, "bind", False):
         return False
     if check_slot_chain(args, keys, layout, chain, 0):     # a chain of 8-bit tables: keyed check slots instead
@@ -318,10 +326,35 @@ def bind_settings(args, keys, layout: Layout, chain) -> bool:
     if chain is not None:
         from hecore.binding import why_not
 
-        why = why_not(chain[0]) or (f"{chain[1].spec} squares differences" if chain[1] is not None else None)
+        why = (why_not(chain[0], blocks=blocks)
+               or (f"{chain[1].spec} squares differences" if chain[1] is not None else None))
         if why:
             raise HepixError(f"--bind with --for-op: {why}; drop --bind for this chain")
     return True
+
+
+def block_binding(args, keys, layout: Layout, chain, store, tile: tuple[int, int], halo: int) -> float | None:
+    """The spread of the check values that bind a ``--for-op`` chain with the DFT filter, checked over whole blocks
+    (:func:`hecore.binding.expected_blocks`): CKKS keys, ``--layout packed`` without a halo, SEAL's bytes; by
+    default when a ciphertext of another place passes the check with probability at most 2^-20 on these tiles
+    (:func:`hecore.binding.block_pass_log2`: a low-pass cutoff that keeps a dozen frequencies or more), with
+    ``--bind`` always; None with ``--no-bind`` or otherwise."""
+    if (getattr(args, "no_bind", False) or chain is None or chain[1] is not None or layout != Layout.PACKED
+            or halo):
+        return None
+    from hecore.binding import BLOCK_BOUND_LOG2, SPREAD, block_pass_log2, on_blocks, why_not
+
+    ops = chain[0]
+    if (not on_blocks(ops) or why_not(ops, blocks=True) is not None
+            or not getattr(keys.params, "complex_slots", False) or (store is not None and store.format != "seal")):
+        return None
+    if getattr(args, "bind", False):
+        return SPREAD
+    try:
+        planned = [op.for_tiles(layout, tile, 0, keys.params.slots) for op in ops]
+    except (ValueError, HepixError):
+        return None             # tiles the filter cannot run on: process refuses them, naming what to encrypt
+    return SPREAD if block_pass_log2(planned, tile) <= BLOCK_BOUND_LOG2 else None
 
 
 def offset_binding(args, keys, layout: Layout, chain, store) -> float | int | None:

@@ -128,7 +128,7 @@ def planned_ops(run, ops) -> list:
     elif parent.options.get("bound"):
         from hecore.binding import why_not
 
-        why = why_not(ops)
+        why = why_not(ops, blocks=bool((parent.options.get("settings") or {}).get("bind_spread")))
         if why:
             raise HepixError(f"{run.args.input} was encrypted with --bind: {why}; encrypt without --bind for "
                              "this chain" if not parent.options.get("bound_offsets") else

@@ -316,6 +316,7 @@ SETTINGS = record({
     "conversions": listing(text(16, choices=_conversions), 8), "max_pixels": integer(1, 2**40),
     "store": store, "bind": boolean, "bind_unit": number(2.0 ** -40, 0.25, optional=True),
     "bind_modulus": integer(3, 2**43, optional=True), "bind_table": text(512, TABLE_HEX, optional=True),
+    "bind_spread": number(1, 1024, optional=True),
     "task": text(8, choices=lambda: {"01", "all"}), "samples": integer(1, 2**31), "ringers": number(0, 1)})
 OPTIONS = record({
     "tile": TILE, "halo": integer(0, 1024), "resize": integer(1, 65536, optional=True),

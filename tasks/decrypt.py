@@ -284,8 +284,7 @@ def _decrypt_bound_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std
     its place's is an ``integrity`` error."""
     from functools import partial
 
-    from hecore.binding import CHECKS
-    from hecore.ops.spec import recorded_reference_known
+    from hecore.ops.spec import recorded_reference_known, recorded_shape
 
     cols, (th, tw, halo) = _bound_columns(rb)
     decrypted, seconds = yield from _each_decrypted(
@@ -295,14 +294,15 @@ def _decrypt_bound_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_std
     rows = sorted(decrypted)
     t = time.perf_counter()
     places = _places(rb, cols, rows)
-    reference = partial(recorded_reference_known, specs=rb.column("ops")[0].as_py() or [],
-                        preset=rb.column("preset")[0].as_py())
+    specs, preset = rb.column("ops")[0].as_py() or [], rb.column("preset")[0].as_py()
+    reference = partial(recorded_reference_known, specs=specs, preset=preset)
     missed = binding.mismatches(places, [decrypted[i].imag for i in rows], tile=(th, tw), halo=halo,
-                                reference=reference, post_scales=[float(cols["post_scale"][i]) for i in rows])
+                                reference=reference, post_scales=[float(cols["post_scale"][i]) for i in rows],
+                                channelwise=recorded_shape(specs, preset, 1, 1, 3)[2] == 3)
     share = (time.perf_counter() - t) / max(1, len(rows))
     values = [decrypted[i].real[halo:halo + th, halo:halo + tw] for i in rows]
     yield from _checked_rows(rb, cols, rows, values, missed, [seconds[i] + share for i in rows], bounds, flood_std,
-                             f"{{}} of its {CHECKS} check values under the encryption differ")
+                             f"{{}} of its {binding.checks((th, tw))} check values under the encryption differ")
 
 
 def _checked_rows(rb: pa.RecordBatch, cols: dict, rows: list, values: list, missed: list, seconds: list, bounds,

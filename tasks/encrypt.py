@@ -39,6 +39,7 @@ class EncryptPayload:
     bind_unit: float | None = None      # keyed offsets of this size under the pixels (hecore.binding.offset_unit)
     bind_modulus: int | None = None     # keyed offsets uniform mod t under the pixels (BFV/BGV: modular_offsets_of)
     bind_table: bytes | None = None     # keyed check slots among the pixels, for this table (hecore.slotchecks)
+    bind_spread: float | None = None    # check values uniform in [-spread, spread] (a chain with the DFT filter)
 
 
 def build_encryptor(payload: EncryptPayload):
@@ -113,7 +114,8 @@ def _check_values(broadcast, tiles: list[dict], blocks: list) -> list | None:
         return None             # bound by keyed offsets (_offset) or check slots (_spread)
     from hecore.binding import check_values
 
-    return [check_values(key, t["image_id"], t["channel"], t["tile_y"], t["tile_x"], b.shape)
+    spread = getattr(payload, "bind_spread", None)
+    return [check_values(key, t["image_id"], t["channel"], t["tile_y"], t["tile_x"], b.shape, spread)
             for t, b in zip(tiles, blocks)]
 
 

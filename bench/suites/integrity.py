@@ -12,7 +12,8 @@ the measured rate of detection is set beside the formula's ``1 - (1 - f)^k`` for
 the lie got wrong and ``k`` sampled positions.  The honest result is checked the same way (false alarms).
 With evaluation keys that hold no relinearisation key the selector cannot be built: the row says it was refused.
 An inference is judged by its ringers instead (:func:`inference_rows`): digits whose answers the owner knows.
-A chain of 8-bit tables on packed BFV is bound by keyed check slots (:func:`slot_rows`).
+A chain of 8-bit tables on packed BFV is bound by keyed check slots (:func:`slot_rows`), a chain with the DFT filter
+by check values compared over whole blocks (:func:`block_rows`).
 """
 from __future__ import annotations
 
@@ -265,6 +266,67 @@ def slot_rows(trials: int) -> list[dict]:
     return rows
 
 
+#: The preset the DFT filter's binding is measured at, and its cutoffs: 797, 37 and 9 frequencies of a 64x64 tile.
+BLOCK_PRESET = "dft-8192"
+BLOCK_CUTOFFS = (0.5, 0.1, 0.05)
+
+
+def block_rows(trials: int) -> list[dict]:
+    """Check values over whole blocks (a chain with the DFT filter, :func:`hecore.binding.expected_blocks`)
+    against a tile of another image and a flat tile's twin (the same pixels), each judged against ``trials``
+    fresh binding keys: the other place's filtered check values plus CKKS's error, as one honest ciphertext through
+    the filter at dft-8192 measured it, against this place's.  The formula is ``1 - 2^bound``
+    (:func:`hecore.binding.block_pass_log2`)."""
+    import os
+
+    from hecore import binding
+    from hecore.layouts.packed import encrypt_blocks
+    from hecore.seal.context import HEContext
+    from hecore.seal.evaluator import Evaluator
+    from hecore.seal.params import preset
+
+    ctx, _ = HEContext.generate(preset(BLOCK_PRESET))
+    ev, tile = Evaluator(ctx), (SIZE, SIZE)
+    imgs = images()
+    cases = [("a tile of another image (check values over blocks)", imgs[0].name,
+              [imgs[0].pixels[..., 0], imgs[1].pixels[..., 0]]),
+             ("a flat tile's twin swapped (check values over blocks)", "flat 200", [np.full(tile, 200, np.uint8)] * 2)]
+    places = [("i", 0, 0, 0), ("i", 0, 0, 1)]
+    rows = []
+    for cutoff in BLOCK_CUTOFFS:
+        specs = [f"dftfilter:lowpass={cutoff},tile={SIZE}x{SIZE}"]
+        ops = parse_ops(specs)
+
+        def reference(x, specs=specs):
+            return recorded_reference_known(x, specs, BLOCK_PRESET)
+
+        def expected(key, count=2):
+            return binding.expected_blocks(key, places[:count], tile=tile, in_channels=1, reference=reference,
+                                           post_scales=[1.0] * count, spread=binding.SPREAD)
+
+        key = os.urandom(32)
+        checks = binding.check_values(key, *places[0], tile, binding.SPREAD)
+        c, _ = apply_ops(ev, ev.load(bytes(encrypt_blocks(ctx, [imgs[0].pixels[..., 0]], 0, checks=[checks])[0])),
+                         ops, PackedGeometry(SIZE, SIZE, 0, 0, 0, SIZE, SIZE))
+        noise = ctx.decrypt_complex(ev.dump(c), SIZE * SIZE).reshape(tile).imag - expected(key, 1)[0]
+        bound = binding.block_pass_log2(ops, tile)
+        for attack, name, blocks in [("honest", imgs[0].name, None)] + cases:
+            finished = ([round_to_uint8(reference(b.astype(np.float64))) for b in blocks] if blocks else [0, 0])
+            caught = 0
+            t = time.perf_counter()
+            for _ in range(trials):
+                want, other = expected(os.urandom(32))
+                seen = (want if blocks is None else other) + noise
+                caught += int(np.any(np.abs(seen - want) > binding.BLOCK_TOLERANCE))
+            rows.append({"attack": attack, "preset": BLOCK_PRESET, "chain": specs[0], "image": name, "refused": None,
+                         "sample": "blocks", "positions": SIZE * SIZE, "trials": trials,
+                         "wrong_fraction": float(np.mean(finished[0] != finished[1])),
+                         "formula": 0.0 if blocks is None else 1.0 - 2.0 ** bound, "detected": caught / trials,
+                         "checked_positions": float(SIZE * SIZE),
+                         "check_ms": 1e3 * (time.perf_counter() - t) / trials})
+    return rows
+
+
 #: The inference the ringers are measured on: the paper's task, logistic regression on exact integers.
 INFER_PRESET = "bfv-4096"
 INFER_OP = "infer:logreg,task=01"
@@ -374,7 +436,7 @@ def run(args) -> int:
     trials = args.repeats or (50 if args.quick else DEFAULT_TRIALS)
     run_id, started = runinfo.new_run_id(), runinfo.now()
     print(f"hepix bench {run_id}: lying clusters against the owner's spot checks, {trials} trials each")
-    rows = measure(trials, args.preset or DEFAULT_PRESET)
+    rows = measure(trials, args.preset or DEFAULT_PRESET) + block_rows(trials)
     common = {"run_id": run_id, "started": started, "machine": runinfo.machine(), "cores": runinfo.cores(),
               "git_commit": runinfo.git_commit(), "load_1m": load_1m()}
     path = write_rows(rows, BENCH_INTEGRITY, Path(args.out) / "bench_integrity", run_id, common)

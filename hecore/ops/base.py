@@ -98,6 +98,9 @@ class ImageOp:
     real_linear: ClassVar[bool] = False      # packed CKKS: a real constant added and slots combined with real
                                              # weights, nothing else -- the imaginary parts follow the linear part
                                              # alone (what hecore.binding's check values need)
+    real_on_blocks: ClassVar[bool] = False   # packed CKKS: a real linear map of each tile's block as a whole,
+                                             # evaluated with complex weights (the DFT filter, its mask symmetric):
+                                             # the imaginary parts follow it too, checked over whole blocks
 
     @classmethod
     def parse(cls, args: str, spec: str) -> "ImageOp":       # pragma: no cover - every op overrides it

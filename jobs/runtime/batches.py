@@ -239,7 +239,7 @@ class EncryptRun:
             strategy_state=strategy.state() if strategy.name != "fresh" else None,
             allow_leaky=self.args.allow_leaky, use_secret=s.use_secret, compression=s.compression, store=s.store,
             binding=self.owner.binding_key(create=True) if s.bound else None, bind_unit=s.bind_unit,
-            bind_modulus=s.bind_modulus, bind_table=s.bind_table))
+            bind_modulus=s.bind_modulus, bind_table=s.bind_table, bind_spread=s.bind_spread))
         self.token = f"{self.run_id}/{self.broadcast._jbroadcast.id()}"
 
     def _encrypt(self, ok, n_units: int, staged: str) -> list[dict] | None:
