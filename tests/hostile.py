@@ -82,18 +82,19 @@ def places_apart(rng, trials: int):
         yield key, here, binding.new_key() if there == here else key, there
 
 
-def swap_flat_tiles(source: Path, run: Path) -> str:
-    """A copy ``run`` of the processed run ``source`` with two tiles of its colour image swapped (channel 1,
-    tiles (1, 1) and (0, 1): on a flat image, the same values), the manifest relisted; the image's id."""
+def swap_flat_tiles(source: Path, run: Path, *, channels: int = 3, first=(1, 1, 1), second=(1, 0, 1)) -> str:
+    """A copy ``run`` of the processed run ``source`` with two tiles of its image of ``channels`` channels swapped
+    (``(channel, tile row, tile column)``, by default channel 1, tiles (1, 1) and (0, 1) of a colour image: on a
+    flat image, the same values), the manifest relisted; the image's id."""
     import shutil
 
     shutil.copytree(source, run)
     t = read_rows(run)
     rows = t.to_pylist()
-    flat = next(r["image_id"] for r in rows if r["image_channels"] == 3)
+    flat = next(r["image_id"] for r in rows if r["image_channels"] == channels)
     where = {(r["channel"], r["tile_y"], r["tile_x"]): n for n, r in enumerate(rows) if r["image_id"] == flat}
     cts = t.column("ct").to_pylist()
-    a, b = where[(1, 1, 1)], where[(1, 0, 1)]
+    a, b = where[tuple(first)], where[tuple(second)]
     cts[a], cts[b] = cts[b], cts[a]
     write_rows(run, t.set_column(t.schema.get_field_index("ct"), "ct", pa.array(cts, type=t.schema.field("ct").type)))
     return flat

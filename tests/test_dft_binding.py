@@ -145,8 +145,8 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("dftbound")
     images = root / "images"
     images.mkdir()
-    Image.fromarray(np.full((128, 128, 3), 90, np.uint8)).save(images / "flat.png")
-    Image.fromarray(np.random.default_rng(2).integers(0, 256, (64, 64), dtype=np.uint8)).save(images / "grey.png")
+    Image.fromarray(np.full((128, 64), 90, np.uint8)).save(images / "flat.png")              # two tiles
+    Image.fromarray(np.random.default_rng(2).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(images / "rgb.png")
     assert hepix("keygen", "--out", root / "keys", "--preset", PRESET) == 0
     assert hepix("export-public", "--keys", root / "keys", "--out", root / "pub") == 0
     assert hepix("encrypt", "--keys", root / "pub", "--input", images, "--out", root / "enc", "--for-op",
@@ -172,7 +172,7 @@ def test_tiles_of_a_flat_image_swapped_after_the_filter_are_rejected(run, tmp_pa
     from hostile import swap_flat_tiles
 
     forged = tmp_path / "forged"
-    flat = swap_flat_tiles(run / "proc", forged)            # the same values: no spot sample tells them apart
+    flat = swap_flat_tiles(run / "proc", forged, channels=1, first=(0, 0, 0), second=(0, 1, 0))   # the same values
     assert hepix("decrypt", "--keys", run / "keys", "--input", forged, "--out", tmp_path / "d", "--owner",
                  run / "enc.owner", *SPARK) == 0
     rejects = ds.dataset(tmp_path / "d" / "rejects").to_table().to_pylist()
