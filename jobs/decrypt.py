@@ -47,7 +47,14 @@ from .runtime.frames import driver_frame
 from .runtime.inputcheck import reject_row
 from .runtime.owner import OwnerMap
 from .runtime.progress import Progress
-from .runtime.runs import add_reject_arguments, add_spark_arguments, cogroup_function, exit_status, table_function
+from .runtime.runs import (
+    add_reject_arguments,
+    add_spark_arguments,
+    cogroup_function,
+    exit_status,
+    rejects_place,
+    table_function,
+)
 from .runtime.session import add_trust_argument
 from .runtime.sources import read_images
 
@@ -484,5 +491,5 @@ def run(run) -> int:
         write_contact_sheet(run, rows, drawn)
     if rejects:
         print(f"{len(rejected)} images were not decrypted ({len(rejects)} rejects rows: rows or images that failed "
-              f"their checks); the reasons are listed in {args.out}/rejects/")
+              f"their checks); the reasons are listed in {rejects_place(args)}")
     return exit_status(args, len(rejects))

@@ -47,7 +47,7 @@ from .runtime.console import table
 from .runtime.exchange import driver_rows, one_task, worker_rows, write_table
 from .runtime.frames import driver_frame
 from .runtime.inputcheck import reject_row
-from .runtime.runs import add_spark_arguments, exit_status, open_run
+from .runtime.runs import add_spark_arguments, exit_status, open_run, rejects_place
 from .runtime.session import plain_session, spark_info
 from .runtime.storage import Output, Storage
 from .runtime.tablefiles import describe_table, table_checksums
@@ -597,7 +597,7 @@ def decrypt(run) -> int:
     if checks is not None:
         print(checks.summary())
     if rejects:
-        print(f"{len(bad)} batches were not decrypted; the reasons are listed in {args.out}/rejects/")
+        print(f"{len(bad)} batches were not decrypted; the reasons are listed in {rejects_place(args)}")
     args.ringers_compared = checks.checked if checks is not None else 0     # what `hepix verify --owner` accepts on
     return exit_status(args, len(rejects))
 

@@ -54,7 +54,7 @@ from .runtime.exchange import (
 )
 from .runtime.inputcheck import ImageSummary, image_problems, reject_row
 from .runtime.progress import Progress
-from .runtime.runs import check_recordable_ops, exit_status, open_run
+from .runtime.runs import check_recordable_ops, exit_status, open_run, rejects_place
 from .runtime.sparktask import task_attempt
 
 
@@ -277,7 +277,7 @@ def decrypt(run) -> int:
                        ("distance", "distance", ",.2f"), ("l1_poly_max_error", "L1 approx. bound", ",.0f"),
                        ("decrypt_seconds", "decrypt s", ".3f")]))
     print(f"decrypted {len(rows)} distances in {secs:.1f} s; table in {args.out}/distances/"
-          + (f"; {len(rejects)} rejected, listed in {args.out}/rejects/" if rejects else ""))
+          + (f"; {len(rejects)} rejected, listed in {rejects_place(args)}" if rejects else ""))
     if ringers is not None:
         share = (f"; the ringers are {ringers.checked} of {len(images)} images: a cluster that gets m images' "
                  f"distances wrong escapes them all with probability about (1 - {ringers.checked / len(images):.3g})^m"

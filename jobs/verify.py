@@ -22,7 +22,9 @@ With ``--owner`` (and the owner's ``--keys``), verify then runs the owner's spot
 the checks compare.  A run whose every image passes can be accepted before a full decrypt; the exit status
 is 1 when an image fails, is rejected, or has nothing to check.  A match or an inference run is checked by its
 ringers, which compare whole results: the run is decrypted into the temporary directory, and the exit status
-is 1 unless every ringer agrees, at least one was compared, and nothing was rejected.
+is 1 unless every ringer agrees, at least one was compared, and nothing was rejected (``--images``: the
+originals, where a match's query is read when it is no ringer).  What the checks rejected is listed in verify's
+output.
 """
 from __future__ import annotations
 
@@ -62,6 +64,8 @@ def add_arguments(p) -> None:
                    "decrypting only the ciphertexts they read (needs --keys; `hepix decrypt --spots-only`); of a "
                    "match or an inference run, its ringers, decrypting its results in a temporary directory")
     p.add_argument("--keys", help="with --owner: the owner's key directory, with the secret key")
+    p.add_argument("--images", metavar="DIR", help="with --owner, of a match run: the originals as given to encrypt, "
+                   "where the query's is read to check the ringers' distances when the query is not a ringer itself")
     add_spark_arguments(p)
 
 
@@ -183,23 +187,33 @@ def owner_checks(args, kind: str) -> int:
     An image run: ``hepix decrypt --spots-only`` with the owner's map and keys, which decrypts only the
     ciphertexts holding values the spot checks compare.  A match or an inference run: its ringers compare whole
     results (an image's distances, a batch's head outputs), so the run is decrypted as ``hepix decrypt`` does
-    it, and accepted when nothing was rejected and at least one ringer was compared."""
+    it (``--images``: the query's original, when it is no ringer), and accepted when nothing was rejected and at
+    least one ringer was compared.  What either rejected is printed (:func:`show_rejects`) before the directory
+    goes."""
     from .cli import IMAGES, absolute_paths, build_parser, decrypt
 
     spots = kind == IMAGES
+    if spots and getattr(args, "images", None):
+        raise HepixError(f"--images: {args.dst} holds images, whose spot checks compare with the samples the owner "
+                         "map keeps; the originals are read for a match run's query: drop --images")
     where = tempfile.mkdtemp(prefix="hepix-verify-")
+    out = os.path.join(where, "spots" if spots else "ringers")
     try:
-        argv = ["decrypt", "--keys", args.keys, "--input", args.dst, "--out",
-                os.path.join(where, "spots" if spots else "ringers"), "--owner", args.owner]
+        argv = ["decrypt", "--keys", args.keys, "--input", args.dst, "--out", out, "--owner", args.owner]
         argv += ["--spots-only"] if spots else []
-        argv += [a for flag, value in (("--master", args.master), ("--conf", args.conf)) if value
+        argv += [a for flag, value in (("--master", args.master), ("--conf", args.conf),
+                                       ("--images", getattr(args, "images", None))) if value
                  for a in (flag, value)] + (["--quiet"] if args.quiet else [])
         checks = build_parser().parse_args(argv)
         absolute_paths(checks)
+        checks.rejects_shown = "the list below (verify's directory is temporary)"
         if spots:
-            return decrypt(checks)
+            status = decrypt(checks)
+            show_rejects(out, args.show)
+            return status
         checks.fail_on_rejects = True               # a batch or an image rejected, for whatever reason: status 1
         status = decrypt(checks)
+        show_rejects(out, args.show)
         compared = getattr(checks, "ringers_compared", 0)
         accepted = status == 0 and compared > 0
         print("verdict: " + (f"every one of the {compared} ringers agrees with the owner's copies" if accepted else
@@ -209,6 +223,22 @@ def owner_checks(args, kind: str) -> int:
         return 0 if accepted else 1
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+def show_rejects(out: str, most: int) -> None:
+    """Print the first ``most`` rows of the rejects table a decrypt in verify's temporary directory wrote at
+    ``out`` (the image or batch, the reason and its detail), before the directory is removed."""
+    import pyarrow.dataset as ds
+
+    path = os.path.join(out, "rejects")
+    if not os.path.isdir(path):
+        return
+    rows = ds.dataset(path, format="parquet").to_table().to_pylist()
+    for r in rows[:most]:
+        print(f"  rejected: {r.get('source') or r.get('image_id') or '-'}: {r.get('reason')}: "
+              f"{str(r.get('detail') or '')[:300]}")
+    if len(rows) > most:
+        print(f"  ... and {len(rows) - most} more (--show N prints more)")
 
 
 def run(args) -> int:

@@ -243,6 +243,22 @@ def test_verify_owner_accepts_a_match_run_by_its_ringers_and_not_one_with_two_di
     assert not list(Path(tempfile.gettempdir()).glob("hepix-verify-*/ringers"))      # its working tables are gone
 
 
+def test_verify_owner_lists_what_it_rejected_and_passes_images_on_for_the_query(ringer_match, tmp_path, capsys):
+    """`hepix verify --owner --keys --images` of a match run with two distances swapped: the query's original read
+    from ``--images`` as decrypt reads it, and the rejected images listed with their reasons in verify's own
+    output, since the directory decrypt wrote them in is removed."""
+    root, owner, ids, run = ringer_match
+    forged = swapped_distances(run, tmp_path / "forged", ids["a.png"], ids["b.png"])
+    capsys.readouterr()
+    assert hepix("verify", forged, "--owner", owner, "--keys", root / "keys", "--images", root / "images",
+                 *SPARK) == 1
+    out = capsys.readouterr().out
+    listed = [line for line in out.splitlines() if line.startswith("  rejected: ")]
+    assert len(listed) == 2 and all(": integrity: " in line for line in listed), out
+    assert "listed in the list below (verify's directory is temporary)" in out
+    assert not [line for line in out.splitlines() if "hepix-verify-" in line and "rejects" in line], out
+
+
 def test_a_query_that_is_no_ringer_is_read_from_images_or_the_ringers_are_not_compared(corpus):
     """The query's pixels come from its own sample when it is a ringer, else from ``--images`` (the file the
     owner map names, with the bytes encrypt read); without them no ringer is compared, and the run says why."""

@@ -45,6 +45,12 @@ def add_reject_arguments(p) -> None:
                         "what was good, and the rejects table)")
 
 
+def rejects_place(args) -> str:
+    """Where a job's message says its rejects are: ``--out``'s ``rejects/``, or what a caller that lists them
+    itself (``hepix verify --owner``, whose directory is temporary) set in ``args.rejects_shown``."""
+    return getattr(args, "rejects_shown", None) or f"{args.out}/rejects/"
+
+
 def exit_status(args, rejected: int) -> int:
     """0, or 1 when rows or images were rejected and ``--fail-on-rejects`` asks for it."""
     return 1 if rejected and getattr(args, "fail_on_rejects", False) else 0
