@@ -249,6 +249,17 @@ class EncryptSettings:
         return bool(self.bind or self.offsets or self.bind_table)
 
     @property
+    def binding_label(self) -> str:
+        """What ties the run's ciphertexts to their places, in a few words for encrypt's first line."""
+        if self.bind_table:
+            return "bound by keyed check slots"
+        if self.offsets:
+            return "bound by keyed offsets"
+        if self.bind:
+            return "bound by check values" + (" over whole tiles" if self.bind_spread else "")
+        return "not bound to their places" + (" (the spot checks only)" if self.spots else ", not spot-checked")
+
+    @property
     def label(self) -> str:
         """The ``strategy`` column of the rows: the pixel strategy, ``symmetric``, or TFHE's encoding."""
         return self.keys.encryption_label(use_secret=self.use_secret, strategy=self.strategy)
@@ -661,7 +672,7 @@ def run(args) -> int:
         job = EncryptRun(args, setup, spark, out, run_id, started, owner)
         print(f"hepix encrypt {run_id}: {args.input} -> {args.out} (owner map {owner}); {setup.layout} layout, "
               f"{'encryption' if setup.use_secret else 'strategy'} {setup.label} "
-              f"({job.strategy.security}), {setup.params.name}, key {job.fingerprint[:16]}")
+              f"({job.strategy.security}), {setup.params.name}, key {job.fingerprint[:16]}; {setup.binding_label}")
         try:
             batches = job.resume()
             if not batches and job.already_complete():

@@ -133,6 +133,22 @@ def test_encrypt_binds_a_declared_dft_chain_by_default_where_the_bound_allows_it
     assert spread(0.5, layout=Layout.PACKED_COMPLEX) is None     # no free imaginary parts
 
 
+def test_encrypt_says_what_binds_the_run():
+    from dataclasses import replace
+
+    from jobs.encrypt import EncryptSettings
+
+    plain = EncryptSettings(keys=None, layout=Layout.PACKED, tile=TILE, halo=0, strategy="fresh", strategy_options={},
+                            use_secret=False, compression="none", store=None, spots=(1380, 1, 0.0))
+    assert plain.binding_label == "not bound to their places (the spot checks only)"
+    assert replace(plain, spots=None).binding_label == "not bound to their places, not spot-checked"
+    over_tiles = replace(plain, bind=True, bind_spread=binding.SPREAD)
+    assert over_tiles.binding_label == "bound by check values over whole tiles"
+    assert replace(plain, bind=True).binding_label == "bound by check values"
+    assert replace(plain, bind_unit=0.25).binding_label == "bound by keyed offsets"
+    assert replace(plain, bind_table=bytes(range(256))).binding_label == "bound by keyed check slots"
+
+
 SPARK = ["--master", "local[1]", "--quiet"]
 
 
