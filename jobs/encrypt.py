@@ -232,6 +232,7 @@ class EncryptSettings:
     bind_modulus: int | None = None  # keyed offsets uniform mod t (BFV/BGV: hecore.binding.modular_offsets_of)
     bind_table: bytes | None = None  # keyed check slots for this declared table chain (hecore.slotchecks)
     bind_spread: float | None = None  # check values uniform in [-spread, spread] (block_binding)
+    bind_bound: float | None = None   # log2 of what a ciphertext of another place passes them with (block_binding)
     spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
@@ -256,7 +257,7 @@ class EncryptSettings:
         if self.offsets:
             return "bound by keyed offsets"
         if self.bind:
-            return "bound by check values" + (" over whole tiles" if self.bind_spread else "")
+            return "bound by check values" + (f" over whole tiles{passes(self.bind_bound)}" if self.bind_spread else "")
         return "not bound to their places" + (" (the spot checks only)" if self.spots else ", not spot-checked")
 
     @property
@@ -310,7 +311,7 @@ def settings_from(args, keys) -> EncryptSettings:
     tile, halo = tile_and_halo(args, keys, layout, chain)
     compression = compression_for(args, keys.scheme, layout)
     store = storage(args, keys.params, layout, use_secret, chain)
-    spread = block_binding(args, keys, layout, chain, store, tile, halo)
+    spread, bound = block_binding(args, keys, layout, chain, store, tile, halo) or (None, None)
     bind = bind_settings(args, keys, layout, chain, blocks=spread is not None) or spread is not None
     offsets = None if bind else offset_binding(args, keys, layout, chain, store)
     table = None if bind or offsets else table_binding(args, keys, layout, chain, store, tile, halo)
@@ -319,7 +320,7 @@ def settings_from(args, keys) -> EncryptSettings:
                            store=store, spots=spot_settings(args, keys.params.name), bind=bind,
                            bind_unit=offsets if isinstance(offsets, float) else None,
                            bind_modulus=offsets if isinstance(offsets, int) else None, bind_table=table,
-                           bind_spread=spread,
+                           bind_spread=spread, bind_bound=bound,
                            spot_results=spot_results(args, keys.params.name))
 
 
@@ -344,12 +345,14 @@ def bind_settings(args, keys, layout: Layout, chain, *, blocks: bool = False) ->
     return True
 
 
-def block_binding(args, keys, layout: Layout, chain, store, tile: tuple[int, int], halo: int) -> float | None:
-    """The spread of the check values that bind a ``--for-op`` chain with the DFT filter, checked over whole blocks
-    (:func:`hecore.binding.expected_blocks`): CKKS keys, ``--layout packed`` without a halo, SEAL's bytes; by
-    default when a ciphertext of another place passes the check with probability at most 2^-20 on these tiles
-    (:func:`hecore.binding.block_pass_log2`: a low-pass cutoff that keeps a dozen frequencies or more), with
-    ``--bind`` always; None with ``--no-bind`` or otherwise."""
+def block_binding(args, keys, layout: Layout, chain, store, tile: tuple[int, int],
+                  halo: int) -> tuple[float, float | None] | None:
+    """``(spread, bound)``: the spread of the check values that bind a ``--for-op`` chain with the DFT filter,
+    checked over whole blocks (:func:`hecore.binding.expected_blocks`), and log2 of what a ciphertext of another
+    place passes them with (:func:`hecore.binding.block_pass_log2`; None for tiles the filter cannot run on).
+    CKKS keys, ``--layout packed`` without a halo, SEAL's bytes; by default when the bound is 2^-20 or less on
+    these tiles (a low-pass cutoff that keeps a dozen frequencies or more), with ``--bind`` always; None with
+    ``--no-bind`` or otherwise."""
     if (getattr(args, "no_bind", False) or chain is None or chain[1] is not None or layout != Layout.PACKED
             or halo):
         return None
@@ -359,13 +362,21 @@ def block_binding(args, keys, layout: Layout, chain, store, tile: tuple[int, int
     if (not on_blocks(ops) or why_not(ops, blocks=True) is not None
             or not getattr(keys.params, "complex_slots", False) or (store is not None and store.format != "seal")):
         return None
-    if getattr(args, "bind", False):
-        return SPREAD
     try:
-        planned = [op.for_tiles(layout, tile, 0, keys.params.slots) for op in ops]
+        bound = block_pass_log2([op.for_tiles(layout, tile, 0, keys.params.slots) for op in ops], tile)
     except (ValueError, HepixError):
-        return None             # tiles the filter cannot run on: process refuses them, naming what to encrypt
-    return SPREAD if block_pass_log2(planned, tile) <= BLOCK_BOUND_LOG2 else None
+        bound = None            # tiles the filter cannot run on: process refuses them, naming what to encrypt
+    if getattr(args, "bind", False) or (bound is not None and bound <= BLOCK_BOUND_LOG2):
+        return SPREAD, bound
+    return None
+
+
+def passes(bound: float | None) -> str:
+    """`` (...)``: what a ciphertext of another place passes a run's checks with, for encrypt's first line."""
+    if bound is None:
+        return ""
+    return (" (a ciphertext of another place passes with probability "
+            + ("2^-64 or less)" if bound <= -64 else f"2^{bound:.1f})"))
 
 
 def offset_binding(args, keys, layout: Layout, chain, store) -> float | int | None:

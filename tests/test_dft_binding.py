@@ -126,9 +126,11 @@ def test_encrypt_binds_a_declared_dft_chain_by_default_where_the_bound_allows_it
         args = SimpleNamespace(for_op=[f"dftfilter:lowpass={cutoff}"], bind=bind, no_bind=no_bind)
         return block_binding(args, keys, layout, declared_chain(args), None, TILE, 0)
 
-    assert spread(0.5) == binding.SPREAD
+    value, bound = spread(0.5)
+    assert value == binding.SPREAD and bound <= -64              # the bound's search stops at 2^-64
     assert spread(0.05) is None                                  # 2^-16: left unbound by default
-    assert spread(0.05, bind=True) == binding.SPREAD             # --bind: bound whatever the bound says
+    assert spread(0.05, bind=True)[0] == binding.SPREAD          # --bind: bound whatever the bound says
+    assert -20 < spread(0.05, bind=True)[1] < -10
     assert spread(0.5, no_bind=True) is None
     assert spread(0.5, layout=Layout.PACKED_COMPLEX) is None     # no free imaginary parts
 
@@ -144,6 +146,9 @@ def test_encrypt_says_what_binds_the_run():
     assert replace(plain, spots=None).binding_label == "not bound to their places, not spot-checked"
     over_tiles = replace(plain, bind=True, bind_spread=binding.SPREAD)
     assert over_tiles.binding_label == "bound by check values over whole tiles"
+    assert replace(over_tiles, bind_bound=-16.3).binding_label == (
+        "bound by check values over whole tiles (a ciphertext of another place passes with probability 2^-16.3)")
+    assert replace(over_tiles, bind_bound=-70.2).binding_label.endswith("probability 2^-64 or less)")
     assert replace(plain, bind=True).binding_label == "bound by check values"
     assert replace(plain, bind_unit=0.25).binding_label == "bound by keyed offsets"
     assert replace(plain, bind_table=bytes(range(256))).binding_label == "bound by keyed check slots"
