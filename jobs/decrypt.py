@@ -54,6 +54,7 @@ from .runtime.runs import (
     exit_status,
     rejects_place,
     table_function,
+    table_place,
 )
 from .runtime.session import add_trust_argument
 from .runtime.sources import read_images
@@ -485,8 +486,8 @@ def run(run) -> int:
                        ("max_abs_err", "max err", ".1e"), ("exact_fraction", "exact", ".4f"),
                        ("ciphertexts", "cts", "d"), ("spot_positions", "spot-checked", "d"),
                        ("decrypt_seconds", "decrypt s", ".2f")]))
-    print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {run.timings['decrypt_seconds']:.1f} s; "
-          f"metrics in {args.out}/metrics/")
+    print(f"decrypted {counts.images_decrypted} images ({n_cts} ciphertexts) in {run.timings['decrypt_seconds']:.1f} s"
+          f"{table_place(args, 'metrics')}")
     if args.contact_sheet is not None:
         write_contact_sheet(run, rows, drawn)
     if rejects:

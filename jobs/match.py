@@ -54,7 +54,7 @@ from .runtime.exchange import (
 )
 from .runtime.inputcheck import ImageSummary, image_problems, reject_row
 from .runtime.progress import Progress
-from .runtime.runs import check_recordable_ops, exit_status, open_run, rejects_place
+from .runtime.runs import check_recordable_ops, exit_status, open_run, rejects_place, table_place
 from .runtime.sparktask import task_attempt
 
 
@@ -276,7 +276,7 @@ def decrypt(run) -> int:
     print(table(rows, [("query_source", "query", ""), ("source", "image", ""), ("metric", "metric", ""),
                        ("distance", "distance", ",.2f"), ("l1_poly_max_error", "L1 approx. bound", ",.0f"),
                        ("decrypt_seconds", "decrypt s", ".3f")]))
-    print(f"decrypted {len(rows)} distances in {secs:.1f} s; table in {args.out}/distances/"
+    print(f"decrypted {len(rows)} distances in {secs:.1f} s{table_place(args, 'distances')}"
           + (f"; {len(rejects)} rejected, listed in {rejects_place(args)}" if rejects else ""))
     if ringers is not None:
         share = (f"; the ringers are {ringers.checked} of {len(images)} images: a cluster that gets m images' "

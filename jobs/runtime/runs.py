@@ -51,6 +51,12 @@ def rejects_place(args) -> str:
     return getattr(args, "rejects_shown", None) or f"{args.out}/rejects/"
 
 
+def table_place(args, table: str) -> str:
+    """``"; NAME in OUT/NAME/"`` for a job's closing line, or nothing when ``--out`` is a caller's temporary
+    directory (``args.rejects_shown`` set: ``hepix verify --owner`` removes it)."""
+    return "" if getattr(args, "rejects_shown", None) else f"; {table} in {args.out}/{table}/"
+
+
 def exit_status(args, rejected: int) -> int:
     """0, or 1 when rows or images were rejected and ``--fail-on-rejects`` asks for it."""
     return 1 if rejected and getattr(args, "fail_on_rejects", False) else 0
