@@ -352,19 +352,7 @@ def binding_of(run, owner: OwnerMap | None):
                              f"({owner.directory}/binding.key): the run cannot be decrypted exactly without it")
         return None
     return Binding(key, {i: k.image_channels for i, k in owner.images().items()}, unit=unit, check=checked,
-                   modulus=modulus, table=table, spread=spread_of(owner))
-
-
-def spread_of(owner: OwnerMap) -> float | None:
-    """The spread of the check values the owner map records (a chain with the DFT filter declared at encrypt,
-    checked over whole blocks: :func:`hecore.binding.expected_blocks`); None for +-1 values or none."""
-    spread = owner.settings.get("bind_spread")
-    if spread is None:
-        return None
-    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 1 <= spread <= 1024:
-        raise HepixError(f"the owner map {owner.directory} records check values of spread {spread!r}; 1 to 1024 "
-                         "was written: the map was changed")
-    return float(spread)
+                   modulus=modulus, table=table, spread=owner.settings.get("bind_spread"))   # range: SETTINGS
 
 
 def table_of(owner: OwnerMap) -> bytes | None:

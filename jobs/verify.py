@@ -207,13 +207,11 @@ def owner_checks(args, kind: str) -> int:
         checks = build_parser().parse_args(argv)
         absolute_paths(checks)
         checks.rejects_shown = "the list below (verify's directory is temporary)"
-        if spots:
-            status = decrypt(checks)
-            show_rejects(out, args.show)
-            return status
-        checks.fail_on_rejects = True               # a batch or an image rejected, for whatever reason: status 1
+        checks.fail_on_rejects = not spots          # ringers: a batch or an image rejected, whatever the reason: 1
         status = decrypt(checks)
         show_rejects(out, args.show)
+        if spots:
+            return status
         compared = getattr(checks, "ringers_compared", 0)
         accepted = status == 0 and compared > 0
         print("verdict: " + (f"every one of the {compared} ringers agrees with the owner's copies" if accepted else
