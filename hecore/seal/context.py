@@ -27,6 +27,33 @@ COMPRESSION = "zstd"   # for keys and context; ciphertexts: see hecore.seal.atre
 _COMPACT_MAGIC = b"HPXC"   # hecore.seal.atrest's format (SEAL bytes start with 5E A1)
 
 
+def _whole_rotation_set(he: Pyfhel, params: Params) -> bytes:
+    """The Galois keys of every power-of-two rotation both ways for ``he``'s fresh secret, serialized, and loaded
+    into ``he``.  Under CKKS they are made by hepix's native extension for exactly those steps
+    (:func:`hecore.seal.steps.whole_set_steps`), leaving out the conjugation key of SEAL's default set: no op
+    conjugates, and a cluster holding it could graft one ciphertext's imaginary parts -- the check values that
+    bind it to its place (:mod:`hecore.binding`) -- onto another's real parts.  Without the native extension (or
+    under BFV/BGV, whose slots hold no imaginary parts) SEAL's default set."""
+    from .native import NativeExtensionMissing, native_module, seal_context_bytes
+
+    if params.complex_slots:
+        from .steps import whole_set_steps
+
+        try:
+            native = native_module()
+        except NativeExtensionMissing as e:
+            log.warning("the Galois keys include SEAL's conjugation key, with which a cluster can move check "
+                        "values from one ciphertext to another: %s", e)
+        else:
+            security, _, seal_bytes = seal_context_bytes(he.to_bytes_context(compr_mode=COMPRESSION))
+            rotate = native.galois_keys(seal_bytes, he.to_bytes_secret_key(compr_mode=COMPRESSION),
+                                        list(whole_set_steps(params.slots)), COMPRESSION, security)
+            he.from_bytes_rotate_key(rotate)
+            return rotate
+    he.rotateKeyGen()
+    return he.to_bytes_rotate_key(compr_mode=COMPRESSION)
+
+
 @dataclass(frozen=True)
 class PublicMaterial:
     """Everything a party without the secret key needs, as bytes (picklable, broadcastable)."""
@@ -119,7 +146,8 @@ class HEContext:
         When the parameters allow key switching, a relinearisation key is made,
         and with ``rotations`` the Galois keys of every power-of-two rotation
         (SEAL composes any other step from them) for the packed layout's filters
-        and sums: about 6 MB at N=4096, 34 MB at N=8192 (compressed).
+        and sums: about 6 MB at N=4096, 34 MB at N=8192 (compressed) -- under
+        CKKS without the conjugation key (:func:`_whole_rotation_set`).
         """
         he = pyfhel_for(params)
         he.keyGen()
@@ -128,8 +156,7 @@ class HEContext:
             he.relinKeyGen()
             relin = he.to_bytes_relin_key(compr_mode=COMPRESSION)
             if rotations:
-                he.rotateKeyGen()
-                rotate = he.to_bytes_rotate_key(compr_mode=COMPRESSION)
+                rotate = _whole_rotation_set(he, params)
         public = PublicMaterial(
             params=params,
             context=he.to_bytes_context(compr_mode=COMPRESSION),

@@ -165,7 +165,8 @@ def key_scheme(keys: str | os.PathLike) -> str:
 def max_file_bytes(params: Params, name: str) -> int:
     """The most bytes a public file of a key set of ``params`` can hold: a public key is one ciphertext
     over every prime (two polynomials of N coefficients), a relinearisation key one per prime of the
-    ciphertext modulus, the Galois keys that many per power-of-two rotation (both ways) and conjugation;
+    ciphertext modulus, the Galois keys that many per power-of-two rotation (both ways) and conjugation
+    (SEAL's default set; hepix's CKKS sets leave the conjugation out);
     with SEAL's headers and a compression that never grows data by more than a fraction."""
     primes = len(params.qi_sizes)
     one = 2 * params.n * primes * 8

@@ -743,6 +743,30 @@ namespace
         }
         return py::bytes(reinterpret_cast<const char *>(out.data()), out.size());
     }
+
+    // The Galois elements a serialized GaloisKeys holds a key for, ascending: 3^k mod 2N for a rotation,
+    // 2N - 1 for CKKS's complex conjugation.  The keys are loaded (and checked) against the context.
+    std::vector<std::uint64_t> galois_elements(py::bytes context, py::bytes galois_keys, int security_bits)
+    {
+        auto ctx = load_context(context, security_bits, true);
+        std::string_view key_bytes = galois_keys;
+        seal::GaloisKeys keys;
+        try
+        {
+            keys.load(*ctx, as_seal_bytes(key_bytes), key_bytes.size());
+        }
+        catch (const std::exception &e)
+        {
+            throw std::invalid_argument(std::string("the bytes do not load as Galois keys of this context: ") +
+                                        e.what());
+        }
+        std::vector<std::uint64_t> out;
+        const auto &data = keys.data();
+        for (std::size_t i = 0; i < data.size(); ++i)
+            if (!data[i].empty())
+                out.push_back(2 * static_cast<std::uint64_t>(i) + 1);
+        return out;
+    }
 } // namespace
 
 PYBIND11_MODULE(hepix_seal, m)
@@ -793,6 +817,11 @@ PYBIND11_MODULE(hepix_seal, m)
           py::arg("compression") = "zstd", py::arg("security_bits") = 128,
           "The Galois keys of exactly these rotation steps for this secret key (context and secret_key as for "
           "SymmetricEncryptor), serialized as SEAL saves them (Pyfhel's from_bytes_rotate_key reads them)");
+
+    m.def("galois_elements", &galois_elements, py::arg("context"), py::arg("galois_keys"),
+          py::arg("security_bits") = 128,
+          "The Galois elements these serialized Galois keys (of this context) hold a key for, ascending: "
+          "3^k mod 2N a rotation's, 2N - 1 the complex conjugation's");
 
     py::class_<Compactor>(m, "Compactor")
         .def(py::init<py::bytes, int>(), py::arg("context"), py::arg("security_bits") = 128,
