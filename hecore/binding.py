@@ -104,11 +104,13 @@ def check_places(key: bytes, image_id: str, channel: int, tile_y: int, tile_x: i
     return ys + halo, xs + halo
 
 
-def why_not(ops: Sequence, *, blocks: bool = False) -> str | None:
+def why_not(ops: Sequence, *, blocks: bool = False, strided: bool = False) -> str | None:
     """Why check values cannot follow the chain ``ops`` (parsed), or None; ``blocks``: values checked over whole
-    blocks (a run bound with ``spread``), which the DFT filter's also follow."""
+    blocks (a run bound with ``spread``), which the DFT filter's also follow; ``strided``: keyed offsets, removed
+    from each decoded tile, which a downsample's also follow (:attr:`hecore.ops.base.ImageOp.strided_linear`)."""
     other = [op.spec for op in ops if not getattr(op, "real_linear", False)      # a table op: not linear
-             and not (blocks and getattr(op, "real_on_blocks", False))]
+             and not (blocks and getattr(op, "real_on_blocks", False))
+             and not (strided and getattr(op, "strided_linear", False))]
     if other:
         return (f"{', '.join(other)} {'does' if len(other) == 1 else 'do'} more than add real constants and "
                 "combine slots with real weights: the check values under the encryption would not survive")
@@ -262,25 +264,26 @@ class Binding:
         ops = list(ops)
         out = [np.asarray(r, dtype=np.float64) for r in raws]
         wrong = [r.size for r in out]
-        if why_not(ops) is not None:            # ops the offsets do not survive: a run the owner did not ask for
+        stride = strides(ops)
+        if why_not(ops, strided=True) is not None or (stride > 1 and halo):   # a run the owner did not ask for
             return out, wrong if self.check else [0] * len(out)
         finish = finish_for(ops)
         post_scale, offset, step = float(finish.post_scale), float(finish.offset), float(finish.step)
         for channels, members in self._by_channels(places).items():
             mine = [places[n] for n in members]
-            stride = check_stride(tile)
+            every = check_stride(tile)
             if self.modulus:
                 found = centred(np.stack([out[n] for n in members]).astype(np.int64) - modular_response(
                     self.key, mine, tile=tile, halo=halo, in_channels=channels, modulus=self.modulus, ops=ops,
-                    post_scale=post_scale), self.modulus).astype(np.float64)
+                    post_scale=post_scale, stride=stride), self.modulus).astype(np.float64)
                 lo, hi = raw_range(ops)
-                missed = (out_of_range(found[:, ::stride, ::stride], lo, hi) if self.check
+                missed = (out_of_range(found[:, ::every, ::every], lo, hi) if self.check
                           else np.zeros(len(members), int))
             else:
                 found = np.stack([out[n] for n in members]) - offset_response(
                     self.key, mine, tile=tile, halo=halo, in_channels=channels, unit=self.unit, ops=ops,
-                    post_scale=post_scale)
-                missed = (off_grid(found[:, ::stride, ::stride], offset, step) if self.check and finish.snaps
+                    post_scale=post_scale, stride=stride)
+                missed = (off_grid(found[:, ::every, ::every], offset, step) if self.check and finish.snaps
                           else np.zeros(len(members), int))
             for n, values, count in zip(members, found, missed):
                 out[n], wrong[n] = values, int(count)
@@ -385,14 +388,15 @@ def _valuation(n: int) -> int:
     return (n & -n).bit_length() - 1
 
 
-def offset_unit(ops: Sequence) -> float | None:
+def offset_unit(ops: Sequence, *, strided: bool = False) -> float | None:
     """The offsets' size u for the chain ``ops`` (parsed ops): ``2^-(v + 2)`` with ``v`` the least 2-adic
     valuation of the chain's weights counted in grid steps; None when the chain leaves no grid, is not linear
-    in the pixels (:func:`why_not`), or its weights are not whole grid steps."""
+    in the pixels (:func:`why_not`; with ``strided``, a downsample counts as linear: its results are read from
+    a stride of the slots, :func:`strides`), or its weights are not whole grid steps."""
     from hecore.ops.spec import finish_for, reference
 
     ops = list(ops)
-    if not ops or why_not(ops) is not None:
+    if not ops or why_not(ops, strided=strided) is not None:
         return None
     finish = finish_for(ops)
     if not finish.snaps:
@@ -452,28 +456,35 @@ def _units(places: Sequence[tuple], in_channels: int, ops: Sequence) -> tuple[li
     return [(image_id, c, ty, tx) for image_id, _, ty, tx in places for c in range(in_channels)], in_channels
 
 
+def strides(ops: Sequence) -> int:
+    """Every how many slots and rows of a packed block the chain's results sit (a downsample by F: every F-th)."""
+    return int(np.prod([getattr(op, "packed_stride", 1) for op in ops], dtype=np.int64))
+
+
 def _on_blocks(ops: Sequence, blocks: np.ndarray, *, tile: tuple[int, int], halo: int,
                post_scale: float) -> np.ndarray:
-    """The chain's linear part (raw units) of ``blocks`` (``places x depth x block``), each place's tile with its
-    halo cut off: the blocks stacked into one tall image and evaluated at once (a result's window stays in its
-    block), the chain's constants -- where it puts them on the tall image (a watermark at one place of it) --
+    """The chain's linear part (raw units) of ``blocks`` (``places x depth x block``), each place's output tile
+    (``tile``) with its halo cut off: the blocks stacked into one tall image and evaluated at once (a result's
+    window stays in its block; a downsample's blocks too, the block's sides multiples of its factor when there is
+    no halo), the chain's constants -- where it puts them on the tall image (a watermark at one place of it) --
     subtracted."""
     n, depth, bh, bw = blocks.shape
     tall = np.moveaxis(blocks, 1, -1).reshape(n * bh, bw, depth)
     linear = np.asarray(_linear(ops, tall), dtype=np.float64) - np.asarray(_linear(ops, np.zeros_like(tall)))
-    linear = linear.reshape(n, bh, *linear.shape[1:])
+    linear = linear.reshape(n, -1, *linear.shape[1:])
     if linear.ndim == 4:
         linear = linear[..., 0]
     return linear[:, halo:halo + tile[0], halo:halo + tile[1]] * (1.0 / post_scale)
 
 
 def offset_response(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int], halo: int, in_channels: int,
-                    unit: float, ops: Sequence, post_scale: float) -> np.ndarray:
+                    unit: float, ops: Sequence, post_scale: float, stride: int = 1) -> np.ndarray:
     """For each output ciphertext ``places`` ``(image id, channel, tile row, tile column)`` of one run's tiles,
     the chain's linear part applied to the offsets its inputs got (``len(places) x tile``, raw units): what
     decrypt removes from its values.  ``ops``: the chain (parsed); where it combines channels (grey) every input
-    channel's offsets count, else only the place's own channel's (:func:`_units`)."""
-    bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
+    channel's offsets count, else only the place's own channel's (:func:`_units`); ``stride``: a downsampled
+    tile's (:func:`strides`), whose inputs were ``stride`` times larger on each side."""
+    bh, bw = tile[0] * stride + 2 * halo, tile[1] * stride + 2 * halo
     units, depth = _units(places, in_channels, ops)
     blocks = offsets_of(key, units, (bh, bw), unit).reshape(len(places), depth, bh, bw)
     return _on_blocks(ops, blocks, tile=tile, halo=halo, post_scale=post_scale)
@@ -515,14 +526,14 @@ def centred(x: np.ndarray, modulus: int) -> np.ndarray:
 
 
 def modular_response(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int], halo: int, in_channels: int,
-                     modulus: int, ops: Sequence, post_scale: float) -> np.ndarray:
+                     modulus: int, ops: Sequence, post_scale: float, stride: int = 1) -> np.ndarray:
     """For each output ciphertext ``places`` of one run's tiles, the chain's linear part (raw units, integer
     weights) of the offsets its inputs got, mod t (int64, ``len(places) x tile``): what decrypt subtracts.  The
     offsets are split into limbs of :data:`_LIMB` bits, each evaluated exactly in float64 as
     :func:`offset_response` evaluates signs (:func:`_on_blocks`), and the limbs recombined mod t in integers."""
     if not 2 < modulus < 2 ** MAX_MODULUS_BITS:
         raise ValueError(f"modular offsets need a plaintext modulus of 3 to {MAX_MODULUS_BITS} bits, not {modulus}")
-    bh, bw = tile[0] + 2 * halo, tile[1] + 2 * halo
+    bh, bw = tile[0] * stride + 2 * halo, tile[1] * stride + 2 * halo
     units, depth = _units(places, in_channels, ops)
     offsets = modular_offsets_of(key, units, (bh, bw), modulus).reshape(len(places), depth, bh, bw)
     total = np.zeros((len(places), *tile), dtype=np.int64)

@@ -125,9 +125,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-bind", action="store_true",
                    help="with --for-op: do not bind the ciphertexts to their places (by default a chain that is "
                         "linear in the pixels and whose results have a grid -- brightness, contrast, watermark, "
-                        "meanfilter, conv, grey -- gets keyed offsets of a quarter pixel or less under the "
-                        "encryption (BFV/BGV: offsets uniform mod t; a chain of 8-bit tables on BFV, where the "
-                        "--tile leaves slots free: keyed check slots among the pixels; a chain with dftfilter whose "
+                        "meanfilter, conv, grey, downsample with no window before it -- gets keyed offsets of a "
+                        "quarter pixel or less under the encryption (BFV/BGV: offsets uniform mod t; a chain of "
+                        "8-bit tables on BFV, where the --tile leaves slots free: keyed check slots among the pixels; a chain with dftfilter whose "
                         "cutoff keeps a dozen frequencies or more: check values in the imaginary parts, compared at "
                         "every place of the tile), from a key the owner map "
                         "keeps, and decrypt --owner rejects as integrity an image holding a ciphertext of another "
@@ -313,7 +313,7 @@ def settings_from(args, keys) -> EncryptSettings:
     store = storage(args, keys.params, layout, use_secret, chain)
     spread, bound = block_binding(args, keys, layout, chain, store, tile, halo) or (None, None)
     bind = bind_settings(args, keys, layout, chain, blocks=spread is not None) or spread is not None
-    offsets = None if bind else offset_binding(args, keys, layout, chain, store)
+    offsets = None if bind else offset_binding(args, keys, layout, chain, store, halo)
     table = None if bind or offsets else table_binding(args, keys, layout, chain, store, tile, halo)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
@@ -379,24 +379,28 @@ def passes(bound: float | None) -> str:
             + ("2^-64 or less)" if bound <= -64 else f"2^{bound:.1f})"))
 
 
-def offset_binding(args, keys, layout: Layout, chain, store) -> float | int | None:
+def offset_binding(args, keys, layout: Layout, chain, store, halo: int = 0) -> float | int | None:
     """The keyed offsets that bind every ciphertext to its place by default, for a chain declared with
     ``--for-op`` whose ops are linear in the pixels, on a packed layout, in SEAL's bytes or the compact store
     (whose dropped bits the planner keeps within half of the check's margin off the grid: :func:`compact_fits`):
     under CKKS their size u (a float, :func:`hecore.binding.offset_unit`; the chain's results must have a grid),
     under BFV/BGV the plaintext modulus t they are drawn mod (an int, :func:`hecore.binding.modular_offsets_of`);
-    None with ``--no-bind`` or where they do not apply."""
+    None with ``--no-bind`` or where they do not apply (a downsample after a window: its blocks would not line up
+    with the tiles' halos, :func:`hecore.binding.strides`)."""
     if getattr(args, "no_bind", False) or chain is None or chain[1] is not None or not layout.packed:
+        return None
+    from hecore.binding import MAX_MODULUS_BITS, offset_unit, strides, why_not
+
+    if halo and strides(chain[0]) > 1:
         return None
     if store is not None and store.format != "seal" and not compact_fits(store):
         return None
-    from hecore.binding import MAX_MODULUS_BITS, offset_unit, why_not
-
     p = keys.params
     if getattr(p, "complex_slots", False):
-        return offset_unit(chain[0])
+        return offset_unit(chain[0], strided=True)
     t = getattr(p, "plain_modulus", None) if getattr(p, "is_integer", False) else None
-    if not t or not chain[0] or why_not(chain[0]) is not None or int(t).bit_length() > MAX_MODULUS_BITS:
+    if (not t or not chain[0] or why_not(chain[0], strided=True) is not None
+            or int(t).bit_length() > MAX_MODULUS_BITS):
         return None
     return int(t)
 

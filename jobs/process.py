@@ -126,14 +126,20 @@ def planned_ops(run, ops) -> list:
                              "chain (a window or a product would mix the slots); encrypt with --no-bind (or --for-op "
                              "this chain) for it")
     elif parent.options.get("bound"):
-        from hecore.binding import why_not
+        from hecore.binding import strides, why_not
 
-        why = why_not(ops, blocks=bool((parent.options.get("settings") or {}).get("bind_spread")))
+        why = why_not(ops, blocks=bool((parent.options.get("settings") or {}).get("bind_spread")),
+                      strided=bool(parent.options.get("bound_offsets")))
         if why:
             raise HepixError(f"{run.args.input} was encrypted with --bind: {why}; encrypt without --bind for "
                              "this chain" if not parent.options.get("bound_offsets") else
                              f"{run.args.input} holds keyed offsets that bind it to the chain declared at encrypt: "
                              f"{why}; encrypt with --no-bind (or --for-op this chain) for it")
+        halo = parent.options.get("halo")
+        if parent.options.get("bound_offsets") and halo and strides(ops) > 1:
+            raise HepixError(f"{run.args.input} holds keyed offsets that bind it to the chain declared at encrypt, "
+                             f"on tiles with a halo of {halo}: a downsample's blocks would not line up with their "
+                             "check; encrypt with --no-bind for this chain")
     return ops
 
 

@@ -337,20 +337,22 @@ def _decrypt_offset_rows(ctx, rb: pa.RecordBatch, bounds, refused: str, flood_st
     ciphertext's tile values less the chain's linear part of its place's offsets, compared for every row of the
     batch at once; a row whose values then lie off the chain's grid (BFV/BGV: outside its range) is an
     ``integrity`` error."""
+    from hecore.binding import strides
     from hecore.layouts.packed import decrypt_block
     from hecore.ops.spec import parse_ops
 
     cols, (th, tw, halo) = _bound_columns(rb)
     complex_packing = [Layout.parse(v).complex_packing for v in rb.column("layout").to_pylist()]
-    decrypted, seconds = yield from _each_decrypted(
-        rb, loaded, refused, lambda i, c: decrypt_block(ctx, c, th, tw, halo, complex_packing[i]))
-    rows = sorted(decrypted)
-    t = time.perf_counter()
-    places = _places(rb, cols, rows)
     try:
         ops = parse_ops(list(rb.column("ops")[0].as_py() or []))
     except ValueError:
         ops = None
+    stride = strides(ops) if ops else 1          # a downsample's results: every F-th slot of every F-th row
+    decrypted, seconds = yield from _each_decrypted(
+        rb, loaded, refused, lambda i, c: decrypt_block(ctx, c, th, tw, halo, complex_packing[i], stride))
+    rows = sorted(decrypted)
+    t = time.perf_counter()
+    places = _places(rb, cols, rows)
     values, missed = (binding.without_offsets(places, [decrypted[i] for i in rows], ops, tile=(th, tw), halo=halo)
                       if ops is not None else ([decrypted[i] for i in rows], [th * tw] * len(rows)))
     share = (time.perf_counter() - t) / max(1, len(rows))

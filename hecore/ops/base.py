@@ -95,6 +95,8 @@ class ImageOp:
     packed_stride: ClassVar[int] = 1         # packed: results in every n-th slot of every n-th row (downsample)
     shift_invariant: ClassVar[bool] = True   # commutes with moving the image (edges replicated): a value's result
                                              # depends on its neighbourhood, not on where it sits
+    strided_linear: ClassVar[bool] = False   # linear in the pixels with its results moved to a stride of the
+                                             # slots (downsample): keyed offsets follow it, fixed check places not
     real_linear: ClassVar[bool] = False      # packed CKKS: a real constant added and slots combined with real
                                              # weights, nothing else -- the imaginary parts follow the linear part
                                              # alone (what hecore.binding's check values need)

@@ -43,6 +43,7 @@ class Downsample(BoxWindow):
     """``downsample:F``: the ``F x F`` box mean, the image ``F`` times smaller on each side."""
 
     real_linear: ClassVar[bool] = False       # linear, but its results move to other slots: no check values
+    strided_linear: ClassVar[bool] = True     # ... and keyed offsets, removed from the decoded tile, follow it
 
     factor: int
 
