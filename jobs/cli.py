@@ -211,14 +211,47 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+class _ReaderMayLeave:
+    """An output stream whose reader may go away (``hepix encrypt ... | head``): the first write or flush that
+    finds the pipe closed points the stream's descriptor at the null device, and the job goes on to its end
+    instead of dying on a ``BrokenPipeError`` halfway through a run."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _gone(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())
+        os.close(null)
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+            self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def entry() -> None:
     """The console script: run, flush, and leave without interpreter teardown.
 
     Pyfhel 3.5 (SEAL's global memory pool) sometimes frees memory twice while
     the interpreter tears down, which turns a finished, successful run into
     SIGABRT (exit 134).  Everything a job writes is closed before ``main``
-    returns, so skipping the teardown loses nothing.
+    returns, so skipping the teardown loses nothing.  Standard output and error
+    outlive a reader that leaves early (:class:`_ReaderMayLeave`).
     """
+    sys.stdout, sys.stderr = _ReaderMayLeave(sys.stdout), _ReaderMayLeave(sys.stderr)
     code = main()
     session = sys.modules.get("jobs.runtime.session")
     if session is not None:

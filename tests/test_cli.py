@@ -127,3 +127,18 @@ def test_local_paths_are_made_absolute_before_any_executor_sees_them(tmp_path, m
     assert args.dst == str(tmp_path.parent / "proc")
     assert (args.keys, args.images, args.contact_sheet, args.op) == ("hdfs://nn:9870/keys", "file:///data/imgs", None,
                                                                      ["brightness:1"])
+
+
+def test_a_reader_that_leaves_early_does_not_stop_the_job(tmp_path):
+    """``hepix keygen ... | head -1``: the console script's output pipe closed before the job prints -- the job
+    still runs to its end and exits 0 (without the guard, the first print raised BrokenPipeError: exit 1)."""
+    import subprocess
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "hepix"
+    proc = subprocess.Popen([str(script), "keygen", "--out", str(tmp_path / "keys"), "--preset", "addonly-2048"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.wait(timeout=300) == 0
+    assert (tmp_path / "keys" / "secret.key").exists() and (tmp_path / "keys" / "hepix-keys.json").exists()
