@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hecore.seal.galois import conjugation_element, whole_set_steps
 from hecore.seal.native import native_module, pyfhel_for, seal_context_bytes
 from hecore.seal.params import preset
-from hecore.seal.steps import conjugation_element, whole_set_keys, whole_set_steps
+from hecore.seal.steps import whole_set_keys
 
 
 def elements(context: bytes, rotate_key: bytes) -> set[int]:

@@ -30,14 +30,14 @@ _COMPACT_MAGIC = b"HPXC"   # hecore.seal.atrest's format (SEAL bytes start with 
 def _whole_rotation_set(he: Pyfhel, params: Params) -> bytes:
     """The Galois keys of every power-of-two rotation both ways for ``he``'s fresh secret, serialized, and loaded
     into ``he``.  Under CKKS they are made by hepix's native extension for exactly those steps
-    (:func:`hecore.seal.steps.whole_set_steps`), leaving out the conjugation key of SEAL's default set: no op
+    (:func:`hecore.seal.galois.whole_set_steps`), leaving out the conjugation key of SEAL's default set: no op
     conjugates, and a cluster holding it could graft one ciphertext's imaginary parts -- the check values that
     bind it to its place (:mod:`hecore.binding`) -- onto another's real parts.  Without the native extension (or
     under BFV/BGV, whose slots hold no imaginary parts) SEAL's default set."""
     from .native import NativeExtensionMissing, native_module, seal_context_bytes
 
     if params.complex_slots:
-        from .steps import whole_set_steps
+        from .galois import whole_set_steps
 
         try:
             native = native_module()
