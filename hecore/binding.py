@@ -461,6 +461,18 @@ def strides(ops: Sequence) -> int:
     return int(np.prod([getattr(op, "packed_stride", 1) for op in ops], dtype=np.int64))
 
 
+def strided_pass_log2(ops: Sequence, tile: tuple[int, int]) -> float | None:
+    """log2 of what a ciphertext of another place passes the offsets' check of a downsampled ``tile`` (the input
+    tile) with: 1/2 at each result checked (:func:`check_stride`), their blocks disjoint; None for a chain
+    without a stride (:func:`strides`)."""
+    s = strides(ops)
+    if s == 1:
+        return None
+    out = (tile[0] // s, tile[1] // s)
+    every = check_stride(out)
+    return -float(-(-out[0] // every) * -(-out[1] // every))
+
+
 def _on_blocks(ops: Sequence, blocks: np.ndarray, *, tile: tuple[int, int], halo: int,
                post_scale: float) -> np.ndarray:
     """The chain's linear part (raw units) of ``blocks`` (``places x depth x block``), each place's output tile

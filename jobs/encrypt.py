@@ -232,7 +232,8 @@ class EncryptSettings:
     bind_modulus: int | None = None  # keyed offsets uniform mod t (BFV/BGV: hecore.binding.modular_offsets_of)
     bind_table: bytes | None = None  # keyed check slots for this declared table chain (hecore.slotchecks)
     bind_spread: float | None = None  # check values uniform in [-spread, spread] (block_binding)
-    bind_bound: float | None = None   # log2 of what a ciphertext of another place passes them with (block_binding)
+    bind_bound: float | None = None   # log2 of what a ciphertext of another place passes them with (block_binding;
+                                      # a downsample's offsets: hecore.binding.strided_pass_log2)
     spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
@@ -255,7 +256,7 @@ class EncryptSettings:
         if self.bind_table:
             return "bound by keyed check slots"
         if self.offsets:
-            return "bound by keyed offsets"
+            return "bound by keyed offsets" + passes(self.bind_bound)
         if self.bind:
             return "bound by check values" + (f" over whole tiles{passes(self.bind_bound)}" if self.bind_spread else "")
         return "not bound to their places" + (" (the spot checks only)" if self.spots else ", not spot-checked")
@@ -315,6 +316,10 @@ def settings_from(args, keys) -> EncryptSettings:
     bind = bind_settings(args, keys, layout, chain, blocks=spread is not None) or spread is not None
     offsets = None if bind else offset_binding(args, keys, layout, chain, store, halo)
     table = None if bind or offsets else table_binding(args, keys, layout, chain, store, tile, halo)
+    if offsets:
+        from hecore.binding import strided_pass_log2
+
+        bound = strided_pass_log2(chain[0], tile)      # a downsample's: 2^-(results a tile)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
                            store=store, spots=spot_settings(args, keys.params.name), bind=bind,

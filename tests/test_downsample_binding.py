@@ -33,6 +33,14 @@ def test_a_downsample_has_an_offset_unit_where_its_results_are_read_from_their_s
     assert binding.strides(ops) == max([op.packed_stride for op in ops])
 
 
+def test_what_another_place_passes_with_is_one_half_per_result_checked():
+    assert binding.strided_pass_log2(parse_ops(["downsample:8"]), (32, 64)) == -32
+    assert binding.strided_pass_log2(parse_ops(["grey", "downsample:2"]), (8, 8)) == -16
+    # 32x32 results (1,024 or more): every other row and column is compared, 256 of them
+    assert binding.strided_pass_log2(parse_ops(["downsample:2"]), (64, 64)) == -256
+    assert binding.strided_pass_log2(parse_ops(["meanfilter:3"]), (8, 8)) is None
+
+
 def test_the_offsets_come_off_a_downsampled_tile_exactly_and_another_place_s_do_not(he_paper4096):
     from hecore.seal.evaluator import Evaluator
 
@@ -142,7 +150,7 @@ def hepix(*argv) -> int:
 
 @pytest.mark.spark
 @pytest.mark.seconds(20)
-def test_a_declared_downsample_is_bound_decrypts_exactly_and_a_swap_is_rejected(tmp_path):
+def test_a_declared_downsample_is_bound_decrypts_exactly_and_a_swap_is_rejected(tmp_path, capsys):
     from hostile import swap_flat_tiles
 
     images = tmp_path / "images"
@@ -155,6 +163,8 @@ def test_a_declared_downsample_is_bound_decrypts_exactly_and_a_swap_is_rejected(
     assert hepix("export-public", "--keys", keys, "--out", pub, "--tile", "8x8", *declared) == 0
     assert hepix("encrypt", "--keys", pub, "--input", images, "--out", tmp_path / "enc", "--tile", "8x8",
                  *declared, *SPARK) == 0
+    first = [line for line in capsys.readouterr().out.splitlines() if line.startswith("hepix encrypt")][0]
+    assert first.endswith("bound by keyed offsets (a ciphertext of another place passes with probability 2^-16.0)")
     manifest = json.loads((tmp_path / "enc" / "_manifest.json").read_text())
     assert manifest["layout"] == "packed" and manifest["options"]["bound_offsets"] is True
     assert json.loads((tmp_path / "enc.owner" / "owner.json").read_text())["settings"]["bind_unit"] == 0.25
