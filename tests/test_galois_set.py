@@ -74,3 +74,36 @@ def test_hepix_keygen_and_its_public_copies_hold_no_conjugation_key(tmp_path):
     for d in (keys, pub, chain):
         held = elements((d / "context.bin").read_bytes(), (d / "rotate.key").read_bytes())
         assert held and conjugation_element(n) not in held, d
+
+
+def test_exporting_a_key_set_that_holds_the_conjugation_key_warns_by_name(tmp_path, monkeypatch, caplog):
+    """A key directory made by an earlier hepix (SEAL's default Galois set, here made so by patching keygen) is
+    exported with a warning naming it; its copy for a chain's steps holds no conjugation key, and hepix's own
+    keys export without a warning."""
+    import logging
+
+    from hecore.seal import context
+    from hecore.seal.keys import holds_conjugation, read_public
+    from jobs.cli import main
+
+    def seal_default(he, params):
+        he.rotateKeyGen()
+        return he.to_bytes_rotate_key(compr_mode="zstd")
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    with monkeypatch.context() as m:
+        m.setattr(context, "_whole_rotation_set", seal_default)
+        assert main(["keygen", "--out", str(old), "--preset", "paper-4096"]) == 0
+    assert main(["keygen", "--out", str(new), "--preset", "paper-4096"]) == 0
+    assert holds_conjugation(read_public(old)) and not holds_conjugation(read_public(new))
+    with caplog.at_level(logging.WARNING):
+        assert main(["export-public", "--keys", str(old), "--out", str(tmp_path / "old-pub")]) == 0
+    assert f"{old} holds SEAL's conjugation key" in caplog.text
+    assert holds_conjugation(read_public(tmp_path / "old-pub"))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert main(["export-public", "--keys", str(old), "--out", str(tmp_path / "old-chain"),
+                     "--for-op", "meanfilter:3"]) == 0
+        assert main(["export-public", "--keys", str(new), "--out", str(tmp_path / "new-pub")]) == 0
+    assert "conjugation" not in caplog.text
+    assert not holds_conjugation(read_public(tmp_path / "old-chain"))

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import KeyDirectoryError, KeyMismatch
+from ..errors import HepixError, KeyDirectoryError, KeyMismatch
 from ..keyfiles import MANIFEST, read_bounded, read_manifest, sha256_bounded
 from ..secretfile import make_private_directory, read_owner_only, write_private
 from .context import HEContext, PublicMaterial
@@ -320,6 +320,27 @@ def read_secret_key(keys: str | os.PathLike) -> bytes:
                  "directory with its secret key"))
 
 
+def holds_conjugation(material: PublicMaterial) -> bool:
+    """Whether CKKS rotation keys hold SEAL's conjugation key (:func:`hecore.seal.galois.conjugation_element`):
+    SEAL's default set, which hepix made before it made the set for the power-of-two steps alone.  False where
+    the native extension that reads the keys' elements is missing, or the keys do not load."""
+    from .galois import conjugation_element
+    from .native import NativeExtensionMissing, native_module, seal_context_bytes
+
+    if not material.params.complex_slots or material.rotate_key is None:
+        return False
+    try:
+        native = native_module()
+    except NativeExtensionMissing:
+        return False
+    try:
+        security, _, seal_bytes = seal_context_bytes(material.context)
+        held = native.galois_elements(seal_bytes, material.rotate_key, security)
+    except (ValueError, HepixError):        # keys SEAL does not load: the jobs that load them say so
+        return False
+    return conjugation_element(material.params.n) in held
+
+
 def export_public(keys: str | os.PathLike, out: str | os.PathLike, withhold=(),
                   rotation_steps: tuple[int, ...] | None = None) -> KeyInfo:
     """Copy the public part of ``keys`` into a new directory ``out`` (no secret key); the evaluation keys named
@@ -352,6 +373,10 @@ def export_public(keys: str | os.PathLike, out: str | os.PathLike, withhold=(),
         rotation = (steps, hashlib.sha256(subset).hexdigest())
     if out.exists() and any(out.iterdir()):
         raise KeyDirectoryError(f"{out} exists and is not empty; choose a new directory")
+    if holds_conjugation(material):
+        log.warning("%s holds SEAL's conjugation key (keys made by an earlier hepix), and so will %s: with it a "
+                    "cluster can move the check values of `encrypt --bind` from one ciphertext to another; make new "
+                    "keys with `hepix keygen`, or export --for-op CHAIN for the chain's rotation keys alone", keys, out)
     out.mkdir(parents=True, exist_ok=True)
     files = {CONTEXT: material.context, PUBLIC: material.public_key, RELIN: material.relin_key,
              ROTATE: material.rotate_key}
