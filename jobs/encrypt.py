@@ -127,10 +127,10 @@ def add_arguments(p) -> None:
                         "linear in the pixels and whose results have a grid -- brightness, contrast, watermark, "
                         "meanfilter, conv, grey, downsample with no window before it -- gets keyed offsets of a "
                         "quarter pixel or less under the encryption (BFV/BGV: offsets uniform mod t; a chain of "
-                        "8-bit tables on BFV, where the --tile leaves slots free: keyed check slots among the pixels; a chain with dftfilter whose "
-                        "cutoff keeps a dozen frequencies or more: check values in the imaginary parts, compared at "
-                        "every place of the tile), from a key the owner map "
-                        "keeps, and decrypt --owner rejects as integrity an image holding a ciphertext of another "
+                        "8-bit tables on BFV, where the --tile leaves slots free: keyed check slots among the "
+                        "pixels; a chain with dftfilter whose cutoff keeps a dozen frequencies or more: check "
+                        "values in the imaginary parts, compared at every place of the tile), from a key the owner "
+                        "map keeps, and decrypt --owner rejects as integrity an image holding a ciphertext of another "
                         "place, image or run; decrypt then needs the owner map)")
     p.add_argument("--ringers", type=float, default=0.0, metavar="P",
                    help="each image becomes, with probability P drawn in secret, a ringer: the owner map keeps it "

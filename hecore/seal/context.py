@@ -27,6 +27,15 @@ COMPRESSION = "zstd"   # for keys and context; ciphertexts: see hecore.seal.atre
 _COMPACT_MAGIC = b"HPXC"   # hecore.seal.atrest's format (SEAL bytes start with 5E A1)
 
 
+def _galois_keys(context: bytes, secret_key: bytes, steps) -> bytes:
+    """The Galois keys of exactly ``steps`` for this secret key (Pyfhel's context and secret-key bytes), made by
+    SEAL's key generator in hepix's native extension, serialized."""
+    from .native import native_module, seal_context_bytes
+
+    security, _, seal_bytes = seal_context_bytes(context)
+    return native_module().galois_keys(seal_bytes, secret_key, [int(s) for s in steps], COMPRESSION, security)
+
+
 def _whole_rotation_set(he: Pyfhel, params: Params) -> bytes:
     """The Galois keys of every power-of-two rotation both ways for ``he``'s fresh secret, serialized, and loaded
     into ``he``.  Under CKKS they are made by hepix's native extension for exactly those steps
@@ -34,20 +43,18 @@ def _whole_rotation_set(he: Pyfhel, params: Params) -> bytes:
     conjugates, and a cluster holding it could graft one ciphertext's imaginary parts -- the check values that
     bind it to its place (:mod:`hecore.binding`) -- onto another's real parts.  Without the native extension (or
     under BFV/BGV, whose slots hold no imaginary parts) SEAL's default set."""
-    from .native import NativeExtensionMissing, native_module, seal_context_bytes
+    from .native import NativeExtensionMissing
 
     if params.complex_slots:
         from .galois import whole_set_steps
 
         try:
-            native = native_module()
+            rotate = _galois_keys(he.to_bytes_context(compr_mode=COMPRESSION),
+                                  he.to_bytes_secret_key(compr_mode=COMPRESSION), whole_set_steps(params.slots))
         except NativeExtensionMissing as e:
             log.warning("the Galois keys include SEAL's conjugation key, with which a cluster can move check "
                         "values from one ciphertext to another: %s", e)
         else:
-            security, _, seal_bytes = seal_context_bytes(he.to_bytes_context(compr_mode=COMPRESSION))
-            rotate = native.galois_keys(seal_bytes, he.to_bytes_secret_key(compr_mode=COMPRESSION),
-                                        list(whole_set_steps(params.slots)), COMPRESSION, security)
             he.from_bytes_rotate_key(rotate)
             return rotate
     he.rotateKeyGen()
@@ -323,15 +330,11 @@ class HEContext:
     def rotation_keys(self, steps) -> bytes:
         """The Galois keys of exactly these rotation steps (each a single key switch), serialized: the owner's
         least-capability copy for a chain (:mod:`hecore.seal.steps`).  Needs the secret key."""
-        from .native import native_module, seal_context_bytes
-
         self._require_secret("making rotation keys")
         if not self.params.supports_keyswitching:
             raise ValueError(f"{self.params.name} allows no key switching: it has no rotation keys")
-        security, _, seal_bytes = seal_context_bytes(self.public.context)
         # SEAL's key generator made from this secret (Pyfhel's rotateKeyGen would use a generator of another)
-        return native_module().galois_keys(seal_bytes, self.secret_key_bytes(), [int(s) for s in steps],
-                                           COMPRESSION, security)
+        return _galois_keys(self.public.context, self.secret_key_bytes(), steps)
 
     # --- decryption -------------------------------------------------------------------
     def _require_secret(self, what: str) -> None:
