@@ -361,17 +361,18 @@ class Binding:
 # removes before the finish.  u is chosen so that the linear part of another place's offsets differs from this
 # place's by an odd multiple of half the chain's grid step at every result whose window holds an odd number of
 # differing signs among the inputs of least 2-adic weight -- with probability 1/2 at each result, independently
-# for results of disjoint windows -- so such a ciphertext's values lie half a step off the grid the results
-# lie on (:func:`off_grid`) at about half its places, and each ciphertext is checked at hundreds of places
-# (:func:`check_stride`), not the image at a sample.  The pixels are moved by u at most; the honest results
+# for every result checked (each has an input no result before it has: :func:`offset_pass_log2`) -- so such a
+# ciphertext's values lie half a step off the grid the results lie on (:func:`off_grid`) at about half its
+# places, and each ciphertext is checked at hundreds of places (:func:`check_stride`), not the image at a
+# sample.  The pixels are moved by u at most; the honest results
 # must lie within a quarter step of the grid (CKKS's error at the planned scales is far below).  Nothing
 # changes on the cluster, and the offsets cannot be peeled off the pixels there: they are the same numbers.
 
 #: How far off the grid (in grid steps) a decrypted result may lie once the offsets are removed.
 OFF_GRID = 0.25
 #: Every how many rows and columns the results of a tile of :data:`STRIDE_FROM` values or more are compared with
-#: the grid (all of them are freed of the offsets): a 60x62 tile is checked at 930 places, of which 144 have
-#: disjoint 5x5 windows; a smaller tile at every value.
+#: the grid (all of them are freed of the offsets): a 60x62 tile is checked at 930 places; a smaller tile at every
+#: value.
 CHECK_STRIDE = 2
 STRIDE_FROM = 1024
 
@@ -388,11 +389,11 @@ def _valuation(n: int) -> int:
     return (n & -n).bit_length() - 1
 
 
-def offset_unit(ops: Sequence, *, strided: bool = False) -> float | None:
-    """The offsets' size u for the chain ``ops`` (parsed ops): ``2^-(v + 2)`` with ``v`` the least 2-adic
-    valuation of the chain's weights counted in grid steps; None when the chain leaves no grid, is not linear
-    in the pixels (:func:`why_not`; with ``strided``, a downsample counts as linear: its results are read from
-    a stride of the slots, :func:`strides`), or its weights are not whole grid steps."""
+def _grid_weights(ops: Sequence, *, strided: bool = False) -> list[np.ndarray] | None:
+    """The chain's weights counted in grid steps, one integer array per input channel: its linear part on a pixel
+    of that channel at the centre of a probe image (``_PROBE x _PROBE``, every output channel stacked on the last
+    axis); None when the chain leaves no grid, is not linear in the pixels (:func:`why_not`; with ``strided`` a
+    downsample counts as linear), or its weights are not whole grid steps."""
     from hecore.ops.spec import finish_for, reference
 
     ops = list(ops)
@@ -403,19 +404,33 @@ def offset_unit(ops: Sequence, *, strided: bool = False) -> float | None:
         return None
     scale = float(finish.post_scale) * float(finish.step)
     zero = np.asarray(reference(np.zeros((_PROBE, _PROBE, 3)), ops), dtype=np.float64)
-    least = None
+    out = []
     for c in range(3):
         impulse = np.zeros((_PROBE, _PROBE, 3))
         impulse[_PROBE // 2, _PROBE // 2, c] = 1.0
         weights = (np.asarray(reference(impulse, ops), dtype=np.float64) - zero) / scale
+        weights = weights if weights.ndim == 3 else weights[:, :, None]
         rim = np.ones(weights.shape[:2], bool)
         rim[1:-1, 1:-1] = False
         whole = np.rint(weights)
         if np.any(np.abs(weights - whole) > 1e-6 + 2e-9 / scale) or np.any(whole[rim] != 0):   # 9-decimal reference
             return None
-        for w in whole[whole != 0].astype(np.int64):
-            v = _valuation(int(abs(w)))
-            least = v if least is None else min(least, v)
+        out.append(whole.astype(np.int64))
+    return out
+
+
+def _least_valuation(weights: Sequence[np.ndarray]) -> int | None:
+    nonzero = [int(abs(w)) for arr in weights for w in arr[arr != 0]]
+    return min((_valuation(w) for w in nonzero), default=None)
+
+
+def offset_unit(ops: Sequence, *, strided: bool = False) -> float | None:
+    """The offsets' size u for the chain ``ops`` (parsed ops): ``2^-(v + 2)`` with ``v`` the least 2-adic
+    valuation of the chain's weights counted in grid steps; None when the chain leaves no grid, is not linear
+    in the pixels (:func:`why_not`; with ``strided``, a downsample counts as linear: its results are read from
+    a stride of the slots, :func:`strides`), or its weights are not whole grid steps."""
+    weights = _grid_weights(ops, strided=strided)
+    least = None if weights is None else _least_valuation(weights)
     return None if least is None else 2.0 ** -(least + 2)
 
 
@@ -463,14 +478,41 @@ def strides(ops: Sequence) -> int:
 
 def strided_pass_log2(ops: Sequence, tile: tuple[int, int]) -> float | None:
     """log2 of what a ciphertext of another place passes the offsets' check of a downsampled ``tile`` (the input
-    tile) with: 1/2 at each result checked (:func:`check_stride`), their blocks disjoint; None for a chain
+    tile) with: 1/2 at each result checked (:func:`checked_results`), their blocks disjoint; None for a chain
     without a stride (:func:`strides`)."""
     s = strides(ops)
-    if s == 1:
-        return None
-    out = (tile[0] // s, tile[1] // s)
+    return None if s == 1 else -float(checked_results(tile, s))
+
+
+def checked_results(tile: tuple[int, int], stride: int = 1) -> int:
+    """How many results of a ``tile`` (the input tile; a downsample's by ``stride``) decrypt compares with the
+    grid or the range (:func:`check_stride`)."""
+    out = (tile[0] // stride, tile[1] // stride)
     every = check_stride(out)
-    return -float(-(-out[0] // every) * -(-out[1] // every))
+    return -(-out[0] // every) * -(-out[1] // every)
+
+
+def offset_pass_log2(ops: Sequence, tile: tuple[int, int], *, modulus: int | None = None) -> float | None:
+    """log2 of what a ciphertext of another place passes the keyed offsets' check of a ``tile`` (the input tile)
+    with: 1/2 at each checked result under CKKS, (range + 1) / t under BFV/BGV (``modulus`` t;
+    :func:`hecore.ops.spec.raw_range`), independently for every checked result (:func:`checked_results`).
+
+    Independently because each result has an input no result before it (in row-major order) has: the last of
+    its window, at the least 2-adic weight (CKKS: the inputs whose differing offsets move it by half a step) or
+    at any nonzero weight, a unit mod the prime t (BFV/BGV).  So what another place's offsets move the results
+    by is, result by result, a fresh fair coin's parity (CKKS) or a fresh uniform value mod t (BFV/BGV) -- the
+    checked results' parities are of full rank over GF(2), their sums over GF(t).  None for a chain the offsets
+    do not bind (:func:`why_not`)."""
+    from hecore.ops.spec import raw_range
+
+    ops = list(ops)
+    if not ops or why_not(ops, strided=True) is not None:
+        return None
+    count = checked_results(tile, strides(ops))
+    if modulus is None:
+        return -float(count)
+    lo, hi = raw_range(ops)
+    return count * min(0.0, float(np.log2((np.floor(hi) - np.ceil(lo) + 1) / modulus)))
 
 
 def _on_blocks(ops: Sequence, blocks: np.ndarray, *, tile: tuple[int, int], halo: int,
@@ -510,9 +552,9 @@ def offset_response(key: bytes, places: Sequence[tuple], *, tile: tuple[int, int
 # chain's linear part of its offsets, mod t (:func:`modular_response`), which decrypt subtracts; what is left
 # must lie within the chain's raw range on pixels 0..255 (:func:`hecore.ops.spec.raw_range`).  Another place's
 # offsets leave a difference that is uniform mod t at every result with a nonzero weight (t is prime, so every
-# nonzero weight is a unit), independently for results of disjoint windows: a result passes with probability
-# (range + 1) / t -- 2,296 / 1,032,193 for a 3x3 mean filter on bfv-4096, 2^-8.8 -- so a tile of 80 values
-# checked passes with probability far below 2^-100.
+# nonzero weight is a unit), independently for every result checked (:func:`offset_pass_log2`): a result passes
+# with probability (range + 1) / t -- 2,296 / 1,032,193 for a 3x3 mean filter on bfv-4096, 2^-8.8 -- so a tile
+# of 80 values checked passes with probability 2^-705.
 
 #: Bits of one limb of the offsets when the chain's linear part is evaluated in float64 (exact below 2^53: an
 #: offset limb below 2^20 times raw weights summing to at most 2^12 over 25 taps stays far within).

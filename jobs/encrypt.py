@@ -233,7 +233,7 @@ class EncryptSettings:
     bind_table: bytes | None = None  # keyed check slots for this declared table chain (hecore.slotchecks)
     bind_spread: float | None = None  # check values uniform in [-spread, spread] (block_binding)
     bind_bound: float | None = None   # log2 of what a ciphertext of another place passes them with (block_binding;
-                                      # a downsample's offsets: hecore.binding.strided_pass_log2)
+                                      # keyed offsets: hecore.binding.offset_pass_log2)
     spot_results: tuple | None = None   # the declared chain the samples keep the results of (spot_results)
 
     @property
@@ -317,9 +317,9 @@ def settings_from(args, keys) -> EncryptSettings:
     offsets = None if bind else offset_binding(args, keys, layout, chain, store, halo)
     table = None if bind or offsets else table_binding(args, keys, layout, chain, store, tile, halo)
     if offsets:
-        from hecore.binding import strided_pass_log2
+        from hecore.binding import offset_pass_log2
 
-        bound = strided_pass_log2(chain[0], tile)      # a downsample's: 2^-(results a tile)
+        bound = offset_pass_log2(chain[0], tile, modulus=offsets if isinstance(offsets, int) else None)
     return EncryptSettings(keys=keys, layout=layout, tile=tile, halo=halo, strategy=args.strategy,
                            strategy_options=strategy_options(args), use_secret=use_secret, compression=compression,
                            store=store, spots=spot_settings(args, keys.params.name), bind=bind,
