@@ -502,7 +502,7 @@ def offset_pass_log2(ops: Sequence, tile: tuple[int, int], *, modulus: int | Non
     at any nonzero weight, a unit mod the prime t (BFV/BGV).  So what another place's offsets move the results
     by is, result by result, a fresh fair coin's parity (CKKS) or a fresh uniform value mod t (BFV/BGV) -- the
     checked results' parities are of full rank over GF(2), their sums over GF(t).  None for a chain the offsets
-    do not bind (:func:`why_not`)."""
+    do not bind (:func:`why_not`; under CKKS, :func:`offset_unit`: a chain without a grid)."""
     from hecore.ops.spec import raw_range
 
     ops = list(ops)
@@ -510,7 +510,7 @@ def offset_pass_log2(ops: Sequence, tile: tuple[int, int], *, modulus: int | Non
         return None
     count = checked_results(tile, strides(ops))
     if modulus is None:
-        return -float(count)
+        return None if offset_unit(ops, strided=True) is None else -float(count)
     lo, hi = raw_range(ops)
     return count * min(0.0, float(np.log2((np.floor(hi) - np.ceil(lo) + 1) / modulus)))
 

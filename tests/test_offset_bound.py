@@ -111,6 +111,14 @@ def test_every_checked_result_s_sum_is_independent_mod_t(chain, halo):
         assert got == pytest.approx(63 * np.log2((np.floor(hi) - np.ceil(lo) + 1) / t)) and got < -63
 
 
+def test_chains_the_offsets_do_not_bind_have_no_bound_and_a_downsample_s_counts_its_results():
+    for chain in (["dftfilter:lowpass=0.5"], ["meanfilter:3", "dftfilter:lowpass=0.5"]):
+        assert binding.offset_pass_log2(parse_ops(chain), (8, 8)) is None
+    assert binding.offset_pass_log2(parse_ops(["downsample:2"]), (8, 8)) == -16       # 4x4 results
+    assert binding.offset_pass_log2(parse_ops(["downsample:4"]), (64, 64)) == -256    # 16x16, every one checked
+    assert binding.offset_pass_log2(parse_ops(["brightness:9"]), (64, 64)) == -1024   # every other row and column
+
+
 def _raw(key, place, ops, pixels, tile, halo, unit) -> np.ndarray:
     """A ciphertext's raw results for ``place``, computed in the clear with its offsets, with CKKS-sized noise."""
     shaken = pixels + np.stack([binding.offset_values(key, place[0], c, place[2], place[3], pixels.shape[:2], unit)
