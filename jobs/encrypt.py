@@ -390,8 +390,8 @@ def offset_binding(args, keys, layout: Layout, chain, store, halo: int = 0) -> f
     (whose dropped bits the planner keeps within half of the check's margin off the grid: :func:`compact_fits`):
     under CKKS their size u (a float, :func:`hecore.binding.offset_unit`; the chain's results must have a grid),
     under BFV/BGV the plaintext modulus t they are drawn mod (an int, :func:`hecore.binding.modular_offsets_of`);
-    None with ``--no-bind`` or where they do not apply (a downsample after a window: its blocks would not line up
-    with the tiles' halos, :func:`hecore.binding.strides`)."""
+    None with ``--no-bind`` or where they do not apply (a downsample after a window, which the packed layouts
+    refuse to run: its blocks would not line up with the tiles' halos, :func:`hecore.binding.strides`)."""
     if getattr(args, "no_bind", False) or chain is None or chain[1] is not None or not layout.packed:
         return None
     from hecore.binding import MAX_MODULUS_BITS, offset_unit, strides, why_not
