@@ -207,6 +207,15 @@ def tfhe_key_dir(tmp_path_factory) -> Path:
     return out
 
 
+# --- where the run's CPU goes: --cpu-profile DIR (tests/cpuprofile.py) ----------------------------------------
+
+def pytest_addoption(parser, pluginmanager):
+    import cpuprofile
+
+    cpuprofile.add_option(parser)
+    pluginmanager.register(cpuprofile, "hepix-cpuprofile")
+
+
 # --- leaving the test process ----------------------------------------------------------------
 # Pyfhel 3.5 (SEAL's global memory pool) sometimes frees memory twice while the interpreter
 # tears down, turning a passing run into SIGABRT (exit 134).  Once pytest has reported, leave
