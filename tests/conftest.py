@@ -207,13 +207,12 @@ def tfhe_key_dir(tmp_path_factory) -> Path:
     return out
 
 
-# --- where the run's CPU goes: --cpu-profile DIR (tests/cpuprofile.py) ----------------------------------------
+# --- where the run's CPU goes: HEPIX_TEST_CPU_PROFILE=DIR (tests/cpuprofile.py) -------------------------------
 
-def pytest_addoption(parser, pluginmanager):
+def pytest_configure(config):
     import cpuprofile
 
-    cpuprofile.add_option(parser)
-    pluginmanager.register(cpuprofile, "hepix-cpuprofile")
+    config.pluginmanager.register(cpuprofile, "hepix-cpuprofile")
 
 
 # --- leaving the test process ----------------------------------------------------------------

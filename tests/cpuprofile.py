@@ -1,6 +1,6 @@
 """Where the test run's CPU goes, test by test (Linux: it reads ``/proc``).
 
-``make test PYTEST_ARGS="--cpu-profile DIR"``: every test process appends to ``DIR/cpu-<pid>.jsonl``, for each
+``HEPIX_TEST_CPU_PROFILE=DIR make test``: every test process appends to ``DIR/cpu-<pid>.jsonl``, for each
 test, the CPU seconds its whole process tree spent on it (the process, and the JVMs, Python workers and
 commands it started that are still its descendants), with the test's setup and teardown, and its wall
 seconds; the process that started the run writes the machine's busy CPU seconds over the run to
@@ -8,7 +8,8 @@ seconds; the process that started the run writes the machine's busy CPU seconds 
 much of the machine's CPU the tests' trees account for (the rest: collection, the processes' start and end,
 daemons that left the tree -- a test cluster's -- and whatever else ran on the machine).
 
-Not a test module: ``tests/conftest.py`` adds its option and registers it as a plugin.
+Not a test module: ``tests/conftest.py`` registers it as a plugin (an environment variable, not an option,
+because pytest-xdist's processes parse their options before they read the conftest).
 """
 from __future__ import annotations
 
@@ -55,14 +56,12 @@ def machine_busy() -> float:
     return (v[0] + v[1] + v[2] + v[5] + v[6]) / _TICKS
 
 
-def add_option(parser) -> None:
-    parser.addoption("--cpu-profile", metavar="DIR", default=None,
-                     help="write each test's CPU seconds (its process tree, from /proc) to DIR; "
-                          "`python tests/cpuprofile.py DIR` sums them by file")
+#: The directory the profile goes to; unset or empty: no profile.
+ENV = "HEPIX_TEST_CPU_PROFILE"
 
 
 def _out(config) -> Path | None:
-    where = config.getoption("--cpu-profile", default=None)
+    where = os.environ.get(ENV, "")
     return Path(where) if where else None
 
 
@@ -71,7 +70,7 @@ def pytest_configure(config):
     if out is None:
         return
     if not Path("/proc/stat").exists():
-        raise pytest.UsageError("--cpu-profile reads /proc: it runs on Linux only")
+        raise pytest.UsageError(f"{ENV}: the profile reads /proc, which this system has not")
     out.mkdir(parents=True, exist_ok=True)
     if not hasattr(config, "workerinput"):          # the process that started the run
         config._cpu_profile_start = (machine_busy(), time.monotonic())
@@ -123,5 +122,5 @@ def summary(directory: Path, top: int = 30) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
-        sys.exit("usage: python tests/cpuprofile.py DIR   (DIR: what --cpu-profile wrote)")
+        sys.exit(f"usage: python tests/cpuprofile.py DIR   (DIR: what {ENV}=DIR make test wrote)")
     print(summary(Path(sys.argv[1])))
