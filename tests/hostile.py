@@ -82,6 +82,22 @@ def places_apart(rng, trials: int):
         yield key, here, binding.new_key() if there == here else key, there
 
 
+def offset_raw(key: bytes, place: tuple, ops, pixels: np.ndarray, unit: float, *, halo: int = 0) -> np.ndarray:
+    """For binding trials: the raw results a ciphertext of ``place`` ``(image id, channel, tile row, tile column)``
+    decrypts to after ``ops`` (parsed), computed in the clear from ``pixels`` (a block, ``height x width x
+    channels``) carrying that place's keyed offsets of size ``unit``, the ``halo`` cut off, with CKKS-sized
+    noise."""
+    from hecore import binding
+    from hecore.ops.spec import finish_for, reference
+
+    shaken = pixels + np.stack([binding.offset_values(key, place[0], c, place[2], place[3], pixels.shape[:2], unit)
+                                for c in range(pixels.shape[2])], axis=-1)
+    out = reference(shaken, ops)
+    out = out if out.ndim == 3 else out[:, :, None]
+    raw = out[halo:out.shape[0] - halo, halo:out.shape[1] - halo, place[1] if out.shape[2] > 1 else 0]
+    return raw / float(finish_for(ops).post_scale) + np.random.default_rng(0).normal(0, 1e-3, raw.shape)
+
+
 def swap_flat_tiles(source: Path, run: Path, *, channels: int = 3, first=(1, 1, 1), second=(1, 0, 1)) -> str:
     """A copy ``run`` of the processed run ``source`` with two tiles of its image of ``channels`` channels swapped
     (``(channel, tile row, tile column)``, by default channel 1, tiles (1, 1) and (0, 1) of a colour image: on a

@@ -100,14 +100,10 @@ def test_modular_offsets_come_off_a_downsampled_bfv_tile_exactly_and_another_pla
 
 def _raw(key, place, chain, pixels) -> np.ndarray:
     """A ciphertext's raw results for ``place`` after ``chain``, computed in the clear, with CKKS-sized noise."""
+    from hostile import offset_raw
+
     ops = parse_ops(chain)
-    unit = binding.offset_unit(ops, strided=True)
-    shaken = pixels + np.stack([binding.offset_values(key, place[0], c, place[2], place[3], pixels.shape[:2], unit)
-                                for c in range(pixels.shape[2])], axis=-1)
-    out = reference(shaken, ops)
-    out = out if out.ndim == 3 else out[:, :, None]
-    raw = out[:, :, place[1] if out.shape[2] > 1 else 0]
-    return raw / float(finish_for(ops).post_scale) + np.random.default_rng(0).normal(0, 1e-3, raw.shape)
+    return offset_raw(key, place, ops, pixels, binding.offset_unit(ops, strided=True))
 
 
 @pytest.mark.parametrize("chain, channels, tile, trials", [

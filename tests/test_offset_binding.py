@@ -66,15 +66,10 @@ def test_the_offsets_come_off_exactly_and_another_place_s_do_not(he_paper4096, c
 
 def _raw(key, place, chain, pixels) -> np.ndarray:
     """A ciphertext's raw results for ``place`` after ``chain``, computed in the clear, with CKKS-sized noise."""
+    from hostile import offset_raw
+
     ops = parse_ops(chain)
-    unit = binding.offset_unit(ops)
-    channels = pixels.shape[2]
-    shaken = pixels + np.stack([binding.offset_values(key, place[0], c, place[2], place[3], pixels.shape[:2], unit)
-                                for c in range(channels)], axis=-1)
-    out = reference(shaken, ops)
-    out = out if out.ndim == 3 else out[:, :, None]
-    raw = out[HALO:HALO + TILE[0], HALO:HALO + TILE[1], place[1] if out.shape[2] > 1 else 0]
-    return raw / float(finish_for(ops).post_scale) + np.random.default_rng(0).normal(0, 1e-3, TILE)
+    return offset_raw(key, place, ops, pixels, binding.offset_unit(ops), halo=HALO)
 
 
 @pytest.mark.parametrize("chain, channels", [(["brightness:20"], 1), (["meanfilter:3"], 1), (["grey"], 3),

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from hecore import binding
-from hecore.ops.spec import finish_for, parse_ops, raw_range, reference
+from hecore.ops.spec import parse_ops, raw_range
 from jobs.cli import main
 
 PROBE = 33      # hecore.binding's probe image: the chain's weights around its centre
@@ -24,13 +24,16 @@ def weights_of(chain: list[str]) -> list[np.ndarray]:
     return weights
 
 
-def result_rows(taps_of, tile: tuple[int, int], halo: int) -> list[dict]:
-    """For each checked result of ``tile`` (row-major), its inputs ``(channel, row, column)`` of the block (tile
-    and halo) with their coefficients: ``taps_of(output channel)`` gives ``(channel, dy, dx, coefficient)``."""
+def result_rows(coefficients: list[np.ndarray], tile: tuple[int, int], halo: int) -> list[dict]:
+    """For each output channel and each checked result of ``tile`` (row-major), its inputs ``(output channel,
+    channel, row, column)`` of the block (tile and halo) with their coefficients: ``coefficients``, one
+    ``PROBE x PROBE x outputs`` array per input channel, an input's at its offset from the probe's centre."""
     every = binding.check_stride(tile)
     centre = PROBE // 2
     rows = []
-    for k, taps in taps_of():
+    for k in range(coefficients[0].shape[2]):
+        taps = [(c, int(dy), int(dx), int(a[dy, dx, k])) for c, a in enumerate(coefficients)
+                for dy, dx in zip(*np.nonzero(a[:, :, k]))]
         for i in range(0, tile[0], every):
             for j in range(0, tile[1], every):
                 rows.append({(k, c, halo + i - dy + centre, halo + j - dx + centre): coefficient
@@ -65,34 +68,19 @@ CHAINS = [(["brightness:20"], 0), (["meanfilter:3"], 1), (["meanfilter:5"], 2), 
 TILES = [(1, 1), (2, 3), (5, 4), (7, 9), (32, 40)]       # the last is checked at every other row and column
 
 
-def parity_taps(chain: list[str]):
-    """Per output channel, the inputs whose differing offsets move a result by half a step (CKKS)."""
+def parities(chain: list[str]) -> list[np.ndarray]:
+    """Per input channel, which inputs' differing offsets move a result by half a step (CKKS): the weights of
+    the least 2-adic valuation."""
     weights = weights_of(chain)
     least = binding._least_valuation(weights)
-
-    def taps_of():
-        for k in range(weights[0].shape[2]):
-            yield k, [(c, int(dy), int(dx), 1) for c, w in enumerate(weights)
-                      for dy, dx in zip(*np.nonzero((w[:, :, k] >> least) & 1))]
-    return taps_of
-
-
-def weight_taps(chain: list[str]):
-    """Per output channel, every input with its weight (BFV/BGV)."""
-    weights = weights_of(chain)
-
-    def taps_of():
-        for k in range(weights[0].shape[2]):
-            yield k, [(c, int(dy), int(dx), int(w[dy, dx, k])) for c, w in enumerate(weights)
-                      for dy, dx in zip(*np.nonzero(w[:, :, k]))]
-    return taps_of
+    return [(w >> least) & 1 for w in weights]
 
 
 @pytest.mark.parametrize("chain, halo", CHAINS)
 def test_every_checked_result_s_parity_is_independent_over_gf2(chain, halo):
     outputs = weights_of(chain)[0].shape[2]
     for tile in TILES:
-        rows = result_rows(parity_taps(chain), tile, halo)
+        rows = result_rows(parities(chain), tile, halo)
         assert len(rows) == binding.checked_results(tile) * outputs
         assert rank_mod(rows, 2) == len(rows), (chain, tile)
         assert binding.offset_pass_log2(parse_ops(chain), tile) == -binding.checked_results(tile)
@@ -103,7 +91,7 @@ def test_every_checked_result_s_parity_is_independent_over_gf2(chain, halo):
 def test_every_checked_result_s_sum_is_independent_mod_t(chain, halo):
     t = 1032193                         # bfv-4096's plaintext modulus: a prime
     for tile in TILES[:4]:
-        rows = result_rows(weight_taps(chain), tile, halo)
+        rows = result_rows(weights_of(chain), tile, halo)
         assert rank_mod(rows, t) == len(rows), (chain, tile)
     lo, hi = raw_range(parse_ops(chain))
     if hi - lo + 1 < t:                 # else the chain does not fit t: no BFV run of it
@@ -119,16 +107,6 @@ def test_chains_the_offsets_do_not_bind_have_no_bound_and_a_downsample_s_counts_
     assert binding.offset_pass_log2(parse_ops(["brightness:9"]), (64, 64)) == -1024   # every other row and column
 
 
-def _raw(key, place, ops, pixels, tile, halo, unit) -> np.ndarray:
-    """A ciphertext's raw results for ``place``, computed in the clear with its offsets, with CKKS-sized noise."""
-    shaken = pixels + np.stack([binding.offset_values(key, place[0], c, place[2], place[3], pixels.shape[:2], unit)
-                                for c in range(pixels.shape[2])], axis=-1)
-    out = reference(shaken, ops)
-    out = out if out.ndim == 3 else out[:, :, None]
-    raw = out[halo:halo + tile[0], halo:halo + tile[1], place[1] if out.shape[2] > 1 else 0]
-    return raw / float(finish_for(ops).post_scale) + np.random.default_rng(0).normal(0, 1e-3, tile)
-
-
 @pytest.mark.parametrize("chain, tile, halo, channels", [
     (["meanfilter:3"], (1, 2), 1, 1), (["meanfilter:3"], (2, 2), 1, 1), (["conv:sharpen"], (1, 3), 1, 1),
     (["grey"], (1, 3), 0, 3)])
@@ -136,7 +114,7 @@ def test_another_place_passes_at_the_formula_s_rate_on_tiles_small_enough_to_mea
     """Flat pixels (a swap there changes no value), 1,600 trials: the rate another place's offsets pass with is
     2^-(checked results) -- within four standard deviations, on both sides -- where disjoint windows alone would
     promise only 1/2 for the overlapping windows of a 3x3 filter."""
-    from hostile import places_apart
+    from hostile import offset_raw, places_apart
 
     ops = parse_ops(chain)
     unit = binding.offset_unit(ops)
@@ -144,7 +122,7 @@ def test_another_place_passes_at_the_formula_s_rate_on_tiles_small_enough_to_mea
     trials, passed = 1600, 0
     for key, here, other_key, there in places_apart(np.random.default_rng(11), trials):
         bound = binding.Binding(key, {"a": channels, "b": channels}, unit=unit)
-        other = _raw(other_key, there, ops, pixels, tile, halo, unit)
+        other = offset_raw(other_key, there, ops, pixels, unit, halo=halo)
         passed += bound.without_offsets([here], [other], ops, tile=tile, halo=halo)[1][0] == 0
     p = 2.0 ** binding.offset_pass_log2(ops, tile)
     assert p == 2.0 ** -(tile[0] * tile[1])
